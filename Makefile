@@ -1,0 +1,34 @@
+# txnlab: two commands do everything on a fresh machine.
+#   make demo   set up, then run the main job
+#   make test   set up, then run the whole test suite (unit + integration on the real local cluster)
+include versions.env
+
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTEST_ARGS ?=
+
+.PHONY: setup setup-test demo test unit integration down clean
+
+setup:
+	bash scripts/setup.sh
+
+setup-test:
+	WITH_TEST_TOOLS=1 bash scripts/setup.sh
+
+demo: setup
+	$(VENV)/bin/txnlab demo
+
+test: setup-test
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+unit: setup-test
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+integration: setup-test
+	$(PY) -m pytest tests/integration $(PYTEST_ARGS)
+
+down:
+	-$(VENV)/bin/txnlab cluster down
+
+clean: down
+	rm -rf .txnlab/cluster .txnlab/test-cluster* .pytest_cache

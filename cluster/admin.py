@@ -1,0 +1,103 @@
+"""Cluster introspection through Kafka's admin protocol: brokers, leaders, coordinators, the controller.
+
+Owns: the questions the chaos faults and tests ask of any cluster (local or remote): which brokers are
+registered, the leader and ISR of a partition, the transaction coordinator of a transactional.id
+(FindCoordinator), the active KRaft controller (DescribeQuorum). Read-only.
+Must not: start, stop or signal processes.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import kafka.errors as Errors
+
+from kafka.admin import KafkaAdminClient
+from kafka.protocol.metadata import CoordinatorType
+
+from cluster.connection import ConnectionSettings
+
+
+def java_string_hash(text: str) -> int:
+    """Java's String.hashCode() as a signed 32-bit int (over UTF-16 code units)."""
+    h = 0
+    data = text.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + int.from_bytes(data[i:i + 2], "big")) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= (1 << 31) else h
+
+
+def transaction_state_partition(transactional_id: str, num_partitions: int = 50) -> int:
+    """The __transaction_state partition that owns transactional_id (abs(hashCode) % partitions).
+
+    Kafka uses Utils.abs, which maps Integer.MIN_VALUE to 0 rather than overflowing."""
+    h = java_string_hash(transactional_id)
+    return (0 if h == -(1 << 31) else abs(h)) % num_partitions
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    topic: str
+    partition: int
+    leader: int | None
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+class ClusterAdmin:
+    """A read-only admin view of one cluster. Close it (or use `with`) when done."""
+
+    def __init__(self, conn: ConnectionSettings, request_timeout_ms: int = 10000):
+        self.conn = conn
+        self.client = KafkaAdminClient(**conn.kafka_python(request_timeout_ms=request_timeout_ms))
+
+    def __enter__(self) -> "ClusterAdmin":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.client.close()
+
+    def registered_brokers(self) -> list[int]:
+        return sorted(b["broker_id"] for b in self.client.describe_cluster()["brokers"]
+                      if not b.get("is_fenced"))
+
+    def partitions(self, topic: str) -> list[PartitionState]:
+        described = self.client.describe_topics([topic])[0]
+        if described.get("error_code"):
+            raise RuntimeError(f"describe {topic}: error code {described['error_code']}")
+        return sorted((PartitionState(topic, p["partition_index"], _leader(p["leader_id"]),
+                                      tuple(p["replica_nodes"]), tuple(p["isr_nodes"]))
+                       for p in described["partitions"]), key=lambda s: s.partition)
+
+    def leader_of(self, topic: str, partition: int) -> int | None:
+        return next((p.leader for p in self.partitions(topic) if p.partition == partition), None)
+
+    def coordinator_of(self, transactional_id: str, timeout: float = 30.0) -> int:
+        """The broker id of transactional_id's transaction coordinator (FindCoordinator, key type 1).
+
+        Retries while the coordinator is not available yet (__transaction_state being created or
+        loaded). kafka-python 3.0.12 exposes FindCoordinator only as a private coroutine; this is
+        the one place that reaches into it."""
+        client = self.client
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return client._manager.run(client._find_coordinator_id, transactional_id, CoordinatorType.TRANSACTION)
+            except (Errors.CoordinatorNotAvailableError, Errors.CoordinatorLoadInProgressError,
+                    Errors.NotCoordinatorError):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.3)
+
+    def active_controller(self) -> int:
+        """The leader of the KRaft metadata quorum (DescribeQuorum)."""
+        quorum = self.client.describe_metadata_quorum()
+        topic = quorum["topics"][0]["partitions"][0]
+        return int(topic["leader_id"])
+
+
+def _leader(leader_id: int) -> int | None:
+    return None if leader_id is None or leader_id < 0 else leader_id

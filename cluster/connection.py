@@ -1,0 +1,127 @@
+"""The one Kafka connection-settings builder: bootstrap, SASL (PLAIN, SCRAM) and TLS.
+
+Owns: ConnectionSettings and its translation into confluent-kafka (librdkafka) and kafka-python
+configuration dicts. Every Kafka client txnlab creates gets its settings from here.
+Must not: log or print secrets (the password is kept out of repr and describe()).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+class ConnectionSettingsError(ValueError):
+    """Bad connection settings (raised before anything talks to Kafka)."""
+
+
+@dataclass(frozen=True)
+class ConnectionSettings:
+    """How to reach one cluster. Validated on construction."""
+
+    bootstrap: str
+    security_protocol: str = "PLAINTEXT"
+    sasl_mechanism: str | None = None
+    sasl_username: str | None = None
+    sasl_password: str | None = field(default=None, repr=False)
+    tls_ca_file: str | None = None
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    tls_key_password: str | None = field(default=None, repr=False)
+    tls_verify_hostname: bool = True
+    client_id: str = "txnlab"
+
+    def __post_init__(self) -> None:
+        if not self.bootstrap or not all(":" in h for h in self.bootstrap.split(",")):
+            raise ConnectionSettingsError(f"bootstrap must be host:port[,host:port...], got {self.bootstrap!r}")
+        if self.security_protocol not in SECURITY_PROTOCOLS:
+            raise ConnectionSettingsError(
+                f"security_protocol must be one of {', '.join(SECURITY_PROTOCOLS)}, got {self.security_protocol!r}")
+        if self.uses_sasl:
+            self._check_sasl()
+        for name in ("tls_ca_file", "tls_cert_file", "tls_key_file"):
+            path = getattr(self, name)
+            if path and not os.path.isfile(path):
+                raise ConnectionSettingsError(f"{name}: no such file {path!r}")
+
+    def _check_sasl(self) -> None:
+        if self.sasl_mechanism not in SASL_MECHANISMS:
+            raise ConnectionSettingsError(
+                f"sasl_mechanism must be one of {', '.join(SASL_MECHANISMS)} with {self.security_protocol}, "
+                f"got {self.sasl_mechanism!r}")
+        if not self.sasl_username or self.sasl_password is None:
+            raise ConnectionSettingsError("SASL needs sasl_username and sasl_password")
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.security_protocol.startswith("SASL_")
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.security_protocol in ("SSL", "SASL_SSL")
+
+    def describe(self) -> str:
+        """A one-line, secret-free description for logs and messages."""
+        auth = f" sasl={self.sasl_mechanism} user={self.sasl_username}" if self.uses_sasl else ""
+        return f"{self.bootstrap} ({self.security_protocol}{auth})"
+
+    def confluent(self, **extra: Any) -> dict[str, Any]:
+        """librdkafka configuration for confluent-kafka producers, consumers and admin clients."""
+        conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap, "security.protocol": self.security_protocol,
+                                "client.id": self.client_id}
+        if self.uses_sasl:
+            conf.update({"sasl.mechanism": self.sasl_mechanism, "sasl.username": self.sasl_username,
+                         "sasl.password": self.sasl_password})
+        if self.uses_tls:
+            conf.update(_drop_none({"ssl.ca.location": self.tls_ca_file, "ssl.certificate.location": self.tls_cert_file,
+                                    "ssl.key.location": self.tls_key_file, "ssl.key.password": self.tls_key_password}))
+            conf["ssl.endpoint.identification.algorithm"] = "https" if self.tls_verify_hostname else "none"
+        conf.update(extra)
+        return conf
+
+    def kafka_python(self, **extra: Any) -> dict[str, Any]:
+        """kafka-python configuration (KafkaAdminClient, KafkaConsumer, KafkaProducer)."""
+        conf: dict[str, Any] = {"bootstrap_servers": self.bootstrap.split(","),
+                                "security_protocol": self.security_protocol, "client_id": self.client_id}
+        if self.uses_sasl:
+            conf.update({"sasl_mechanism": self.sasl_mechanism, "sasl_plain_username": self.sasl_username,
+                         "sasl_plain_password": self.sasl_password})
+        if self.uses_tls:
+            conf.update(_drop_none({"ssl_cafile": self.tls_ca_file, "ssl_certfile": self.tls_cert_file,
+                                    "ssl_keyfile": self.tls_key_file, "ssl_password": self.tls_key_password}))
+            conf["ssl_check_hostname"] = self.tls_verify_hostname
+        conf.update(extra)
+        return conf
+
+    def java_properties(self) -> dict[str, str]:
+        """Client properties for Kafka's own Java tools (TransactionsCommand, copier, perf tools)."""
+        props = {"bootstrap.servers": self.bootstrap, "security.protocol": self.security_protocol}
+        if self.uses_sasl:
+            module = ("org.apache.kafka.common.security.plain.PlainLoginModule" if self.sasl_mechanism == "PLAIN"
+                      else "org.apache.kafka.common.security.scram.ScramLoginModule")
+            props["sasl.mechanism"] = str(self.sasl_mechanism)
+            props["sasl.jaas.config"] = (f'{module} required username="{self.sasl_username}" '
+                                         f'password="{self.sasl_password}";')
+        if self.uses_tls and self.tls_ca_file:
+            props.update({"ssl.truststore.type": "PEM", "ssl.truststore.location": self.tls_ca_file})
+        if self.uses_tls and not self.tls_verify_hostname:
+            props["ssl.endpoint.identification.algorithm"] = ""
+        return props
+
+    @classmethod
+    def from_env(cls, bootstrap: str | None = None, prefix: str = "TXNLAB_KAFKA_") -> "ConnectionSettings":
+        """Settings from TXNLAB_KAFKA_* environment variables (BOOTSTRAP, SECURITY_PROTOCOL, SASL_*, TLS_*)."""
+        env = {k[len(prefix):].lower(): v for k, v in os.environ.items() if k.startswith(prefix)}
+        known = {f for f in cls.__dataclass_fields__}
+        values: dict[str, Any] = {k: v for k, v in env.items() if k in known}
+        if "tls_verify_hostname" in values:
+            values["tls_verify_hostname"] = values["tls_verify_hostname"].lower() not in ("0", "false", "no")
+        values["bootstrap"] = bootstrap or values.get("bootstrap", "")
+        return cls(**values)
+
+
+def _drop_none(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in values.items() if v is not None}

@@ -1,0 +1,44 @@
+"""Human-readable views of the local cluster: the status table and log tails.
+
+Owns: presentation only; the data comes from LocalCluster.status() and the node log files.
+"""
+from __future__ import annotations
+
+from collections import deque
+
+from rich.console import Console
+from rich.table import Table
+
+from cluster.layout import ClusterLayout
+
+HEALTH_STYLE = {"up": "green", "paused": "yellow", "down": "red", "unregistered": "yellow"}
+
+
+def print_status(status: dict, console: Console) -> None:
+    table = Table(title=f"txnlab cluster {status['cluster_id'] or '(never started)'}")
+    for column in ("node", "pid", "health", "controller", "client", "jmx"):
+        table.add_column(column)
+    for node in status["nodes"]:
+        style = HEALTH_STYLE.get(node["health"], "white")
+        table.add_row(str(node["node"]), str(node["pid"] or "-"), f"[{style}]{node['health']}[/]",
+                      "active" if node["active_controller"] else "", str(node["ports"]["client"]),
+                      str(node["ports"]["jmx"]))
+    console.print(table)
+    for name in ("toxiproxy", "prometheus"):
+        svc = status[name]
+        console.print(f"{name}: {svc['health']} (pid {svc['pid'] or '-'}, port {svc['port']})")
+    console.print(f"bootstrap: {status['bootstrap']}")
+
+
+def tail_logs(layout: ClusterLayout, node: int | None, lines: int) -> str:
+    nodes = [node] if node else layout.node_ids
+    out = []
+    for n in nodes:
+        path = layout.node_dir(n) / "logs" / "server.log"
+        out.append(f"==> {path} <==\n")
+        try:
+            with open(path, errors="replace") as fh:
+                out.extend(deque(fh, maxlen=lines))
+        except FileNotFoundError:
+            out.append("(no log yet)\n")
+    return "".join(out)

@@ -1,0 +1,189 @@
+"""Where every piece of the local cluster lives: ports, proxies, files, broker properties.
+
+Owns: the pure description of a local cluster (no process is touched here), so it can be unit
+tested: the port plan, the Toxiproxy proxy per broker listener and per directed broker pair, and the
+server.properties of each KRaft node.
+
+Network plan. Clients reach node i only through proxy `n{i}-client` (advertised address). Node i's
+outbound traffic to node j (replica fetches and KRaft/heartbeat traffic) goes through its own proxies
+`n{j}-repl-from-{i}` and `n{j}-ctrl-from-{i}`: every node uses its own inter-broker listener name
+REPL_FROM_{i}, and its own `controller.quorum.voters` addresses. So a fault on the proxies of one
+node cuts it off in both directions without touching links between the other nodes.
+"""
+from __future__ import annotations
+
+import base64
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cluster.toxiproxy import Proxy
+
+LOOPBACK = "127.0.0.1"
+MAX_NODES = 9
+
+# Broker settings every local cluster runs with; per-run overrides are layered on top.
+BASE_BROKER_CONFIG: dict[str, str] = {
+    "num.partitions": "3",
+    "default.replication.factor": "3",
+    "min.insync.replicas": "2",
+    "offsets.topic.replication.factor": "3",
+    "offsets.topic.num.partitions": "10",
+    "transaction.state.log.replication.factor": "3",
+    "transaction.state.log.min.isr": "2",
+    "transaction.state.log.num.partitions": "50",
+    "unclean.leader.election.enable": "false",
+    "auto.create.topics.enable": "false",
+    "group.initial.rebalance.delay.ms": "0",
+    "replica.lag.time.max.ms": "10000",
+    "broker.heartbeat.interval.ms": "1000",
+    "broker.session.timeout.ms": "6000",
+    "controller.quorum.election.timeout.ms": "1000",
+    "controller.quorum.fetch.timeout.ms": "2000",
+    "log.segment.bytes": str(64 * 1024 * 1024),
+    "num.network.threads": "2",
+    "num.io.threads": "4",
+    "num.replica.fetchers": "1",
+}
+
+
+def new_cluster_id() -> str:
+    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+@dataclass(frozen=True)
+class ClusterLayout:
+    """Ports and paths of one local cluster under state_dir."""
+
+    state_dir: Path
+    nodes: int = 3
+    base_port: int = 39000
+    heap: str = "768m"
+    broker_overrides: dict[str, str] = field(default_factory=dict)
+    features: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.nodes <= MAX_NODES:
+            raise ValueError(f"nodes must be 1..{MAX_NODES}, got {self.nodes}")
+        if not 1024 <= self.base_port <= 64000:
+            raise ValueError(f"base_port must be 1024..64000, got {self.base_port}")
+
+    @property
+    def node_ids(self) -> list[int]:
+        return list(range(1, self.nodes + 1))
+
+    # ---- ports -------------------------------------------------------------------------------
+    def client_proxy_port(self, node: int) -> int:
+        return self.base_port + node
+
+    def client_port(self, node: int) -> int:
+        return self.base_port + 100 + node
+
+    def repl_port(self, node: int, src: int) -> int:
+        return self.base_port + 200 + 10 * node + src
+
+    def repl_proxy_port(self, node: int, src: int) -> int:
+        return self.base_port + 300 + 10 * node + src
+
+    def controller_port(self, node: int) -> int:
+        return self.base_port + 400 + node
+
+    def controller_proxy_port(self, node: int, src: int) -> int:
+        return self.base_port + 500 + 10 * node + src
+
+    def jmx_port(self, node: int) -> int:
+        return self.base_port + 600 + node
+
+    @property
+    def toxiproxy_port(self) -> int:
+        return self.base_port + 700
+
+    @property
+    def prometheus_port(self) -> int:
+        return self.base_port + 790
+
+    @property
+    def exporter_port(self) -> int:
+        return self.base_port + 800
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"{LOOPBACK}:{self.client_proxy_port(n)}" for n in self.node_ids)
+
+    # ---- paths -------------------------------------------------------------------------------
+    def node_dir(self, node: int) -> Path:
+        return self.state_dir / f"node-{node}"
+
+    def data_dir(self, node: int) -> Path:
+        return self.node_dir(node) / "data"
+
+    def properties_file(self, node: int) -> Path:
+        return self.node_dir(node) / "server.properties"
+
+    @property
+    def pid_dir(self) -> Path:
+        return self.state_dir / "pids"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.state_dir / "logs"
+
+    # ---- proxies -----------------------------------------------------------------------------
+    def proxies(self) -> list[Proxy]:
+        out = [Proxy(f"n{n}-client", f"{LOOPBACK}:{self.client_proxy_port(n)}", f"{LOOPBACK}:{self.client_port(n)}")
+               for n in self.node_ids]
+        for node in self.node_ids:
+            for src in self.peers(node):
+                out.append(Proxy(f"n{node}-repl-from-{src}", f"{LOOPBACK}:{self.repl_proxy_port(node, src)}",
+                                 f"{LOOPBACK}:{self.repl_port(node, src)}"))
+                out.append(Proxy(f"n{node}-ctrl-from-{src}", f"{LOOPBACK}:{self.controller_proxy_port(node, src)}",
+                                 f"{LOOPBACK}:{self.controller_port(node)}"))
+        return out
+
+    def peers(self, node: int) -> list[int]:
+        return [n for n in self.node_ids if n != node]
+
+    def links_of(self, node: int, scope: str = "all") -> list[str]:
+        """Proxy names carrying node's traffic: scope client, inter (peers and controllers) or all."""
+        if scope not in ("client", "inter", "all"):
+            raise ValueError(f"scope must be client, inter or all, got {scope!r}")
+        names = [f"n{node}-client"] if scope in ("client", "all") else []
+        if scope in ("inter", "all"):
+            for peer in self.peers(node):
+                names += [f"n{node}-repl-from-{peer}", f"n{peer}-repl-from-{node}",
+                          f"n{node}-ctrl-from-{peer}", f"n{peer}-ctrl-from-{node}"]
+        return names
+
+    # ---- broker configuration -----------------------------------------------------------------
+    def server_properties(self, node: int) -> dict[str, str]:
+        props = dict(BASE_BROKER_CONFIG)
+        props.update(self._node_identity(node))
+        props.update(self._listeners(node))
+        props.update(self.broker_overrides)
+        return props
+
+    def _node_identity(self, node: int) -> dict[str, str]:
+        voters = ",".join(
+            f"{v}@{LOOPBACK}:{self.controller_port(v) if v == node else self.controller_proxy_port(v, node)}"
+            for v in self.node_ids)
+        return {"process.roles": "broker,controller", "node.id": str(node),
+                "controller.quorum.voters": voters, "controller.listener.names": "CONTROLLER",
+                "log.dirs": str(self.data_dir(node)), "metadata.log.dir": str(self.data_dir(node))}
+
+    def _listeners(self, node: int) -> dict[str, str]:
+        names = ["CLIENT", "CONTROLLER"] + [f"REPL_FROM_{s}" for s in self.node_ids]
+        listeners = [f"CLIENT://{LOOPBACK}:{self.client_port(node)}",
+                     f"CONTROLLER://{LOOPBACK}:{self.controller_port(node)}"]
+        advertised = [f"CLIENT://{LOOPBACK}:{self.client_proxy_port(node)}"]
+        for src in self.node_ids:
+            listeners.append(f"REPL_FROM_{src}://{LOOPBACK}:{self.repl_port(node, src)}")
+            port = self.repl_port(node, src) if src == node else self.repl_proxy_port(node, src)
+            advertised.append(f"REPL_FROM_{src}://{LOOPBACK}:{port}")
+        return {"listeners": ",".join(listeners), "advertised.listeners": ",".join(advertised),
+                "listener.security.protocol.map": ",".join(f"{n}:PLAINTEXT" for n in names),
+                "inter.broker.listener.name": f"REPL_FROM_{node}"}
+
+
+def render_properties(props: dict[str, str]) -> str:
+    return "".join(f"{k}={v}\n" for k, v in sorted(props.items()))

@@ -1,0 +1,330 @@
+"""The local launcher: a real Kafka KRaft cluster, Toxiproxy and Prometheus as plain processes.
+
+Owns: bringing the local stack up and down, its state directory (cluster.json, node folders, pid
+records, logs), node control for the chaos work (start, stop, kill, pause, resume, restart, network
+isolation through Toxiproxy) and per-run broker config overrides.
+Must not: run workloads or judge results; only loopback addresses are ever used.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
+from pathlib import Path
+from typing import Callable
+
+from cluster import java, versions
+from cluster.admin import ClusterAdmin
+from cluster.connection import ConnectionSettings
+from cluster.layout import LOOPBACK, ClusterLayout, new_cluster_id, render_properties
+from cluster.supervisor import Supervisor
+from cluster.toxiproxy import Toxiproxy
+
+Progress = Callable[[str], None]
+TOXIC_PREFIX = "txnlab-"
+PROMETHEUS_SCRAPE_INTERVAL = "5s"
+
+
+class ClusterError(RuntimeError):
+    """The local cluster cannot do what was asked; the message says what to do."""
+
+
+def default_state_dir() -> Path:
+    return versions.txnlab_home() / "cluster"
+
+
+class LocalCluster:
+    """One local cluster, described by a ClusterLayout and remembered in state_dir/cluster.json."""
+
+    def __init__(self, layout: ClusterLayout):
+        self.layout = layout
+        self.supervisor = Supervisor(layout.pid_dir)
+        self.toxiproxy = Toxiproxy(f"http://{LOOPBACK}:{layout.toxiproxy_port}")
+
+    # ---- construction --------------------------------------------------------------------------
+    @classmethod
+    def load(cls, state_dir: Path | None = None, **overrides: object) -> "LocalCluster":
+        """The cluster recorded in state_dir, or a default layout there; overrides replace fields."""
+        state_dir = Path(state_dir or default_state_dir()).resolve()
+        saved = _read_json(state_dir / "cluster.json").get("layout", {})
+        fields = {k: v for k, v in saved.items() if k in ClusterLayout.__dataclass_fields__}
+        fields.update({k: v for k, v in overrides.items() if v is not None})
+        fields["state_dir"] = state_dir
+        return cls(ClusterLayout(**fields))
+
+    def connection(self) -> ConnectionSettings:
+        return ConnectionSettings(bootstrap=self.layout.bootstrap)
+
+    @property
+    def cluster_id(self) -> str | None:
+        return _read_json(self.layout.state_dir / "cluster.json").get("cluster_id")
+
+    # ---- lifecycle ---------------------------------------------------------------------------------
+    def up(self, progress: Progress = print, timeout: float = 120.0) -> str:
+        """Start whatever is not running, wait until ready, return the bootstrap address. Idempotent."""
+        self._require_installs()
+        self._check_settings_match()
+        self._save_state()
+        self._ensure_toxiproxy(progress)
+        self._prepare_nodes(progress)
+        starting = [n for n in self.layout.node_ids if not self.supervisor.is_running(self.node_name(n))]
+        for node in starting:
+            self.start_node(node)
+        if starting:
+            progress(f"started Kafka nodes {starting}")
+        self._ensure_prometheus(progress)
+        self.wait_ready(timeout, progress)
+        return self.layout.bootstrap
+
+    def down(self, purge: bool = False, progress: Progress = print) -> None:
+        """Stop every process this cluster started (pid records only); purge also wipes its data."""
+        nodes = [self.node_name(n) for n in self.layout.node_ids]
+        with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
+            list(pool.map(lambda name: self.supervisor.stop(name, timeout=20), nodes))
+        for name in ("prometheus", "toxiproxy"):
+            self.supervisor.stop(name, timeout=10)
+        for name in self.supervisor.names():
+            if not self.supervisor.is_running(name):
+                self.supervisor.forget(name)
+        progress("cluster stopped")
+        if purge:
+            shutil.rmtree(self.layout.state_dir, ignore_errors=True)
+            progress(f"removed {self.layout.state_dir}")
+
+    def wait_ready(self, timeout: float = 120.0, progress: Progress = print) -> None:
+        """Until all brokers are registered and a transactional produce + commit round-trips."""
+        deadline = time.monotonic() + timeout
+        expected = self.layout.node_ids
+        while sorted(self.registered_brokers()) != expected:
+            self._fail_if_node_died()
+            if time.monotonic() > deadline:
+                raise ClusterError(f"brokers {expected} not all registered after {timeout:.0f}s; "
+                                   f"see {self.layout.state_dir}/node-*/logs/server.log")
+            time.sleep(0.5)
+        progress(f"brokers {expected} registered")
+        from cluster.smoke import transactional_round_trip
+        transactional_round_trip(self.connection(), timeout=max(5.0, deadline - time.monotonic()))
+        progress("transactional produce + commit round-trip ok")
+
+    def registered_brokers(self) -> list[int]:
+        try:
+            with ClusterAdmin(self.connection(), request_timeout_ms=3000) as admin:
+                return admin.registered_brokers()
+        except Exception:  # noqa: BLE001 - not reachable yet is an answer here
+            return []
+
+    # ---- node control ------------------------------------------------------------------------------
+    @staticmethod
+    def node_name(node: int) -> str:
+        return f"kafka-{node}"
+
+    def start_node(self, node: int) -> None:
+        self._check_node(node)
+        if self.supervisor.is_running(self.node_name(node)):
+            return
+        logs = self.layout.node_dir(node) / "logs"
+        self.supervisor.start(self.node_name(node), self._broker_command(node), logs / "stdout.log")
+
+    def stop_node(self, node: int, timeout: float = 30.0) -> None:
+        """Clean shutdown (SIGTERM), SIGKILL after timeout."""
+        self._check_node(node)
+        self.supervisor.stop(self.node_name(node), timeout)
+
+    def kill_node(self, node: int) -> None:
+        """Hard crash (SIGKILL)."""
+        self._check_node(node)
+        self.supervisor.kill(self.node_name(node))
+
+    def pause_node(self, node: int) -> None:
+        """Freeze the JVM (SIGSTOP), as a long GC pause would."""
+        self._check_node(node)
+        if not self.supervisor.pause(self.node_name(node)):
+            raise ClusterError(f"node {node} is not running")
+
+    def resume_node(self, node: int) -> None:
+        self._check_node(node)
+        self.supervisor.resume(self.node_name(node))
+
+    def restart_node(self, node: int, clean: bool = True) -> None:
+        (self.stop_node if clean else self.kill_node)(node)
+        self.start_node(node)
+
+    def node_pid(self, node: int) -> int | None:
+        proc = self.supervisor.process(self.node_name(node))
+        return proc.pid if proc else None
+
+    # ---- network faults ------------------------------------------------------------------------
+    def isolate_node(self, node: int, scope: str = "all") -> list[str]:
+        """Cut node off (client and/or inter-node links) with timeout toxics on both streams."""
+        self._check_node(node)
+        links = self.layout.links_of(node, scope)
+        for proxy in links:
+            for stream in ("upstream", "downstream"):
+                self.toxiproxy.add_toxic(proxy, f"{TOXIC_PREFIX}isolate-{stream}", "timeout", stream,
+                                         {"timeout": 0})
+        return links
+
+    def heal_network(self) -> None:
+        """Remove every toxic from every proxy."""
+        self.toxiproxy.reset()
+
+    # ---- status ------------------------------------------------------------------------------------
+    def status(self) -> dict:
+        registered = set(self.registered_brokers())
+        controller = self._active_controller() if registered else None
+        nodes = [self._node_status(n, registered, controller) for n in self.layout.node_ids]
+        return {"state_dir": str(self.layout.state_dir), "cluster_id": self.cluster_id,
+                "bootstrap": self.layout.bootstrap, "active_controller": controller, "nodes": nodes,
+                "toxiproxy": self._service_status("toxiproxy", self.layout.toxiproxy_port),
+                "prometheus": self._service_status("prometheus", self.layout.prometheus_port),
+                "broker_overrides": self.layout.broker_overrides, "features": self.layout.features}
+
+    def _node_status(self, node: int, registered: set[int], controller: int | None) -> dict:
+        name = self.node_name(node)
+        proc = self.supervisor.process(name)
+        paused = self.supervisor.is_paused(name)
+        health = ("down" if proc is None else "paused" if paused
+                  else "up" if node in registered else "unregistered")
+        return {"node": node, "pid": proc.pid if proc else None, "health": health,
+                "active_controller": controller == node,
+                "ports": {"client": self.layout.client_proxy_port(node), "client_direct": self.layout.client_port(node),
+                          "controller": self.layout.controller_port(node), "jmx": self.layout.jmx_port(node)}}
+
+    def _service_status(self, name: str, port: int) -> dict:
+        proc = self.supervisor.process(name)
+        return {"pid": proc.pid if proc else None, "health": "up" if proc and _port_open(port) else "down",
+                "port": port}
+
+    def _active_controller(self) -> int | None:
+        try:
+            with ClusterAdmin(self.connection(), request_timeout_ms=3000) as admin:
+                return admin.active_controller()
+        except Exception:  # noqa: BLE001 - status reports what it can see
+            return None
+
+    # ---- internals ---------------------------------------------------------------------------------
+    def _check_node(self, node: int) -> None:
+        if node not in self.layout.node_ids:
+            raise ClusterError(f"no node {node}: this cluster has nodes {self.layout.node_ids}")
+
+    def _require_installs(self) -> None:
+        java.require_kafka_libs()
+        java.java_binary()
+        if not versions.toxiproxy_binary().exists():
+            raise java.MissingInstall(f"toxiproxy-server not found at {versions.toxiproxy_binary()}: run `make setup`")
+        if not shutil.which("prometheus"):
+            raise java.MissingInstall("prometheus not found on PATH: run `make setup` (Debian package prometheus)")
+
+    def _check_settings_match(self) -> None:
+        """Refuse to silently change a running cluster's layout or broker settings."""
+        saved = _read_json(self.layout.state_dir / "cluster.json").get("layout")
+        running = [n for n in self.supervisor.names() if self.supervisor.is_running(n)]
+        if saved and running and saved != self._layout_json():
+            raise ClusterError("a cluster with other settings is running in "
+                               f"{self.layout.state_dir}: run `txnlab cluster down` first")
+
+    def _layout_json(self) -> dict:
+        data = asdict(self.layout)
+        data.pop("state_dir")
+        return data
+
+    def _save_state(self) -> None:
+        self.layout.state_dir.mkdir(parents=True, exist_ok=True)
+        state = _read_json(self.layout.state_dir / "cluster.json")
+        state.update({"layout": self._layout_json(), "cluster_id": state.get("cluster_id") or new_cluster_id()})
+        (self.layout.state_dir / "cluster.json").write_text(json.dumps(state, indent=2))
+
+    def _ensure_toxiproxy(self, progress: Progress) -> None:
+        if not self.supervisor.is_running("toxiproxy"):
+            self._require_ports_free([self.layout.toxiproxy_port], "toxiproxy")
+            argv = [str(versions.toxiproxy_binary()), "-host", LOOPBACK, "-port", str(self.layout.toxiproxy_port)]
+            self.supervisor.start("toxiproxy", argv, self.layout.logs_dir / "toxiproxy.log")
+            _wait_for(lambda: _port_open(self.layout.toxiproxy_port), 15, "toxiproxy API")
+            progress(f"toxiproxy up on {LOOPBACK}:{self.layout.toxiproxy_port}")
+        for proxy in self.layout.proxies():
+            self.toxiproxy.ensure_proxy(proxy)
+
+    def _prepare_nodes(self, progress: Progress) -> None:
+        todo = []
+        for node in self.layout.node_ids:
+            node_dir = self.layout.node_dir(node)
+            (node_dir / "logs").mkdir(parents=True, exist_ok=True)
+            self.layout.properties_file(node).write_text(render_properties(self.layout.server_properties(node)))
+            if not (self.layout.data_dir(node) / "meta.properties").exists():
+                todo.append(node)
+        if todo:
+            with ThreadPoolExecutor(max_workers=len(todo)) as pool:
+                list(pool.map(self._format_storage, todo))
+            progress(f"formatted KRaft storage of nodes {todo} (cluster id {self.cluster_id})")
+
+    def _format_storage(self, node: int) -> None:
+        args = ["format", "-t", str(self.cluster_id), "-c", str(self.layout.properties_file(node)), "--ignore-formatted"]
+        for name, level in sorted(self.layout.features.items()):
+            args += ["--feature", f"{name}={level}"]
+        java.run_tool("kafka.tools.StorageTool", args)
+
+    def _broker_command(self, node: int) -> list[str]:
+        logs = self.layout.node_dir(node) / "logs"
+        agent = f"{versions.jmx_agent_jar()}={LOOPBACK}:{self.layout.jmx_port(node)}:{java.TEMPLATES / 'jmx-kafka.yaml'}"
+        jvm = [f"-Xms{self.layout.heap}", f"-Xmx{self.layout.heap}", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+               "-XX:InitiatingHeapOccupancyPercent=35", "-Djava.awt.headless=true",
+               f"-Dkafka.logs.dir={logs}", f"-Dlog4j2.configurationFile={java.TEMPLATES / 'log4j2.yaml'}",
+               f"-javaagent:{agent}", f"-Dtxnlab.node={self.layout.state_dir}/node-{node}"]
+        return [java.java_binary(), *jvm, "-cp", f"{java.require_kafka_libs()}/*", "kafka.Kafka",
+                str(self.layout.properties_file(node))]
+
+    def _ensure_prometheus(self, progress: Progress) -> None:
+        config = self.layout.state_dir / "prometheus" / "prometheus.yml"
+        config.parent.mkdir(parents=True, exist_ok=True)
+        config.write_text(self.prometheus_config())
+        if self.supervisor.is_running("prometheus"):
+            return
+        self._require_ports_free([self.layout.prometheus_port], "prometheus")
+        argv = [shutil.which("prometheus") or "prometheus", f"--config.file={config}",
+                f"--storage.tsdb.path={config.parent / 'data'}", f"--web.listen-address={LOOPBACK}:{self.layout.prometheus_port}",
+                "--web.enable-lifecycle", "--storage.tsdb.retention.time=2d"]
+        self.supervisor.start("prometheus", argv, self.layout.logs_dir / "prometheus.log")
+        _wait_for(lambda: _port_open(self.layout.prometheus_port), 30, "prometheus")
+        progress(f"prometheus up on http://{LOOPBACK}:{self.layout.prometheus_port}")
+
+    def prometheus_config(self) -> str:
+        """prometheus.yml of the local stack: the brokers' JMX agents (the exporter joins later)."""
+        targets = ", ".join(f"'{LOOPBACK}:{self.layout.jmx_port(n)}'" for n in self.layout.node_ids)
+        return (f"global:\n  scrape_interval: {PROMETHEUS_SCRAPE_INTERVAL}\n  evaluation_interval: {PROMETHEUS_SCRAPE_INTERVAL}\n"
+                f"scrape_configs:\n  - job_name: kafka-jmx\n    static_configs:\n      - targets: [{targets}]\n")
+
+    def _require_ports_free(self, ports: list[int], what: str) -> None:
+        busy = [p for p in ports if _port_open(p)]
+        if busy:
+            raise ClusterError(f"ports {busy} needed by {what} are in use by another program: "
+                               "stop it or choose another --base-port")
+
+    def _fail_if_node_died(self) -> None:
+        for node in self.layout.node_ids:
+            if not self.supervisor.is_running(self.node_name(node)) and self.supervisor.record(self.node_name(node)):
+                log = self.layout.node_dir(node) / "logs"
+                raise ClusterError(f"Kafka node {node} exited during start-up; see {log}/server.log and {log}/stdout.log")
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.3)
+        return sock.connect_ex((LOOPBACK, port)) == 0
+
+
+def _wait_for(check: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise ClusterError(f"{what} did not come up within {timeout:.0f}s")
+        time.sleep(0.2)

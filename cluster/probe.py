@@ -1,0 +1,95 @@
+"""Small direct probes of transactional behaviour: read a topic to its end at an isolation level,
+list LSO and high watermark, and the commit/abort smoke workload.
+
+Owns: reading helpers used by the readiness probe, the smoke workload and the integration tests.
+Must not: hold a topic's records in memory beyond what the caller asked for (tests and smoke only).
+"""
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, IsolationLevel, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from cluster.connection import ConnectionSettings
+from cluster.smoke import ensure_topic
+
+QUIET = {"log_level": 3}
+
+
+@dataclass(frozen=True)
+class Record:
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+
+def partition_offsets(conn: ConnectionSettings, topic: str, partitions: list[int], committed: bool,
+                      timeout: float = 10.0) -> dict[int, int]:
+    """ListOffsets(latest) per partition: the LSO with committed=True, else the high watermark."""
+    admin = AdminClient(conn.confluent(**QUIET))
+    level = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
+    futures = admin.list_offsets({TopicPartition(topic, p): OffsetSpec.latest() for p in partitions},
+                                 isolation_level=level, request_timeout=timeout)
+    return {tp.partition: f.result(timeout).offset for tp, f in futures.items()}
+
+
+def read_to_end(conn: ConnectionSettings, topic: str, committed: bool, timeout: float = 30.0) -> list[Record]:
+    """Every record of topic visible at the isolation level, read until each partition's position
+    reaches its end (LSO for read_committed, high watermark otherwise)."""
+    consumer = Consumer(conn.confluent(**QUIET, **{"group.id": f"txnlab-probe-{uuid.uuid4().hex[:8]}",
+                                                   "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                                                   "isolation.level": "read_committed" if committed else "read_uncommitted"}))
+    try:
+        parts = sorted(consumer.list_topics(topic, timeout=timeout).topics[topic].partitions)
+        ends = partition_offsets(conn, topic, parts, committed)
+        consumer.assign([TopicPartition(topic, p, 0) for p in parts])
+        return _drain(consumer, topic, ends, timeout)
+    finally:
+        consumer.close()
+
+
+def _drain(consumer: Consumer, topic: str, ends: dict[int, int], timeout: float) -> list[Record]:
+    records: list[Record] = []
+    deadline = time.monotonic() + timeout
+    pending = {p for p, end in ends.items() if end > 0}
+    while pending:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{topic}: partitions {sorted(pending)} not read to their end in {timeout:.0f}s")
+        for msg in consumer.consume(500, 0.5):
+            if msg.error() is None:
+                records.append(Record(msg.partition(), msg.offset(), msg.key(), msg.value()))
+        positions = consumer.position([TopicPartition(topic, p) for p in pending])
+        pending -= {tp.partition for tp in positions if tp.offset >= ends[tp.partition]}
+    return records
+
+
+def committed_and_aborted(conn: ConnectionSettings, transactions: int = 20, per_txn: int = 5,
+                          topic: str = "txnlab-smoke") -> dict[str, int]:
+    """Alternately commit and abort transactions, then check both isolation levels see what they must."""
+    ensure_topic(conn, topic)
+    run = uuid.uuid4().hex[:8]
+    producer = Producer(conn.confluent(**QUIET, **{"transactional.id": f"txnlab-smoke-{run}"}))
+    producer.init_transactions(30)
+    committed, aborted = set(), set()
+    for t in range(transactions):
+        ids = {f"{run}-{t}-{i}" for i in range(per_txn)}
+        producer.begin_transaction()
+        for rid in sorted(ids):
+            producer.produce(topic, key=rid.encode(), value=rid.encode())
+        if t % 2 == 0:
+            producer.commit_transaction(30)
+            committed |= ids
+        else:
+            producer.flush(30)
+            producer.abort_transaction(30)
+            aborted |= ids
+    seen_committed = {r.value.decode() for r in read_to_end(conn, topic, True) if r.value and r.value.startswith(run.encode())}
+    seen_all = {r.value.decode() for r in read_to_end(conn, topic, False) if r.value and r.value.startswith(run.encode())}
+    return {"transactions_committed": (transactions + 1) // 2, "transactions_aborted": transactions // 2,
+            "records_committed": len(committed), "records_aborted": len(aborted),
+            "read_committed_saw": len(seen_committed), "read_uncommitted_saw": len(seen_all),
+            "committed_missing": len(committed - seen_committed), "aborted_visible": len(aborted & seen_committed)}

@@ -1,0 +1,66 @@
+"""A transactional produce + commit round-trip: the readiness probe of a cluster and the smoke workload.
+
+Owns: creating a replicated probe topic and committing one transaction to it. Used by
+`cluster up` (ready means transactions work) and by `make demo` until the full demo exists.
+"""
+from __future__ import annotations
+
+import time
+import uuid
+
+from confluent_kafka import KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from cluster.connection import ConnectionSettings
+
+READY_TOPIC = "txnlab-ready"
+
+
+def ensure_topic(conn: ConnectionSettings, topic: str, partitions: int = 3, replication: int = 3,
+                 config: dict[str, str] | None = None, timeout: float = 30.0) -> None:
+    """Create topic if missing (idempotent) and wait until it has leaders for every partition."""
+    admin = AdminClient(conn.confluent())
+    if topic not in admin.list_topics(timeout=timeout).topics:
+        future = admin.create_topics([NewTopic(topic, partitions, replication, config=config or {})])[topic]
+        try:
+            future.result(timeout)
+        except KafkaException as exc:
+            if exc.args[0].name() != "TOPIC_ALREADY_EXISTS":
+                raise
+    deadline = time.monotonic() + timeout
+    while True:
+        meta = admin.list_topics(topic, timeout=timeout).topics.get(topic)
+        if meta and meta.error is None and len(meta.partitions) == partitions and \
+                all(p.leader >= 0 for p in meta.partitions.values()):
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"topic {topic} has no leader for every partition after {timeout:.0f}s")
+        time.sleep(0.2)
+
+
+def transactional_round_trip(conn: ConnectionSettings, timeout: float = 60.0, records: int = 3) -> str:
+    """Commit one transaction of `records` records to READY_TOPIC; returns its transactional.id."""
+    ensure_topic(conn, READY_TOPIC, timeout=timeout)
+    txn_id = f"txnlab-ready-{uuid.uuid4().hex[:8]}"
+    producer = Producer(conn.confluent(**{"transactional.id": txn_id, "enable.idempotence": True, "log_level": 3,
+                                          "transaction.timeout.ms": 30000}))
+    producer.init_transactions(timeout)
+    producer.begin_transaction()
+    for i in range(records):
+        producer.produce(READY_TOPIC, key=str(i).encode(), value=f"{txn_id}:{i}".encode())
+    producer.commit_transaction(timeout)
+    return txn_id
+
+
+def smoke_summary(conn: ConnectionSettings, console, transactions: int = 20) -> dict:
+    """Commit and abort transactions alternately, read both isolation levels back, print a summary."""
+    from cluster.probe import committed_and_aborted
+    result = committed_and_aborted(conn, transactions)
+    from rich.table import Table
+    table = Table(title="transactional smoke workload")
+    table.add_column("what")
+    table.add_column("count", justify="right")
+    for key, value in result.items():
+        table.add_row(key.replace("_", " "), str(value))
+    console.print(table)
+    return result

@@ -1,0 +1,135 @@
+"""The one process supervisor: start detached processes, record their pids, signal only those.
+
+Owns: pid records (a JSON file per process holding pid, create time and command), liveness checks
+that survive pid reuse (a pid counts as ours only if its create time matches the record), and the
+signals txnlab sends (TERM, KILL, STOP, CONT). Nothing here ever signals a process by name.
+Must not: know what Kafka, Toxiproxy or Prometheus are.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import psutil
+
+
+@dataclass(frozen=True)
+class ProcessRecord:
+    name: str
+    pid: int
+    create_time: float
+    argv: list[str]
+    log: str
+
+
+class Supervisor:
+    """Processes of one txnlab state directory, each known by a short name."""
+
+    def __init__(self, pid_dir: Path):
+        self.pid_dir = Path(pid_dir)
+        self._children: dict[int, subprocess.Popen] = {}
+
+    def record(self, name: str) -> ProcessRecord | None:
+        path = self.pid_dir / f"{name}.json"
+        try:
+            return ProcessRecord(**json.loads(path.read_text()))
+        except (FileNotFoundError, json.JSONDecodeError, TypeError):
+            return None
+
+    def names(self) -> list[str]:
+        return sorted(p.stem for p in self.pid_dir.glob("*.json")) if self.pid_dir.exists() else []
+
+    def start(self, name: str, argv: list[str], log: Path, cwd: Path | None = None,
+              env: dict[str, str] | None = None) -> ProcessRecord:
+        """Start argv detached (own session, survives this process), output appended to log."""
+        if self.is_running(name):
+            raise RuntimeError(f"{name} is already running (pid {self.record(name).pid})")
+        log.parent.mkdir(parents=True, exist_ok=True)
+        self.pid_dir.mkdir(parents=True, exist_ok=True)
+        with open(log, "ab") as out:
+            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    cwd=cwd, env=env, start_new_session=True)
+        self._children[proc.pid] = proc
+        rec = ProcessRecord(name, proc.pid, psutil.Process(proc.pid).create_time(), argv, str(log))
+        (self.pid_dir / f"{name}.json").write_text(json.dumps(asdict(rec)))
+        return rec
+
+    def process(self, name: str) -> psutil.Process | None:
+        """The live process recorded under name, or None (gone, zombie, or pid reused)."""
+        rec = self.record(name)
+        if rec is None:
+            return None
+        self._reap(rec.pid)
+        try:
+            proc = psutil.Process(rec.pid)
+            if abs(proc.create_time() - rec.create_time) > 0.05 or proc.status() == psutil.STATUS_ZOMBIE:
+                return None
+            return proc
+        except psutil.Error:
+            return None
+
+    def is_running(self, name: str) -> bool:
+        return self.process(name) is not None
+
+    def is_paused(self, name: str) -> bool:
+        proc = self.process(name)
+        try:
+            return proc is not None and proc.status() == psutil.STATUS_STOPPED
+        except psutil.Error:
+            return False
+
+    def signal(self, name: str, sig: signal.Signals) -> bool:
+        """Send sig to the recorded process if it is still ours; False when it is not running."""
+        proc = self.process(name)
+        if proc is None:
+            return False
+        proc.send_signal(sig)
+        return True
+
+    def pause(self, name: str) -> bool:
+        return self.signal(name, signal.SIGSTOP)
+
+    def resume(self, name: str) -> bool:
+        return self.signal(name, signal.SIGCONT)
+
+    def kill(self, name: str, timeout: float = 10.0) -> None:
+        """SIGKILL and wait until it is gone."""
+        self.signal(name, signal.SIGKILL)
+        self.wait_gone(name, timeout)
+
+    def stop(self, name: str, timeout: float = 30.0) -> None:
+        """SIGCONT (a paused process cannot exit) then SIGTERM; SIGKILL after timeout."""
+        if not self.signal(name, signal.SIGCONT):
+            return
+        self.signal(name, signal.SIGTERM)
+        if not self.wait_gone(name, timeout, raise_on_timeout=False):
+            self.kill(name)
+
+    def forget(self, name: str) -> None:
+        (self.pid_dir / f"{name}.json").unlink(missing_ok=True)
+
+    def wait_gone(self, name: str, timeout: float, raise_on_timeout: bool = True) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.is_running(name):
+                return True
+            time.sleep(0.1)
+        if raise_on_timeout:
+            raise TimeoutError(f"{name} still running after {timeout:.0f}s")
+        return False
+
+    def _reap(self, pid: int) -> None:
+        """Collect the exit status of a child we started, so it does not linger as a zombie."""
+        child = self._children.get(pid)
+        if child is not None and child.poll() is not None:
+            self._children.pop(pid, None)
+        elif child is None:
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass

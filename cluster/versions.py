@@ -1,0 +1,51 @@
+"""Pinned versions of everything txnlab installs, read from the repository's versions.env.
+
+Owns: parsing versions.env and the install locations derived from it (TXNLAB_HOME).
+Must not: download or install anything (scripts/setup.sh does that).
+"""
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+VERSIONS_FILE = REPO_ROOT / "versions.env"
+
+
+def parse_env_file(text: str) -> dict[str, str]:
+    """Parse KEY=VALUE lines; blank lines and # comments are ignored."""
+    values: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep or not key.strip().isidentifier():
+            raise ValueError(f"versions.env line {number}: expected KEY=VALUE, got {raw!r}")
+        values[key.strip()] = value.strip()
+    return values
+
+
+@lru_cache(maxsize=1)
+def pinned() -> dict[str, str]:
+    """The pins of versions.env as a dict."""
+    return parse_env_file(VERSIONS_FILE.read_text())
+
+
+def txnlab_home() -> Path:
+    """Where txnlab keeps downloads and local state: $TXNLAB_HOME, else <repo>/.txnlab."""
+    return Path(os.environ.get("TXNLAB_HOME", REPO_ROOT / ".txnlab")).resolve()
+
+
+def kafka_libs_dir() -> Path:
+    """The classpath folder assembled from Maven Central by scripts/setup.sh."""
+    return txnlab_home() / "dist" / f"kafka-{pinned()['KAFKA_VERSION']}" / "libs"
+
+
+def toxiproxy_binary() -> Path:
+    return txnlab_home() / "bin" / f"toxiproxy-server-{pinned()['TOXIPROXY_VERSION']}"
+
+
+def jmx_agent_jar() -> Path:
+    return kafka_libs_dir() / f"jmx_prometheus_javaagent-{pinned()['JMX_EXPORTER_VERSION']}.jar"

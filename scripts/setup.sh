@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# txnlab set-up: everything `make demo` and `make test` need, idempotent and cached.
+# Each step checks first and does nothing when its result is already there; a failing step says
+# what to do. Versions: versions.env (binaries, jars) and pyproject.toml (Python packages).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+set -a; source versions.env; set +a
+TXNLAB_HOME=${TXNLAB_HOME:-$ROOT/.txnlab}
+VENV=${VENV:-$ROOT/.venv}
+WITH_TEST_TOOLS=${WITH_TEST_TOOLS:-0}
+
+step() { printf '\033[1;36m[setup]\033[0m %s\n' "$*"; }
+fail() { printf '\033[1;31m[setup] error:\033[0m %s\n' "$*" >&2; exit 1; }
+have() { command -v "$1" >/dev/null 2>&1; }
+stamp_ok() { [ -f "$1" ] && [ "$(cat "$1")" = "$2" ]; }
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; elif have sudo; then sudo "$@"; else return 1; fi; }
+apt_install() {
+  local missing=()
+  for pkg in "$@"; do dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg"); done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  have apt-get || fail "need Debian packages ${missing[*]} and there is no apt-get: install them by hand"
+  step "installing Debian packages: ${missing[*]}"
+  as_root apt-get update -qq || fail "apt-get update failed (are you root or a sudoer? is the Debian mirror reachable?)"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null \
+    || fail "apt-get install ${missing[*]} failed"
+}
+
+# 1. toolchains this project builds with: Python >= 3.11, Java 17+, Maven, Go.
+python3 -c "import sys; sys.exit(sys.version_info < (3, 11))" 2>/dev/null \
+  || fail "Python >= ${PYTHON_MIN} is needed as python3"
+have java || apt_install openjdk-17-jre-headless
+java -version 2>&1 | grep -Eq 'version "(1[7-9]|[2-9][0-9])' || fail "Java 17 or newer is needed (java -version)"
+have mvn || apt_install maven
+have go || fail "Go is needed to build Toxiproxy (https://go.dev/doc/install), then run make setup again"
+
+# 2. the Python virtualenv, reinstalled only when pyproject.toml changes.
+want=$(sha256sum pyproject.toml | cut -c1-16)
+if ! stamp_ok "$VENV/.txnlab-stamp" "$want"; then
+  step "python virtualenv in $VENV"
+  [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV" || fail "python3 -m venv failed (Debian: apt-get install python3-venv)"
+  "$VENV/bin/pip" install -q --upgrade pip >/dev/null || fail "pip upgrade failed: is PyPI reachable?"
+  "$VENV/bin/pip" install -q -e ".[test]" || fail "pip install failed: is PyPI reachable?"
+  echo "$want" > "$VENV/.txnlab-stamp"
+fi
+
+# 3. Apache Kafka (broker + tools jars) and the Prometheus JMX agent from Maven Central.
+LIBS="$TXNLAB_HOME/dist/kafka-$KAFKA_VERSION/libs"
+want=$(cat versions.env cluster/pom.xml | sha256sum | cut -c1-16)
+if ! stamp_ok "$LIBS/.txnlab-stamp" "$want"; then
+  step "Kafka $KAFKA_VERSION jars from Maven Central into $LIBS"
+  rm -rf "$LIBS"; mkdir -p "$LIBS"
+  mvn -q -B -f cluster/pom.xml dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$LIBS" \
+    -Dkafka.version="$KAFKA_VERSION" -Dscala.binary.version="$SCALA_BINARY_VERSION" \
+    -Dlog4j.version="$LOG4J_VERSION" -Djmx.exporter.version="$JMX_EXPORTER_VERSION" \
+    || fail "maven could not fetch the Kafka jars: is Maven Central reachable? (mvn -f cluster/pom.xml dependency:tree)"
+  ls "$LIBS"/kafka_"$SCALA_BINARY_VERSION"-"$KAFKA_VERSION".jar >/dev/null || fail "kafka jar missing after download"
+  echo "$want" > "$LIBS/.txnlab-stamp"
+fi
+
+# 4. Toxiproxy server, built from the Go module proxy.
+TOXI="$TXNLAB_HOME/bin/toxiproxy-server-$TOXIPROXY_VERSION"
+if [ ! -x "$TOXI" ]; then
+  step "toxiproxy-server $TOXIPROXY_VERSION (go install)"
+  tmp=$(mktemp -d)
+  GOBIN="$tmp" GOFLAGS=-buildvcs=false go install "github.com/Shopify/toxiproxy/v2/cmd/server@$TOXIPROXY_VERSION" \
+    || fail "go install of toxiproxy failed: is the Go module proxy reachable?"
+  mkdir -p "$(dirname "$TOXI")"; mv "$tmp/server" "$TOXI"; rm -rf "$tmp"
+fi
+
+# 5. Prometheus and promtool: Debian's package.
+have prometheus && have promtool || apt_install prometheus
+
+# 6. test-only tools: Debian's docker-compose validates docker-compose.yml (no engine needed).
+if [ "$WITH_TEST_TOOLS" = 1 ]; then
+  have docker-compose || apt_install docker-compose
+fi
+step "ready: Kafka $KAFKA_VERSION, toxiproxy $TOXIPROXY_VERSION, $(prometheus --version 2>&1 | head -1 | cut -d' ' -f1-3)"

@@ -1,0 +1,5 @@
+import sys
+
+from txnlab.cli import main
+
+sys.exit(main())
