@@ -2,7 +2,8 @@
 
 Owns: the questions the chaos faults and tests ask of any cluster (local or remote): which brokers are
 registered, the leader and ISR of a partition, the transaction coordinator of a transactional.id
-(FindCoordinator), the active KRaft controller (DescribeQuorum). Read-only.
+(FindCoordinator), the active KRaft controller (DescribeQuorum). Read-only, but for the
+preferred-leader election the local cluster's heal asks for.
 Must not: start, stop or signal processes.
 """
 from __future__ import annotations
@@ -16,6 +17,8 @@ from kafka.admin import KafkaAdminClient
 from kafka.protocol.metadata import CoordinatorType
 
 from cluster.connection import ConnectionSettings
+
+PREFERRED_ELECTION = 0  # ElectLeaders election type (1 would be unclean: never used here)
 
 
 def java_string_hash(text: str) -> int:
@@ -67,7 +70,7 @@ class ClusterAdmin:
     def partitions(self, topic: str) -> list[PartitionState]:
         described = self.client.describe_topics([topic])[0]
         if described.get("error_code"):
-            raise RuntimeError(f"describe {topic}: error code {described['error_code']}")
+            raise Errors.for_code(described["error_code"])(f"describe {topic}")
         return sorted((PartitionState(topic, p["partition_index"], _leader(p["leader_id"]),
                                       tuple(p["replica_nodes"]), tuple(p["isr_nodes"]))
                        for p in described["partitions"]), key=lambda s: s.partition)
@@ -91,6 +94,12 @@ class ClusterAdmin:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.3)
+
+    def elect_preferred_leaders(self) -> None:
+        """Move leadership back to each partition's preferred replica (an admin action, not a read).
+
+        Partitions already led by their preferred replica answer ELECTION_NOT_NEEDED: not an error."""
+        self.client.elect_leaders(PREFERRED_ELECTION, raise_errors=False)
 
     def active_controller(self) -> int:
         """The leader of the KRaft metadata quorum (DescribeQuorum)."""

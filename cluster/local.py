@@ -22,6 +22,7 @@ from cluster.connection import ConnectionSettings
 from cluster.layout import LOOPBACK, ClusterLayout, new_cluster_id, render_properties
 from cluster.supervisor import Supervisor
 from cluster.toxiproxy import Toxiproxy
+from cluster.waiting import wait_until
 
 Progress = Callable[[str], None]
 TOXIC_PREFIX = "txnlab-"
@@ -171,6 +172,18 @@ class LocalCluster:
         """Remove every toxic from every proxy."""
         self.toxiproxy.reset()
 
+    def heal(self, timeout: float = 120.0) -> None:
+        """Undo every fault: no toxics, every node resumed and running and registered, and
+        leadership back on the preferred replicas (faults leave it piled on the survivors)."""
+        self.heal_network()
+        for node in self.layout.node_ids:
+            self.resume_node(node)
+            self.start_node(node)
+        wait_until(lambda: self.registered_brokers() == self.layout.node_ids, timeout, "all brokers registered",
+                   error=ClusterError)
+        with ClusterAdmin(self.connection()) as admin:
+            admin.elect_preferred_leaders()
+
     # ---- status ------------------------------------------------------------------------------------
     def status(self) -> dict:
         registered = set(self.registered_brokers())
@@ -242,7 +255,7 @@ class LocalCluster:
             self._require_ports_free([self.layout.toxiproxy_port], "toxiproxy")
             argv = [str(versions.toxiproxy_binary()), "-host", LOOPBACK, "-port", str(self.layout.toxiproxy_port)]
             self.supervisor.start("toxiproxy", argv, self.layout.logs_dir / "toxiproxy.log")
-            _wait_for(lambda: _port_open(self.layout.toxiproxy_port), 15, "toxiproxy API")
+            wait_until(lambda: _port_open(self.layout.toxiproxy_port), 15, "toxiproxy API", 0.2, ClusterError)
             progress(f"toxiproxy up on {LOOPBACK}:{self.layout.toxiproxy_port}")
         for proxy in self.layout.proxies():
             self.toxiproxy.ensure_proxy(proxy)
@@ -287,7 +300,7 @@ class LocalCluster:
                 f"--storage.tsdb.path={config.parent / 'data'}", f"--web.listen-address={LOOPBACK}:{self.layout.prometheus_port}",
                 "--web.enable-lifecycle", "--storage.tsdb.retention.time=2d"]
         self.supervisor.start("prometheus", argv, self.layout.logs_dir / "prometheus.log")
-        _wait_for(lambda: _port_open(self.layout.prometheus_port), 30, "prometheus")
+        wait_until(lambda: _port_open(self.layout.prometheus_port), 30, "prometheus", 0.2, ClusterError)
         progress(f"prometheus up on http://{LOOPBACK}:{self.layout.prometheus_port}")
 
     def prometheus_config(self) -> str:
@@ -321,10 +334,3 @@ def _port_open(port: int) -> bool:
         sock.settimeout(0.3)
         return sock.connect_ex((LOOPBACK, port)) == 0
 
-
-def _wait_for(check: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise ClusterError(f"{what} did not come up within {timeout:.0f}s")
-        time.sleep(0.2)

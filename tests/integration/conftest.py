@@ -1,0 +1,60 @@
+"""One real local cluster for the whole integration session (started lazily, torn down at the end).
+
+Set TXNLAB_TEST_KEEP_CLUSTER=1 to leave it running between local runs (faster iteration).
+Fault tests use `heal_after`, which always restores the cluster: no toxics, every node running,
+every broker registered.
+"""
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+
+from cluster.admin import ClusterAdmin
+from cluster.local import LocalCluster
+from cluster.smoke import ensure_topic
+from cluster.versions import txnlab_home
+
+TEST_BASE_PORT = int(os.environ.get("TXNLAB_TEST_BASE_PORT", "41000"))
+
+
+def cluster_state_dir(name: str = "test-cluster") -> Path:
+    return Path(os.environ.get("TXNLAB_TEST_STATE", txnlab_home() / name))
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    local = LocalCluster.load(cluster_state_dir(), base_port=TEST_BASE_PORT)
+    local.up(progress=lambda msg: print(f"[cluster] {msg}"), timeout=240)
+    yield local
+    if not os.environ.get("TXNLAB_TEST_KEEP_CLUSTER"):
+        local.down(purge=True)
+
+
+@pytest.fixture
+def conn(cluster):
+    return cluster.connection()
+
+
+@pytest.fixture
+def admin(conn):
+    with ClusterAdmin(conn) as client:
+        yield client
+
+
+@pytest.fixture
+def topic(conn):
+    """A fresh 3-partition, replication-factor-3 topic."""
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    ensure_topic(conn, name, partitions=3, replication=3)
+    return name
+
+
+@pytest.fixture
+def heal_after(cluster):
+    """Yields the cluster; afterwards removes toxics, resumes/starts every node, waits for health."""
+    yield cluster
+    cluster.heal()
+

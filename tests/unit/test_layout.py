@@ -1,0 +1,85 @@
+"""The local cluster's port plan, proxies and broker properties (pure, no processes)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cluster.layout import ClusterLayout, new_cluster_id, render_properties
+
+
+@pytest.fixture
+def layout():
+    return ClusterLayout(state_dir=Path("/tmp/x"), nodes=3, base_port=39000)
+
+
+def _all_ports(layout):
+    ports = [layout.toxiproxy_port, layout.prometheus_port, layout.exporter_port]
+    for n in layout.node_ids:
+        ports += [layout.client_proxy_port(n), layout.client_port(n), layout.controller_port(n), layout.jmx_port(n)]
+        for s in layout.node_ids:
+            ports += [layout.repl_port(n, s), layout.repl_proxy_port(n, s), layout.controller_proxy_port(n, s)]
+    return ports
+
+
+@pytest.mark.parametrize("nodes", [1, 3, 9])
+def test_every_port_is_distinct(nodes):
+    ports = _all_ports(ClusterLayout(state_dir=Path("/tmp/x"), nodes=nodes))
+    assert len(ports) == len(set(ports))
+
+
+def test_bad_sizes_are_refused():
+    with pytest.raises(ValueError, match="nodes"):
+        ClusterLayout(state_dir=Path("/tmp/x"), nodes=10)
+    with pytest.raises(ValueError, match="base_port"):
+        ClusterLayout(state_dir=Path("/tmp/x"), base_port=80)
+
+
+def test_clients_are_advertised_the_proxy_not_the_broker(layout):
+    props = layout.server_properties(2)
+    assert "CLIENT://127.0.0.1:39002" in props["advertised.listeners"]
+    assert "CLIENT://127.0.0.1:39102" in props["listeners"]
+    assert "39102" not in props["advertised.listeners"]
+
+
+def test_each_node_fetches_through_its_own_proxies(layout):
+    props = layout.server_properties(2)
+    assert props["inter.broker.listener.name"] == "REPL_FROM_2"
+    # node 1 fetching from node 2 uses node 2's REPL_FROM_1 endpoint: the proxy n2-repl-from-1
+    assert f"REPL_FROM_1://127.0.0.1:{layout.repl_proxy_port(2, 1)}" in props["advertised.listeners"]
+    proxies = {p.name: p for p in layout.proxies()}
+    assert proxies["n2-repl-from-1"].listen.endswith(str(layout.repl_proxy_port(2, 1)))
+    assert proxies["n2-repl-from-1"].upstream.endswith(str(layout.repl_port(2, 1)))
+
+
+def test_controller_voters_are_reached_through_per_pair_proxies(layout):
+    voters = layout.server_properties(3)["controller.quorum.voters"].split(",")
+    assert voters == [f"1@127.0.0.1:{layout.controller_proxy_port(1, 3)}",
+                      f"2@127.0.0.1:{layout.controller_proxy_port(2, 3)}",
+                      f"3@127.0.0.1:{layout.controller_port(3)}"]
+
+
+def test_links_of_a_node_cover_both_directions(layout):
+    links = set(layout.links_of(1))
+    assert {"n1-client", "n1-repl-from-2", "n2-repl-from-1", "n1-ctrl-from-3", "n3-ctrl-from-1"} <= links
+    assert not any(name in links for name in ("n2-repl-from-3", "n3-ctrl-from-2", "n2-client"))
+    assert set(layout.links_of(1, "client")) == {"n1-client"}
+    assert "n1-client" not in layout.links_of(1, "inter")
+    names = {p.name for p in layout.proxies()}
+    assert links <= names and len(names) == 3 + 3 * 2 * 2
+
+
+def test_overrides_win_and_safety_settings_hold(layout):
+    custom = ClusterLayout(state_dir=Path("/tmp/x"), broker_overrides={"transaction.max.timeout.ms": "5000"})
+    props = custom.server_properties(1)
+    assert props["transaction.max.timeout.ms"] == "5000"
+    assert props["min.insync.replicas"] == "2"
+    assert props["transaction.state.log.replication.factor"] == "3"
+    assert props["unclean.leader.election.enable"] == "false"
+    assert render_properties({"b": "2", "a": "1"}) == "a=1\nb=2\n"
+
+
+def test_cluster_ids_are_16_bytes_base64():
+    import base64
+    cid = new_cluster_id()
+    assert len(base64.urlsafe_b64decode(cid + "==")) == 16 and cid != new_cluster_id()

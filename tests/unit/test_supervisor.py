@@ -1,0 +1,59 @@
+"""The process supervisor on real (tiny) processes: start, pause, resume, stop, pid-reuse safety."""
+from __future__ import annotations
+
+import json
+import sys
+
+import psutil
+import pytest
+
+from cluster.supervisor import Supervisor
+from cluster.waiting import wait_until
+
+SLEEPER = [sys.executable, "-c", "import time\nwhile True: time.sleep(0.05)"]
+
+
+@pytest.fixture
+def supervisor(tmp_path):
+    sup = Supervisor(tmp_path / "pids")
+    yield sup
+    for name in sup.names():
+        sup.kill(name)
+
+
+def test_start_pause_resume_stop(supervisor, tmp_path):
+    rec = supervisor.start("sleeper", SLEEPER, tmp_path / "sleeper.log")
+    assert supervisor.is_running("sleeper") and supervisor.names() == ["sleeper"]
+    assert supervisor.pause("sleeper")
+    wait_until(lambda: supervisor.is_paused("sleeper"), 5, "stopped state")
+    supervisor.resume("sleeper")
+    wait_until(lambda: not supervisor.is_paused("sleeper"), 5, "running state")
+    supervisor.pause("sleeper")
+    supervisor.stop("sleeper", timeout=5)          # a paused process is continued, then terminated
+    assert not supervisor.is_running("sleeper")
+    assert not psutil.pid_exists(rec.pid)          # exited and reaped, not a zombie
+
+
+def test_second_start_of_a_running_name_is_refused(supervisor, tmp_path):
+    supervisor.start("one", SLEEPER, tmp_path / "one.log")
+    with pytest.raises(RuntimeError, match="already running"):
+        supervisor.start("one", SLEEPER, tmp_path / "one.log")
+
+
+def test_a_reused_pid_is_not_ours(supervisor, tmp_path):
+    rec = supervisor.start("victim", SLEEPER, tmp_path / "v.log")
+    path = tmp_path / "pids" / "victim.json"
+    data = json.loads(path.read_text())
+    data["create_time"] -= 1000                    # as if the pid now belonged to another process
+    path.write_text(json.dumps(data))
+    assert not supervisor.is_running("victim")
+    assert not supervisor.signal("victim", 9)
+    assert psutil.Process(rec.pid).is_running()    # untouched
+    psutil.Process(rec.pid).kill()
+
+
+def test_missing_or_corrupt_records_mean_not_running(supervisor, tmp_path):
+    assert supervisor.process("nothing") is None
+    (tmp_path / "pids").mkdir(exist_ok=True)
+    (tmp_path / "pids" / "bad.json").write_text("{not json")
+    assert not supervisor.is_running("bad")
