@@ -3,7 +3,7 @@
 Ready = all brokers registered and a transactional produce + commit round-trips (what `up` waits
 for). Each trial starts from stopped processes and fresh data (down --purge) with warm caches
 (jars, page cache). RSS is sampled every 100 ms from start-up through a 20-transaction smoke
-workload. Usage: .venv/bin/python bench/cluster_startup.py [--trials 5] [--base-port 43000]
+workload. Usage: .venv/bin/python bench/cluster_startup.py [--trials 5] [--base-port 23000]
 """
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def trial(cluster: LocalCluster) -> tuple[float, dict[int, int]]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--trials", type=int, default=5)
-    parser.add_argument("--base-port", type=int, default=43000)
+    parser.add_argument("--base-port", type=int, default=23000)
     args = parser.parse_args()
     cluster = LocalCluster.load(txnlab_home() / "bench-cluster", base_port=args.base_port)
     times, peaks = [], []

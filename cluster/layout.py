@@ -58,7 +58,7 @@ class ClusterLayout:
 
     state_dir: Path
     nodes: int = 3
-    base_port: int = 39000
+    base_port: int = 19000
     heap: str = "768m"
     broker_overrides: dict[str, str] = field(default_factory=dict)
     features: dict[str, str] = field(default_factory=dict)
@@ -106,6 +106,16 @@ class ClusterLayout:
     @property
     def exporter_port(self) -> int:
         return self.base_port + 800
+
+    def all_ports(self) -> list[int]:
+        """Every port the plan binds (brokers, proxies, agents, services)."""
+        ports = [self.toxiproxy_port, self.prometheus_port, self.exporter_port]
+        for n in self.node_ids:
+            ports += [self.client_proxy_port(n), self.client_port(n), self.controller_port(n), self.jmx_port(n)]
+            ports += [self.repl_port(n, s) for s in self.node_ids]
+            ports += [self.repl_proxy_port(n, s) for s in self.peers(n)]
+            ports += [self.controller_proxy_port(n, s) for s in self.peers(n)]
+        return ports
 
     @property
     def bootstrap(self) -> str:

@@ -68,6 +68,17 @@ class LocalCluster:
         """Start whatever is not running, wait until ready, return the bootstrap address. Idempotent."""
         self._require_installs()
         self._check_settings_match()
+        self._check_port_plan()
+        already = {n for n in self.supervisor.names() if self.supervisor.is_running(n)}
+        try:
+            self._start_missing(progress)
+            self.wait_ready(timeout, progress)
+        except BaseException:
+            self._stop_all_but(already)        # nothing half-done left behind (Ctrl-C included)
+            raise
+        return self.layout.bootstrap
+
+    def _start_missing(self, progress: Progress) -> None:
         self._save_state()
         self._ensure_toxiproxy(progress)
         self._prepare_nodes(progress)
@@ -77,8 +88,12 @@ class LocalCluster:
         if starting:
             progress(f"started Kafka nodes {starting}")
         self._ensure_prometheus(progress)
-        self.wait_ready(timeout, progress)
-        return self.layout.bootstrap
+
+    def _stop_all_but(self, keep: set[str]) -> None:
+        for name in self.supervisor.names():
+            if name not in keep:
+                self.supervisor.stop(name, timeout=20)
+                self.supervisor.forget(name)
 
     def down(self, purge: bool = False, progress: Progress = print) -> None:
         """Stop every process this cluster started (pid records only); purge also wipes its data."""
@@ -309,6 +324,17 @@ class LocalCluster:
         return (f"global:\n  scrape_interval: {PROMETHEUS_SCRAPE_INTERVAL}\n  evaluation_interval: {PROMETHEUS_SCRAPE_INTERVAL}\n"
                 f"scrape_configs:\n  - job_name: kafka-jmx\n    static_configs:\n      - targets: [{targets}]\n")
 
+    def _check_port_plan(self) -> None:
+        """The plan must avoid the kernel's ephemeral ports (a client socket could take one), and on a
+        cold start every port of it must be free."""
+        low, high = _ephemeral_range()
+        first, last = self.layout.base_port, self.layout.exporter_port + 99
+        if first <= high and last >= low:
+            raise ClusterError(f"ports {first}-{last} overlap the ephemeral range {low}-{high}: "
+                               f"choose a --base-port below {low - 1000}")
+        if not any(self.supervisor.is_running(n) for n in self.supervisor.names()):
+            self._require_ports_free(self.layout.all_ports(), "the local cluster")
+
     def _require_ports_free(self, ports: list[int], what: str) -> None:
         busy = [p for p in ports if _port_open(p)]
         if busy:
@@ -327,6 +353,14 @@ def _read_json(path: Path) -> dict:
         return json.loads(path.read_text())
     except (FileNotFoundError, json.JSONDecodeError):
         return {}
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
 
 
 def _port_open(port: int) -> bool:

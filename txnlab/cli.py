@@ -85,7 +85,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def _add_cluster_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--state-dir", type=Path, default=None, help="local cluster state (default $TXNLAB_HOME/cluster)")
     p.add_argument("--nodes", type=int, default=None, help="number of KRaft nodes (default 3)")
-    p.add_argument("--base-port", type=int, default=None, help="first port of the port plan (default 39000)")
+    p.add_argument("--base-port", type=int, default=None, help="first port of the port plan (default 19000; keep the plan, base..base+900, below the ephemeral port range)")
     p.add_argument("--broker-config", action="append", metavar="KEY=VALUE", help="broker config override (repeatable)")
     p.add_argument("--feature", action="append", metavar="NAME=LEVEL", help="feature level at format time, "
                    "e.g. transaction.version=1 (repeatable)")

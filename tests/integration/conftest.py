@@ -17,7 +17,7 @@ from cluster.local import LocalCluster
 from cluster.smoke import ensure_topic
 from cluster.versions import txnlab_home
 
-TEST_BASE_PORT = int(os.environ.get("TXNLAB_TEST_BASE_PORT", "41000"))
+TEST_BASE_PORT = int(os.environ.get("TXNLAB_TEST_BASE_PORT", "21000"))
 
 
 def cluster_state_dir(name: str = "test-cluster") -> Path:
@@ -26,7 +26,10 @@ def cluster_state_dir(name: str = "test-cluster") -> Path:
 
 @pytest.fixture(scope="session")
 def cluster():
+    stale = LocalCluster.load(cluster_state_dir())
     local = LocalCluster.load(cluster_state_dir(), base_port=TEST_BASE_PORT)
+    if stale.layout != local.layout:          # left over from an aborted run with other settings
+        stale.down(purge=True, progress=lambda msg: print(f"[stale cluster] {msg}"))
     local.up(progress=lambda msg: print(f"[cluster] {msg}"), timeout=240)
     yield local
     if not os.environ.get("TXNLAB_TEST_KEEP_CLUSTER"):

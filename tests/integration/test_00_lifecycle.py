@@ -13,7 +13,7 @@ import psutil
 
 from tests.integration.conftest import cluster_state_dir
 
-BASE_PORT = 42000
+BASE_PORT = 22000
 
 
 def _txnlab(*args, timeout=300):

@@ -85,7 +85,9 @@ def test_isolated_broker_is_cut_off_both_ways_and_heals(heal_after, conn, admin)
     assert _reachable(cluster, victim)
 
     links = cluster.isolate_node(victim)
-    assert "n1-repl-from-2" in links and "n2-repl-from-1" in links  # outbound and inbound replication
+    peer = next(n for n in cluster.layout.node_ids if n != victim)
+    assert f"n{peer}-repl-from-{victim}" in links                    # its outbound replication
+    assert f"n{victim}-repl-from-{peer}" in links                    # its inbound replication
     assert not _reachable(cluster, victim)                           # clients cannot reach it
     wait_until(lambda: _cut_off(admin, topic, victim), 60, f"node {victim} out of every ISR and leadership",
                ignore=(KafkaError,))

@@ -13,19 +13,14 @@ def layout():
     return ClusterLayout(state_dir=Path("/tmp/x"), nodes=3, base_port=39000)
 
 
-def _all_ports(layout):
-    ports = [layout.toxiproxy_port, layout.prometheus_port, layout.exporter_port]
-    for n in layout.node_ids:
-        ports += [layout.client_proxy_port(n), layout.client_port(n), layout.controller_port(n), layout.jmx_port(n)]
-        for s in layout.node_ids:
-            ports += [layout.repl_port(n, s), layout.repl_proxy_port(n, s), layout.controller_proxy_port(n, s)]
-    return ports
-
-
 @pytest.mark.parametrize("nodes", [1, 3, 9])
-def test_every_port_is_distinct(nodes):
-    ports = _all_ports(ClusterLayout(state_dir=Path("/tmp/x"), nodes=nodes))
+def test_every_port_is_distinct_and_inside_the_plan(nodes):
+    layout = ClusterLayout(state_dir=Path("/tmp/x"), nodes=nodes)
+    ports = layout.all_ports()
     assert len(ports) == len(set(ports))
+    assert min(ports) > layout.base_port and max(ports) < layout.base_port + 900
+    proxied = {int(p.listen.rsplit(":", 1)[1]) for p in layout.proxies()}
+    assert proxied <= set(ports)
 
 
 def test_bad_sizes_are_refused():

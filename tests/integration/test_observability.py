@@ -1,0 +1,42 @@
+"""The brokers' JMX agents serve the transaction metrics, Prometheus scrapes them, and the node
+control API pauses and resumes a broker as status reports it."""
+from __future__ import annotations
+
+import requests
+
+from cluster.waiting import wait_until
+
+
+def _metrics(port: int) -> str:
+    return requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+
+
+def test_every_broker_exports_producer_state_and_late_transaction_gauges(cluster):
+    for node in cluster.layout.node_ids:
+        text = _metrics(cluster.layout.jmx_port(node))
+        assert "\nkafka_server_replicamanager_produceridcount " in text
+        assert "\nkafka_server_replicamanager_partitionswithlatetransactionscount " in text
+
+
+def _jmx_targets_up(cluster):
+    resp = requests.get(f"http://127.0.0.1:{cluster.layout.prometheus_port}/api/v1/query",
+                        params={"query": 'sum(up{job="kafka-jmx"})'}, timeout=5).json()
+    result = resp["data"]["result"]
+    return result and float(result[0]["value"][1]) == len(cluster.layout.node_ids)
+
+
+def test_prometheus_scrapes_all_brokers(cluster):
+    wait_until(lambda: _jmx_targets_up(cluster), 60, "prometheus to scrape every broker")
+
+
+def _health(cluster, node):
+    return next(n["health"] for n in cluster.status()["nodes"] if n["node"] == node)
+
+
+def test_pause_and_resume_a_broker(heal_after, admin):
+    cluster = heal_after
+    node = max(n for n in cluster.layout.node_ids if n != admin.active_controller())
+    cluster.pause_node(node)
+    assert _health(cluster, node) == "paused"
+    cluster.resume_node(node)
+    wait_until(lambda: _health(cluster, node) == "up", 60, f"node {node} up again")
