@@ -1,4 +1,4 @@
-"""Human-readable views of the local cluster: the status table and log tails.
+"""Human-readable views of the local cluster: the status table, log tails, the smoke summary.
 
 Owns: presentation only; the data comes from LocalCluster.status() and the node log files.
 """
@@ -9,7 +9,9 @@ from collections import deque
 from rich.console import Console
 from rich.table import Table
 
+from cluster.connection import ConnectionSettings
 from cluster.layout import ClusterLayout
+from cluster.probe import committed_and_aborted
 
 HEALTH_STYLE = {"up": "green", "paused": "yellow", "down": "red", "unregistered": "yellow"}
 
@@ -42,3 +44,15 @@ def tail_logs(layout: ClusterLayout, node: int | None, lines: int) -> str:
         except FileNotFoundError:
             out.append("(no log yet)\n")
     return "".join(out)
+
+
+def smoke_summary(conn: ConnectionSettings, console: Console, transactions: int = 20) -> dict:
+    """Run the commit/abort smoke workload and print what each isolation level saw."""
+    result = committed_and_aborted(conn, transactions)
+    table = Table(title="transactional smoke workload")
+    table.add_column("what")
+    table.add_column("count", justify="right")
+    for key, value in result.items():
+        table.add_row(key.replace("_", " "), str(value))
+    console.print(table)
+    return result

@@ -51,16 +51,3 @@ def transactional_round_trip(conn: ConnectionSettings, timeout: float = 60.0, re
     producer.commit_transaction(timeout)
     return txn_id
 
-
-def smoke_summary(conn: ConnectionSettings, console, transactions: int = 20) -> dict:
-    """Commit and abort transactions alternately, read both isolation levels back, print a summary."""
-    from cluster.probe import committed_and_aborted
-    result = committed_and_aborted(conn, transactions)
-    from rich.table import Table
-    table = Table(title="transactional smoke workload")
-    table.add_column("what")
-    table.add_column("count", justify="right")
-    for key, value in result.items():
-        table.add_row(key.replace("_", " "), str(value))
-    console.print(table)
-    return result

@@ -64,7 +64,7 @@ def cmd_cluster_logs(args: argparse.Namespace) -> int:
 
 def cmd_smoke(args: argparse.Namespace) -> int:
     from cluster.local import LocalCluster
-    from cluster.smoke import smoke_summary
+    from cluster.console import smoke_summary
     cluster = LocalCluster.load(args.state_dir)
     result = smoke_summary(cluster.connection(), Console(), transactions=args.transactions)
     return 1 if result["committed_missing"] or result["aborted_visible"] else 0
