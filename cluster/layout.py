@@ -22,15 +22,11 @@ from cluster.toxiproxy import Proxy
 LOOPBACK = "127.0.0.1"
 MAX_NODES = 9
 
-# Broker settings every local cluster runs with; per-run overrides are layered on top.
+# Broker settings every local cluster runs with (replication factors follow the node count, see
+# `_replication`); per-run overrides are layered on top.
 BASE_BROKER_CONFIG: dict[str, str] = {
     "num.partitions": "3",
-    "default.replication.factor": "3",
-    "min.insync.replicas": "2",
-    "offsets.topic.replication.factor": "3",
     "offsets.topic.num.partitions": "10",
-    "transaction.state.log.replication.factor": "3",
-    "transaction.state.log.min.isr": "2",
     "transaction.state.log.num.partitions": "50",
     "unclean.leader.election.enable": "false",
     "auto.create.topics.enable": "false",
@@ -45,6 +41,13 @@ BASE_BROKER_CONFIG: dict[str, str] = {
     "num.io.threads": "4",
     "num.replica.fetchers": "1",
 }
+
+
+# Settings for hanging-transaction drills: brokers accept transactional writes to partitions the
+# coordinator was never told about (KIP-890 verification off), so `txnlab txn inject-hanging` can
+# create a real hanging transaction. Never for production clusters.
+HANGING_DRILL_BROKER_CONFIG: dict[str, str] = {"transaction.partition.verification.enable": "false"}
+HANGING_DRILL_FEATURES: dict[str, str] = {"transaction.version": "1"}
 
 
 def new_cluster_id() -> str:
@@ -168,10 +171,18 @@ class ClusterLayout:
     # ---- broker configuration -----------------------------------------------------------------
     def server_properties(self, node: int) -> dict[str, str]:
         props = dict(BASE_BROKER_CONFIG)
+        props.update(self._replication())
         props.update(self._node_identity(node))
         props.update(self._listeners(node))
         props.update(self.broker_overrides)
         return props
+
+    def _replication(self) -> dict[str, str]:
+        """Replication factors and min ISR scaled down for 1- and 2-node clusters."""
+        factor, min_isr = str(min(3, self.nodes)), str(min(2, self.nodes))
+        return {"default.replication.factor": factor, "offsets.topic.replication.factor": factor,
+                "transaction.state.log.replication.factor": factor,
+                "min.insync.replicas": min_isr, "transaction.state.log.min.isr": min_isr}
 
     def _node_identity(self, node: int) -> dict[str, str]:
         voters = ",".join(

@@ -16,9 +16,11 @@ from cluster.connection import ConnectionSettings
 READY_TOPIC = "txnlab-ready"
 
 
-def ensure_topic(conn: ConnectionSettings, topic: str, partitions: int = 3, replication: int = 3,
+def ensure_topic(conn: ConnectionSettings, topic: str, partitions: int = 3, replication: int = -1,
                  config: dict[str, str] | None = None, timeout: float = 30.0) -> None:
-    """Create topic if missing (idempotent) and wait until it has leaders for every partition."""
+    """Create topic if missing (idempotent) and wait until it has leaders for every partition.
+
+    replication -1 takes the broker's default.replication.factor (KIP-464)."""
     admin = AdminClient(conn.confluent())
     if topic not in admin.list_topics(timeout=timeout).topics:
         future = admin.create_topics([NewTopic(topic, partitions, replication, config=config or {})])[topic]
@@ -43,7 +45,7 @@ def transactional_round_trip(conn: ConnectionSettings, timeout: float = 60.0, re
     ensure_topic(conn, READY_TOPIC, timeout=timeout)
     txn_id = f"txnlab-ready-{uuid.uuid4().hex[:8]}"
     producer = Producer(conn.confluent(**{"transactional.id": txn_id, "enable.idempotence": True, "log_level": 3,
-                                          "transaction.timeout.ms": 30000}))
+                                          "transaction.timeout.ms": 10000}))
     producer.init_transactions(timeout)
     producer.begin_transaction()
     for i in range(records):

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from cluster.admin import ClusterAdmin
+from cluster.layout import HANGING_DRILL_BROKER_CONFIG, HANGING_DRILL_FEATURES
 from cluster.local import LocalCluster
 from cluster.smoke import ensure_topic
 from cluster.versions import txnlab_home
@@ -24,16 +25,42 @@ def cluster_state_dir(name: str = "test-cluster") -> Path:
     return Path(os.environ.get("TXNLAB_TEST_STATE", txnlab_home() / name))
 
 
-@pytest.fixture(scope="session")
-def cluster():
-    stale = LocalCluster.load(cluster_state_dir())
-    local = LocalCluster.load(cluster_state_dir(), base_port=TEST_BASE_PORT)
+DRILL_BASE_PORT = TEST_BASE_PORT + 3000
+# The drill cluster: one node where hanging transactions can be injected (verification off,
+# transaction.version=1), with a small transaction.max.timeout.ms, and the coordinator's timeout
+# sweep slowed to once an hour so a transaction held past its timeout stays visible until the test
+# ends it.
+DRILL_TXN_MAX_TIMEOUT_MS = 15000
+DRILL_BROKER_CONFIG = {**HANGING_DRILL_BROKER_CONFIG,
+                       "transaction.max.timeout.ms": str(DRILL_TXN_MAX_TIMEOUT_MS),
+                       "transaction.abort.timed.out.transaction.cleanup.interval.ms": "3600000"}
+
+
+def _session_cluster(name: str, **settings: object):
+    stale = LocalCluster.load(cluster_state_dir(name))
+    local = LocalCluster.load(cluster_state_dir(name), **settings)
     if stale.layout != local.layout:          # left over from an aborted run with other settings
-        stale.down(purge=True, progress=lambda msg: print(f"[stale cluster] {msg}"))
-    local.up(progress=lambda msg: print(f"[cluster] {msg}"), timeout=240)
+        stale.down(purge=True, progress=lambda msg: print(f"[stale {name}] {msg}"))
+    local.up(progress=lambda msg: print(f"[{name}] {msg}"), timeout=240)
     yield local
     if not os.environ.get("TXNLAB_TEST_KEEP_CLUSTER"):
         local.down(purge=True)
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    yield from _session_cluster("test-cluster", base_port=TEST_BASE_PORT)
+
+
+@pytest.fixture(scope="session")
+def drill_cluster():
+    yield from _session_cluster("test-drill-cluster", nodes=1, base_port=DRILL_BASE_PORT,
+                                broker_overrides=DRILL_BROKER_CONFIG, features=dict(HANGING_DRILL_FEATURES))
+
+
+@pytest.fixture
+def drill_conn(drill_cluster):
+    return drill_cluster.connection()
 
 
 @pytest.fixture

@@ -1,0 +1,108 @@
+"""Wiring of the exporter process: config -> access layer -> service -> collectors -> HTTP server.
+
+Owns: the exporter's command-line flags (shared by `txnlab exporter` and `python -m exporter`),
+building the pieces from one ExporterConfig, and running until SIGINT/SIGTERM.
+Must not: hold logic of its own beyond wiring.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import threading
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version as package_version
+
+from prometheus_client import CollectorRegistry
+
+from exporter.collectors import TxnCollector
+from exporter.config import ExporterConfig, load_config
+from exporter.kafka_access import KafkaAccess
+from exporter.service import ExporterService
+from exporter.web import MetricsServer
+
+log = logging.getLogger("txnlab.exporter")
+
+FLAGS = {  # flag -> config key
+    "bootstrap": "kafka.bootstrap", "listen_address": "web.listen_address", "port": "web.port",
+    "interval": "collection.interval_seconds", "granularity": "metrics.granularity",
+    "topic_allow": "filters.topic_allow", "topic_deny": "filters.topic_deny",
+}
+
+
+def txnlab_version() -> str:
+    try:
+        return package_version("txnlab")
+    except PackageNotFoundError:
+        return "dev"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", help="YAML config file (reference: exporter/txnlab-exporter.yaml; "
+                   "also $TXNLAB_EXPORTER_CONFIG)")
+    p.add_argument("--bootstrap", help="Kafka bootstrap servers host:port[,...]")
+    p.add_argument("--listen-address", help="address to serve on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port to serve on (default 19800; 0 picks a free one)")
+    p.add_argument("--interval", type=float, help="background collection interval in seconds (default 15)")
+    p.add_argument("--granularity", choices=("partition", "topic"))
+    p.add_argument("--topic-allow", help="regex of topics to watch (default .*)")
+    p.add_argument("--topic-deny", help="regex of topics to skip (default ^__transaction_state$)")
+    p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+
+
+def config_from_args(args: argparse.Namespace) -> ExporterConfig:
+    return load_config(args.config, flags={key: getattr(args, flag) for flag, key in FLAGS.items()})
+
+
+@dataclass
+class Exporter:
+    """A running exporter: its service (background loop) and HTTP server."""
+    config: ExporterConfig
+    service: ExporterService
+    server: MetricsServer
+    registry: CollectorRegistry
+
+    @classmethod
+    def build(cls, config: ExporterConfig) -> "Exporter":
+        access = KafkaAccess(config.kafka.connection(), request_timeout_s=config.kafka.request_timeout_seconds,
+                             producers_batch=config.collection.producers_batch_size,
+                             metadata_max_age_s=config.collection.metadata_max_age_seconds,
+                             topic_filter=config.filters.topic_allowed)
+        registry = CollectorRegistry(auto_describe=False)
+        service = ExporterService(access, config, registry)
+        registry.register(TxnCollector(service, txnlab_version()))
+        server = MetricsServer(registry, lambda: service.ready, config.web)
+        return cls(config, service, server, registry)
+
+    def start(self) -> "Exporter":
+        self.service.start()
+        self.server.start()
+        return self
+
+    def close(self) -> None:
+        self.server.close()
+        self.service.stop()
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.log_level != "DEBUG":
+        logging.getLogger("kafka").setLevel(logging.WARNING)   # kafka-python logs every connection at INFO
+    config = config_from_args(args)
+    exporter = Exporter.build(config).start()
+    scheme = "https" if config.web.tls else "http"
+    log.info("serving %s://%s:%d/metrics for %s (interval %.1fs)", scheme, config.web.listen_address,
+             exporter.server.port, config.kafka.connection().describe(), config.collection.interval_seconds)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    stop.wait()
+    log.info("stopping")
+    exporter.close()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m exporter", description="txnlab Prometheus exporter")
+    add_arguments(parser)
+    return run(parser.parse_args(argv))

@@ -1,0 +1,339 @@
+"""Prometheus collectors: map the service's results to `kafkatxn_*` metric families, fresh each scrape.
+
+Owns: the metric catalog (names, HELP, labels; docs/exporter.md lists them; the names are a contract
+for dashboards and alerts: extend, never rename), cardinality controls (partition or topic
+granularity, caps), and the rule that a roll-up is not emitted when one of its parts is missing.
+Must not: call Kafka or the access layer; every value comes from ExporterService.
+"""
+from __future__ import annotations
+
+import platform
+from collections import defaultdict
+from typing import Iterable, Iterator
+
+from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily, Metric
+
+from exporter.hanging import OpenTransaction, Verdict
+from exporter.kafka_access import (ConfigsResult, GroupOffsetsResult, Partition, ProducersResult,
+                                   TransactionsResult)
+from exporter.service import COLLECTORS, Background, CollectorHealth, ExporterService, OffsetsView
+
+P = "kafkatxn_"
+CACHED = " (cached: refreshed by the background collection every collection.interval_seconds)"
+TP = ["topic", "partition"]
+
+
+def _gauge(name: str, doc: str, labels: list[str] | None = None) -> GaugeMetricFamily:
+    return GaugeMetricFamily(P + name, doc, labels=labels or [])
+
+
+def _tp(tp: Partition) -> list[str]:
+    return [tp[0], str(tp[1])]
+
+
+def _by_topic(values: dict[Partition, float]) -> dict[str, list[float]]:
+    grouped: dict[str, list[float]] = defaultdict(list)
+    for (topic, _), value in values.items():
+        grouped[topic].append(value)
+    return grouped
+
+
+def _complete_topics(values: dict[Partition, float], expected: Iterable[Partition]) -> dict[str, list[float]]:
+    """Per-topic values, only for topics where every expected partition has a value."""
+    missing = {topic for topic, partition in expected if (topic, partition) not in values}
+    return {t: v for t, v in _by_topic(values).items() if t not in missing}
+
+
+class TxnCollector:
+    """The registry collector: one offsets collection per scrape (shared by concurrent scrapes)."""
+
+    def __init__(self, service: ExporterService, version: str):
+        self.service = service
+        self.version = version
+
+    def describe(self) -> list[Metric]:
+        return []                            # unchecked collector: collect() must not run at register time
+
+    def collect(self) -> Iterator[Metric]:
+        svc, metrics = self.service, self.service.config.metrics
+        view = svc.offsets()
+        bg = svc.background
+        per_partition = metrics.granularity == "partition"
+        yield from health_families(svc.health, view.reachable, self.version)
+        yield from offsets_families(view, per_partition)
+        yield from producer_families(bg.producers, per_partition)
+        yield from transaction_families(bg.transactions, svc.clock(), metrics.top_transactions)
+        yield from hanging_families(bg, metrics.hanging_info_limit)
+        yield from config_families(bg.configs)
+        yield from group_families(bg.groups, view, per_partition)
+
+
+# ---- health ----------------------------------------------------------------------------------------
+def health_families(health: dict[str, CollectorHealth], reachable: bool, version: str) -> Iterator[Metric]:
+    up = _gauge("up", "1 if this scrape reached the Kafka cluster (metadata and offsets), else 0")
+    up.add_metric([], 1.0 if reachable else 0.0)
+    c_up = _gauge("collector_up", "1 if the collector's last run got an answer from every broker it asked",
+                  ["collector"])
+    dur = _gauge("collector_duration_seconds", "Wall time of the collector's last run", ["collector"])
+    last = _gauge("collector_last_success_timestamp_seconds", "Unix time of the collector's last successful run",
+                  ["collector"])
+    for name in COLLECTORS:
+        h = health[name]
+        c_up.add_metric([name], 1.0 if h.up else 0.0)
+        dur.add_metric([name], h.duration_seconds)
+        if h.last_success is not None:
+            last.add_metric([name], h.last_success)
+    info = InfoMetricFamily(P + "build", "txnlab exporter build information")
+    info.add_metric([], {"version": version, "python": platform.python_version()})
+    yield from (up, c_up, dur, last, info)
+
+
+# ---- LSO (scrape time) --------------------------------------------------------------------------------
+def offsets_families(view: OffsetsView, per_partition: bool) -> Iterator[Metric]:
+    res = view.result
+    both = {tp for tp in res.last_stable if tp in res.high_watermark}
+    lag = {tp: max(0, res.high_watermark[tp] - res.last_stable[tp]) for tp in both}
+    if per_partition:
+        yield from _partition_offsets(res.high_watermark, res.last_stable, lag, view.lso_last_advance)
+    yield from _topic_offsets(lag, {tp: view.lso_last_advance[tp] for tp in both if tp in view.lso_last_advance},
+                              res.leaders)
+
+
+def _partition_offsets(hwm: dict, lso: dict, lag: dict, advance: dict) -> Iterator[Metric]:
+    families = [
+        (_gauge("partition_high_watermark", "High watermark (READ_UNCOMMITTED end offset)", TP), hwm),
+        (_gauge("partition_last_stable_offset", "Last stable offset (READ_COMMITTED end offset): first offset "
+                "of the oldest open transaction, or the HWM", TP), lso),
+        (_gauge("partition_lso_lag", "HWM - LSO: offsets read_committed consumers cannot read yet (>= 0)", TP), lag),
+        (_gauge("partition_lso_last_advance_timestamp_seconds", "Unix time the LSO last advanced or had no lag "
+                "(as seen by this exporter since it started)", TP), advance),
+    ]
+    for family, values in families:
+        for tp, value in sorted(values.items()):
+            family.add_metric(_tp(tp), value)
+        yield family
+
+
+def _topic_offsets(lag: dict, advance: dict, leaders: dict) -> Iterator[Metric]:
+    lag_sum = _gauge("topic_lso_lag", "Sum of partition LSO lag over the topic (absent if a partition failed)",
+                     ["topic"])
+    lag_max = _gauge("topic_max_lso_lag", "Largest partition LSO lag of the topic", ["topic"])
+    stuck = _gauge("topic_partitions_with_lso_lag", "Partitions of the topic with LSO lag > 0", ["topic"])
+    oldest = _gauge("topic_oldest_lso_advance_timestamp_seconds",
+                    "Earliest lso_last_advance timestamp over the topic's partitions", ["topic"])
+    for topic, values in sorted(_complete_topics(lag, leaders).items()):
+        lag_sum.add_metric([topic], sum(values))
+        lag_max.add_metric([topic], max(values))
+        stuck.add_metric([topic], sum(1 for v in values if v > 0))
+    for topic, values in sorted(_complete_topics(advance, leaders).items()):
+        oldest.add_metric([topic], min(values))
+    yield from (lag_sum, lag_max, stuck, oldest)
+
+
+# ---- producer state (cached) ----------------------------------------------------------------------------
+def producer_families(res: ProducersResult | None, per_partition: bool) -> Iterator[Metric]:
+    if res is None:
+        return
+    active = {tp: len(entries) for tp, entries in res.producers.items()}
+    opened = {tp: [e for e in entries if e.txn_start_offset >= 0] for tp, entries in res.producers.items()}
+    if per_partition:
+        yield from _partition_producers(res, active, opened)
+    topic_active = _gauge("topic_active_producers", "Active producer ids over the topic's partitions" + CACHED,
+                          ["topic"])
+    topic_open = _gauge("topic_open_transactions", "Open transactions over the topic's partitions" + CACHED, ["topic"])
+    open_counts = {tp: len(v) for tp, v in opened.items()}
+    for topic, values in sorted(_complete_topics(active, res.leaders).items()):
+        topic_active.add_metric([topic], sum(values))
+    for topic, values in sorted(_complete_topics(open_counts, res.leaders).items()):
+        topic_open.add_metric([topic], sum(values))
+    yield from (topic_active, topic_open)
+    yield from _broker_producers(res, active)
+    scan = _gauge("producer_scan_partitions", "Partitions asked with DescribeProducers in the last background "
+                  "collection, by result" + CACHED, ["result"])
+    scan.add_metric(["scanned"], len(res.producers))
+    scan.add_metric(["failed"], res.requested - len(res.producers))
+    yield scan
+
+
+def _partition_producers(res: ProducersResult, active: dict, opened: dict) -> Iterator[Metric]:
+    f_active = _gauge("partition_active_producers", "Producer ids with state on the partition leader "
+                      "(DescribeProducers)" + CACHED, TP)
+    f_open = _gauge("partition_open_transactions", "Producers with an open transaction on the partition" + CACHED, TP)
+    f_start = _gauge("partition_oldest_open_transaction_start_offset",
+                     "First offset of the oldest open transaction" + CACHED, TP)
+    f_write = _gauge("partition_oldest_open_transaction_last_write_timestamp_seconds",
+                     "Last write of the producer holding the oldest open transaction" + CACHED, TP)
+    f_oldest = _gauge("partition_oldest_producer_timestamp_seconds", "Last write of the least recently active "
+                      "producer: it expires producer.id.expiration.ms after this" + CACHED, TP)
+    for tp, entries in sorted(res.producers.items()):
+        labels = _tp(tp)
+        f_active.add_metric(labels, active[tp])
+        f_open.add_metric(labels, len(opened[tp]))
+        if opened[tp]:
+            oldest = min(opened[tp], key=lambda e: e.txn_start_offset)
+            f_start.add_metric(labels, oldest.txn_start_offset)
+            f_write.add_metric(labels, oldest.last_timestamp_ms / 1000)
+        if entries:
+            f_oldest.add_metric(labels, min(e.last_timestamp_ms for e in entries) / 1000)
+    yield from (f_active, f_open, f_start, f_write, f_oldest)
+
+
+def _broker_producers(res: ProducersResult, active: dict) -> Iterator[Metric]:
+    family = _gauge("broker_active_producers", "Active producer ids over the partitions the broker leads "
+                    "(absent if one of them failed)" + CACHED, ["broker"])
+    totals: dict[int, int] = defaultdict(int)
+    failed: set[int] = set()
+    for tp, broker in res.leaders.items():
+        if tp in active:
+            totals[broker] += active[tp]
+        else:
+            failed.add(broker)
+    for broker, total in sorted(totals.items()):
+        if broker not in failed and broker >= 0:
+            family.add_metric([str(broker)], total)
+    yield family
+
+
+# ---- coordinators (cached) -------------------------------------------------------------------------------
+def transaction_families(res: TransactionsResult | None, now: float, top_n: int) -> Iterator[Metric]:
+    if res is None:
+        return
+    counts: dict[tuple[str, str], int] = defaultdict(int)
+    for listing in res.listings:
+        counts[(str(listing.coordinator), listing.state)] += 1
+    total = _gauge("transactions", "Transactional ids per coordinator and state (ListTransactions)" + CACHED,
+                   ["coordinator", "state"])
+    for labels, n in sorted(counts.items()):
+        total.add_metric(list(labels), n)
+    oldest = _gauge("transaction_oldest_start_timestamp_seconds", "Start of the oldest in-progress transaction "
+                    "per coordinator and state (DescribeTransactions)" + CACHED, ["coordinator", "state"])
+    starts: dict[tuple[str, str], int] = {}
+    over: dict[str, int] = {str(b): 0 for b in {lst.coordinator for lst in res.listings}}
+    now_ms = now * 1000
+    for d in res.descriptions.values():
+        if d.start_time_ms < 0:
+            continue
+        key = (str(d.coordinator), d.state)
+        starts[key] = min(starts.get(key, d.start_time_ms), d.start_time_ms)
+        if d.state == "Ongoing" and now_ms - d.start_time_ms > d.timeout_ms:
+            over[str(d.coordinator)] = over.get(str(d.coordinator), 0) + 1
+    for labels, start in sorted(starts.items()):
+        oldest.add_metric(list(labels), start / 1000)
+    over_f = _gauge("transactions_over_timeout", "Ongoing transactions older than their own "
+                    "transaction.timeout.ms (the coordinator should have aborted them)" + CACHED, ["coordinator"])
+    for coordinator, n in sorted(over.items()):
+        over_f.add_metric([coordinator], n)
+    yield from (total, oldest, over_f)
+    if top_n:
+        yield _top_transactions(res, now_ms, top_n)
+
+
+def _top_transactions(res: TransactionsResult, now_ms: float, top_n: int) -> Metric:
+    family = _gauge("transaction_age_seconds", f"Age of the {top_n} oldest in-progress transactions" + CACHED,
+                    ["coordinator", "transactional_id", "state"])
+    described = sorted((d for d in res.descriptions.values() if d.start_time_ms >= 0), key=lambda d: d.start_time_ms)
+    for d in described[:top_n]:
+        family.add_metric([str(d.coordinator), d.transactional_id, d.state], (now_ms - d.start_time_ms) / 1000)
+    return family
+
+
+# ---- hanging (cached) ------------------------------------------------------------------------------------
+def hanging_families(bg: Background, info_limit: int) -> Iterator[Metric]:
+    if bg.producers is None or bg.transactions is None:
+        return
+    yield _count_by_topic("hanging_transactions", "Open transactions the coordinator does not track for the "
+                          "partition, confirmed in two consecutive collections" + CACHED,
+                          [(v.txn.topic, v.reason) for v in bg.hanging], ["topic", "reason"])
+    yield _count_by_topic("hanging_suspect_transactions", "Open transactions suspect in the last collection "
+                          "(hanging if seen again)" + CACHED,
+                          [(v.txn.topic, v.reason) for v in bg.verdicts if v.suspect], ["topic", "reason"])
+    yield _count_by_topic("late_transactions", "Open transactions whose producer last wrote longer ago than the "
+                          "leader's transaction.max.timeout.ms" + CACHED, [(t.topic,) for t in bg.late], ["topic"])
+    yield from _hanging_info(bg.hanging, info_limit)
+    scan = _gauge("hanging_scan_open_transactions", "Open transactions examined by the hanging check, by "
+                  "whether their coordinator could be asked" + CACHED, ["result"])
+    scan.add_metric(["resolved"], sum(1 for v in bg.verdicts if v.resolved))
+    scan.add_metric(["unresolved"], sum(1 for v in bg.verdicts if not v.resolved))
+    yield scan
+
+
+def _count_by_topic(name: str, doc: str, keys: list[tuple], labels: list[str]) -> Metric:
+    family = _gauge(name, doc, labels)
+    counts: dict[tuple, int] = defaultdict(int)
+    for key in keys:
+        counts[key] += 1
+    for key, n in sorted(counts.items()):
+        family.add_metric(list(key), n)
+    return family
+
+
+def _hanging_info(hanging: list[Verdict], limit: int) -> Iterator[Metric]:
+    info = _gauge("hanging_transaction_info", "One series per hanging transaction with what an abort needs "
+                  "(value: its producer's last write, unix seconds)" + CACHED,
+                  ["topic", "partition", "producer_id", "producer_epoch", "coordinator_epoch", "start_offset",
+                   "reason"])
+    for v in sorted(hanging, key=lambda v: v.txn.last_timestamp_ms)[:limit]:
+        t: OpenTransaction = v.txn
+        info.add_metric([t.topic, str(t.partition), str(t.producer_id), str(t.producer_epoch),
+                         str(t.coordinator_epoch), str(t.start_offset), str(v.reason)], t.last_timestamp_ms / 1000)
+    dropped = _gauge("hanging_transaction_info_dropped", "Hanging transactions left out of "
+                     "hanging_transaction_info by metrics.hanging_info_limit" + CACHED)
+    dropped.add_metric([], max(0, len(hanging) - limit))
+    yield from (info, dropped)
+
+
+# ---- broker thresholds (cached) ----------------------------------------------------------------------------
+CONFIG_GAUGES = (
+    ("broker_transaction_max_timeout_seconds", "transaction.max.timeout.ms", 1000.0),
+    ("broker_producer_id_expiration_seconds", "producer.id.expiration.ms", 1000.0),
+    ("broker_transactional_id_expiration_seconds", "transactional.id.expiration.ms", 1000.0),
+)
+
+
+def config_families(res: ConfigsResult | None) -> Iterator[Metric]:
+    if res is None:
+        return
+    for name, key, divisor in CONFIG_GAUGES:
+        family = _gauge(name, f"Broker setting {key}" + CACHED, ["broker"])
+        for broker, configs in sorted(res.configs.items()):
+            if key in configs:
+                family.add_metric([str(broker)], float(configs[key]) / divisor)
+        yield family
+    verify = _gauge("broker_transaction_partition_verification_enabled", "Broker setting "
+                    "transaction.partition.verification.enable (KIP-890), 1 or 0" + CACHED, ["broker"])
+    for broker, configs in sorted(res.configs.items()):
+        if "transaction.partition.verification.enable" in configs:
+            verify.add_metric([str(broker)], 1.0 if configs["transaction.partition.verification.enable"] == "true" else 0.0)
+    yield verify
+
+
+# ---- consumer groups against the LSO ------------------------------------------------------------------------
+def group_families(res: GroupOffsetsResult | None, view: OffsetsView, per_partition: bool) -> Iterator[Metric]:
+    if res is None:
+        return
+    lso, hwm = view.result.last_stable, view.result.high_watermark
+    lso_lag: dict[tuple[str, str], dict[int, int]] = defaultdict(dict)
+    hwm_lag: dict[tuple[str, str], dict[int, int]] = defaultdict(dict)
+    for group, committed in res.committed.items():
+        for (topic, partition), offset in committed.items():
+            if (topic, partition) in lso and (topic, partition) in hwm:
+                lso_lag[(group, topic)][partition] = max(0, lso[(topic, partition)] - offset)
+                hwm_lag[(group, topic)][partition] = max(0, hwm[(topic, partition)] - offset)
+    if per_partition:
+        yield _group_partition_family("consumergroup_lso_lag", "LSO - committed offset: what a read_committed "
+                                      "group can still read (committed offsets cached)", lso_lag)
+        yield _group_partition_family("consumergroup_hwm_lag", "HWM - committed offset: the usual consumer lag, "
+                                      "including offsets read_committed groups are blocked from", hwm_lag)
+    topic = _gauge("consumergroup_topic_lso_lag", "Sum of consumergroup_lso_lag over the topic's partitions",
+                   ["group", "topic"])
+    for (group, name), parts in sorted(lso_lag.items()):
+        topic.add_metric([group, name], sum(parts.values()))
+    yield topic
+
+
+def _group_partition_family(name: str, doc: str, values: dict[tuple[str, str], dict[int, int]]) -> Metric:
+    family = _gauge(name, doc, ["group", "topic", "partition"])
+    for (group, topic), parts in sorted(values.items()):
+        for partition, value in sorted(parts.items()):
+            family.add_metric([group, topic, str(partition)], value)
+    return family

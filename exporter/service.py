@@ -1,0 +1,201 @@
+"""The exporter's service: when the access layer is called, and what is remembered between calls.
+
+Owns: the scrape-time offsets collection (single flight: concurrent scrapes share one in-flight
+collection), the background loop that refreshes the expensive cached collections (producer state,
+coordinators, broker configs, consumer-group offsets) every interval, per-collector health, the
+exporter's own error counters, and the two trackers (LSO advance, hanging confirmation).
+Must not: build metric families (collectors.py does) or send requests itself (kafka_access.py does).
+A failed collection never raises out of here: it is recorded in health and errors, and the last
+good cached result keeps being served.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from prometheus_client import CollectorRegistry, Counter
+
+from exporter.config import ExporterConfig
+from exporter.hanging import HangingTracker, OpenTransaction, Verdict, classify, late, open_transactions
+from exporter.kafka_access import (ConfigsResult, GroupOffsetsResult, ItemError, KafkaAccess, OffsetsResult,
+                                   Partition, ProducersResult, TransactionsResult, error_name)
+
+log = logging.getLogger("txnlab.exporter")
+COLLECTORS = ("offsets", "producers", "transactions", "configs", "groups")
+
+
+@dataclass
+class CollectorHealth:
+    up: bool = False
+    duration_seconds: float = 0.0
+    last_success: float | None = None
+
+
+@dataclass
+class OffsetsView:
+    """One scrape's offsets plus when each partition's LSO last advanced."""
+    result: OffsetsResult
+    lso_last_advance: dict[Partition, float]
+    reachable: bool
+
+
+@dataclass
+class Background:
+    """The cached results of the last background collections (each kept until replaced by a success)."""
+    producers: ProducersResult | None = None
+    transactions: TransactionsResult | None = None
+    configs: ConfigsResult | None = None
+    groups: GroupOffsetsResult | None = None
+    verdicts: list[Verdict] = field(default_factory=list)
+    hanging: list[Verdict] = field(default_factory=list)
+    late: list[OpenTransaction] = field(default_factory=list)
+    collected_at: float | None = None
+
+
+class LsoAdvanceTracker:
+    """When each partition's LSO last moved, or was seen with no lag (nothing to wait for)."""
+
+    def __init__(self) -> None:
+        self._seen: dict[Partition, tuple[int, float]] = {}
+
+    def update(self, lso: dict[Partition, int], hwm: dict[Partition, int], now: float) -> dict[Partition, float]:
+        for tp, offset in lso.items():
+            previous = self._seen.get(tp)
+            if previous is None or previous[0] != offset or hwm.get(tp, offset) <= offset:
+                self._seen[tp] = (offset, now)
+        return {tp: self._seen[tp][1] for tp in lso}
+
+
+def broker_failed(errors: list[ItemError]) -> bool:
+    return any(e.whole_request for e in errors)
+
+
+class ExporterService:
+    """Collections for one cluster; start() runs the background loop, stop() ends it."""
+
+    def __init__(self, access: KafkaAccess, config: ExporterConfig, registry: CollectorRegistry,
+                 clock: Callable[[], float] = time.time):
+        self.access = access
+        self.config = config
+        self.clock = clock
+        self.health = {name: CollectorHealth() for name in COLLECTORS}
+        self.background = Background()
+        self.errors = Counter("kafkatxn_collector_errors", "Failed items (brokers, partitions, ids, groups) "
+                              "per collector and error, since the exporter started", ["collector", "error"],
+                              registry=registry)
+        self._lso = LsoAdvanceTracker()
+        self._hanging = HangingTracker()
+        self._lock = threading.Lock()
+        self._inflight: Future | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._first_cycle = threading.Event()
+
+    # ---- lifecycle ----------------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="txnlab-exporter-background", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        self.access.close()
+
+    def wait_first_cycle(self, timeout: float) -> bool:
+        return self._first_cycle.wait(timeout)
+
+    @property
+    def ready(self) -> bool:
+        """Ready once one background cycle ran and the cluster answered at least one collection."""
+        return self._first_cycle.is_set() and any(h.last_success for h in self.health.values())
+
+    def _loop(self) -> None:
+        interval = self.config.collection.interval_seconds
+        while not self._stop.is_set():
+            started = time.monotonic()
+            self.collect_background()
+            self._first_cycle.set()
+            self._stop.wait(max(0.0, interval - (time.monotonic() - started)))
+
+    # ---- bookkeeping ----------------------------------------------------------------------------
+    def _timed(self, collector: str, call: Callable[[], Any]) -> Any:
+        """Run one collection; record duration, up, errors. Returns None when it failed outright."""
+        started = time.monotonic()
+        try:
+            result = call()
+        except Exception as exc:  # noqa: BLE001 - the exporter keeps serving through any failure
+            log.warning("%s collection failed: %s", collector, error_name(exc))
+            self.errors.labels(collector, error_name(exc)).inc()
+            self._record(collector, started, ok=False)
+            return None
+        item_errors = getattr(result, "errors", [])
+        for err in item_errors:
+            self.errors.labels(collector, err.error).inc()
+        self._record(collector, started, ok=not broker_failed(item_errors))
+        return result
+
+    def _record(self, collector: str, started: float, ok: bool) -> None:
+        health = self.health[collector]
+        health.duration_seconds = time.monotonic() - started
+        health.up = ok
+        if ok:
+            health.last_success = self.clock()
+
+    # ---- scrape time: offsets, single flight -------------------------------------------------------
+    def offsets(self) -> OffsetsView:
+        with self._lock:
+            leader = self._inflight is None
+            if leader:
+                self._inflight = Future()
+            future = self._inflight
+        if leader:
+            try:
+                future.set_result(self._collect_offsets())
+            finally:
+                with self._lock:
+                    self._inflight = None
+        return future.result()
+
+    def _collect_offsets(self) -> OffsetsView:
+        result = self._timed("offsets", self.access.offsets)
+        if result is None:
+            return OffsetsView(OffsetsResult(), {}, reachable=False)
+        advance = self._lso.update(result.last_stable, result.high_watermark, self.clock())
+        return OffsetsView(result, advance, reachable=True)
+
+    # ---- background ---------------------------------------------------------------------------------
+    def collect_background(self) -> Background:
+        """One cycle: configs, producer state, coordinators, groups; then classify open transactions."""
+        bg = self.background
+        configs = self._timed("configs", self.access.broker_configs)
+        producers = self._timed("producers", self.access.producers)
+        transactions = self._timed("transactions", self.access.transactions)
+        groups = self._timed("groups", self._group_offsets) if self.config.collection.consumer_groups else None
+        new = Background(producers=producers or bg.producers, transactions=transactions or bg.transactions,
+                         configs=configs or bg.configs, groups=groups or bg.groups,
+                         verdicts=bg.verdicts, hanging=bg.hanging, late=bg.late, collected_at=self.clock())
+        if producers is not None and transactions is not None:
+            self._classify(new, producers, transactions)
+        self.background = new
+        return new
+
+    def _group_offsets(self) -> GroupOffsetsResult:
+        return self.access.group_offsets(self.config.filters.group_allowed)
+
+    def _classify(self, bg: Background, producers: ProducersResult, transactions: TransactionsResult) -> None:
+        txns = open_transactions(producers.producers)
+        bg.verdicts = classify(txns, transactions.listings, transactions.descriptions,
+                               transactions.unknown_ids, transactions.coordinators_failed)
+        bg.hanging = self._hanging.update(bg.verdicts)
+        bg.late = late(txns, self._max_timeouts(producers.leaders, bg.configs), int(self.clock() * 1000))
+
+    @staticmethod
+    def _max_timeouts(leaders: dict[Partition, int], configs: ConfigsResult | None) -> dict[Partition, int]:
+        per_broker = {b: int(c["transaction.max.timeout.ms"]) for b, c in (configs.configs if configs else {}).items()
+                      if "transaction.max.timeout.ms" in c}
+        return {tp: per_broker[b] for tp, b in leaders.items() if b in per_broker}

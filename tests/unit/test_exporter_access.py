@@ -1,0 +1,127 @@
+"""Per-item error handling of the access layer, on hand-built kafka-python responses (no broker)."""
+from __future__ import annotations
+
+from kafka.future import Future
+from kafka.protocol.admin.transactions import DescribeProducersResponse, DescribeTransactionsResponse, \
+    ListTransactionsResponse
+from kafka.protocol.consumer.offsets import IsolationLevel, ListOffsetsResponse
+
+import kafka.errors as Errors
+from cluster.connection import ConnectionSettings
+from exporter.kafka_access import KafkaAccess, ProducersResult, TransactionsResult, chunks
+
+NOT_LEADER = Errors.NotLeaderForPartitionError.errno
+UNKNOWN_TP = Errors.UnknownTopicOrPartitionError.errno
+TXN_ID_NOT_FOUND = Errors.TransactionalIdNotFoundError.errno
+LOADING = Errors.CoordinatorLoadInProgressError.errno
+
+
+def drive(coro):
+    """Run a coroutine whose awaits are all on completed futures."""
+    try:
+        coro.send(None)
+    except StopIteration as stop:
+        return stop.value
+    raise AssertionError("coroutine awaited an unfinished future")
+
+
+def done(value=None, error=None) -> Future:
+    future = Future()
+    return future.failure(error) if error else future.success(value)
+
+
+class ScriptedAccess(KafkaAccess):
+    """KafkaAccess whose sends are answered from a script: node id -> list of (response | exception)."""
+
+    def __init__(self, script: dict[int, list]):
+        super().__init__(ConnectionSettings(bootstrap="127.0.0.1:1"), producers_batch=2)
+        self.script = script
+        self.sent: list[tuple[int, object]] = []
+
+    def _send(self, request, node_id=None):
+        self.sent.append((node_id, request))
+        answer = self.script[node_id].pop(0)
+        return done(error=answer) if isinstance(answer, Exception) else done(answer)
+
+
+def producers_response(*partitions):
+    part = DescribeProducersResponse.TopicResponse.PartitionResponse
+    state = part.ProducerState
+    return DescribeProducersResponse(throttle_time_ms=0, topics=[DescribeProducersResponse.TopicResponse(
+        name="t", partitions=[part(partition_index=i, error_code=code, error_message=None, active_producers=[
+            state(producer_id=pid, producer_epoch=0, last_sequence=0, last_timestamp=1, coordinator_epoch=-1,
+                  current_txn_start_offset=start) for pid, start in producers]) for i, code, producers in partitions])])
+
+
+def test_describe_producers_keeps_good_partitions_and_counts_bad_ones():
+    access = ScriptedAccess({1: [producers_response((0, 0, [(10, -1), (11, 5)]), (1, NOT_LEADER, []))],
+                             2: [Errors.KafkaConnectionError("broker down")]})
+    result = ProducersResult()
+    drive(access._describe_producers({1: [("t", 0), ("t", 1)], 2: [("t", 2)]}, result))
+    assert [p.producer_id for p in result.producers[("t", 0)]] == [10, 11]
+    assert result.producers[("t", 0)][1].txn_start_offset == 5
+    assert ("t", 1) not in result.producers and ("t", 2) not in result.producers
+    errors = {(e.topic, e.partition): e for e in result.errors}
+    assert errors[("t", 1)].error == "NOT_LEADER_FOR_PARTITION" and not errors[("t", 1)].whole_request
+    assert errors[("t", 2)].whole_request and errors[("t", 2)].broker == 2
+
+
+def test_describe_producers_batches_per_broker():
+    access = ScriptedAccess({1: [producers_response((0, 0, []), (1, 0, [])), producers_response((2, 0, []))]})
+    result = ProducersResult()
+    drive(access._describe_producers({1: [("t", 0), ("t", 1), ("t", 2)]}, result))
+    assert len(access.sent) == 2 and sorted(result.producers) == [("t", 0), ("t", 1), ("t", 2)]
+    assert chunks(list(range(5)), 2) == [[0, 1], [2, 3], [4]]
+
+
+def offsets_response(*partitions):
+    topic = ListOffsetsResponse.ListOffsetsTopicResponse
+    part = topic.ListOffsetsPartitionResponse
+    return ListOffsetsResponse(throttle_time_ms=0, topics=[topic(name="t", partitions=[
+        part(partition_index=i, error_code=code, timestamp=-1, offset=offset, leader_epoch=0)
+        for i, code, offset in partitions])])
+
+
+def test_list_offsets_per_partition_errors():
+    access = ScriptedAccess({1: [offsets_response((0, 0, 42), (1, UNKNOWN_TP, -1))]})
+    into, errors = {}, []
+    drive(access._list_offsets({1: [("t", 0), ("t", 1)]}, IsolationLevel.READ_COMMITTED, into, errors))
+    assert into == {("t", 0): 42}
+    assert [(e.partition, e.error) for e in errors] == [(1, "UNKNOWN_TOPIC_OR_PARTITION")]
+    request = access.sent[0][1]
+    assert request.isolation_level == IsolationLevel.READ_COMMITTED
+
+
+def list_response(code, *states):
+    state = ListTransactionsResponse.TransactionState
+    return ListTransactionsResponse(throttle_time_ms=0, error_code=code, unknown_state_filters=[], transaction_states=[
+        state(transactional_id=tid, producer_id=pid, transaction_state=st) for tid, pid, st in states])
+
+
+def describe_response(*states):
+    st = DescribeTransactionsResponse.TransactionState
+    topic = st.TopicData
+    return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=[
+        st(error_code=code, transactional_id=tid, transaction_state=state, transaction_timeout_ms=60000,
+           transaction_start_time_ms=5, producer_id=pid, producer_epoch=1,
+           topics=[topic(topic="t", partitions=[0])]) for code, tid, state, pid in states])
+
+
+def test_list_transactions_tolerates_a_loading_coordinator_and_a_dead_broker():
+    access = ScriptedAccess({1: [list_response(0, ("a", 7, "Ongoing"), ("b", 8, "Empty"))],
+                             2: [list_response(LOADING)], 3: [Errors.KafkaTimeoutError("slow")]})
+    result = TransactionsResult()
+    drive(access._list_transactions([1, 2, 3], result))
+    assert [(l.transactional_id, l.coordinator) for l in result.listings] == [("a", 1), ("b", 1)]
+    assert result.coordinators_failed == {2, 3}
+    assert {e.broker: e.whole_request for e in result.errors} == {2: False, 3: True}
+
+
+def test_describe_transactions_unknown_id_does_not_hide_the_others():
+    access = ScriptedAccess({1: [describe_response((0, "a", "Ongoing", 7), (TXN_ID_NOT_FOUND, "gone", "", -1))]})
+    result = TransactionsResult()
+    drive(access._describe_transactions({1: ["a", "gone"]}, result))
+    assert result.descriptions["a"].partitions == frozenset({("t", 0)})
+    assert result.descriptions["a"].state == "Ongoing" and result.descriptions["a"].producer_id == 7
+    assert result.unknown_ids == {"gone"}
+    assert [e.item for e in result.errors] == ["gone"]

@@ -1,0 +1,161 @@
+"""Collectors map service results to kafkatxn_* families; read back through a private registry."""
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, generate_latest
+
+from exporter.collectors import TxnCollector
+from exporter.config import load_config
+from exporter.hanging import PARTITION_NOT_IN_TRANSACTION, OpenTransaction, Verdict
+from exporter.kafka_access import (ConfigsResult, GroupOffsetsResult, OffsetsResult, ProducerEntry, ProducersResult,
+                                   TransactionDescription, TransactionListing, TransactionsResult)
+from exporter.service import COLLECTORS, Background, CollectorHealth, OffsetsView
+
+NOW = 1_800_000_000.0
+
+
+class FakeService:
+    def __init__(self, view: OffsetsView, background: Background, granularity: str = "partition"):
+        self.config = load_config(env={}, flags={"metrics.granularity": granularity, "metrics.top_transactions": 5})
+        self.health = {name: CollectorHealth(up=True, duration_seconds=0.1, last_success=NOW) for name in COLLECTORS}
+        self.background = background
+        self.view = view
+        self.scrapes = 0
+
+    def offsets(self) -> OffsetsView:
+        self.scrapes += 1
+        return self.view
+
+    def clock(self) -> float:
+        return NOW
+
+
+def entry(pid: int, start: int = -1, last_s: float = NOW - 10) -> ProducerEntry:
+    return ProducerEntry(pid, 0, 0, int(last_s * 1000), 4, start)
+
+
+def scrape(service: FakeService):
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(TxnCollector(service, "test"))
+    return lambda name, **labels: registry.get_sample_value(name, labels), registry
+
+
+def offsets_view(failed_partition: bool = False) -> OffsetsView:
+    leaders = {("orders", 0): 1, ("orders", 1): 2, ("audit", 0): 1}
+    lso = {("orders", 0): 90, ("orders", 1): 50, ("audit", 0): 7}
+    hwm = {("orders", 0): 100, ("orders", 1): 50, ("audit", 0): 7}
+    if failed_partition:
+        del lso[("audit", 0)], hwm[("audit", 0)]
+    return OffsetsView(OffsetsResult(lso, hwm, leaders), {tp: NOW - 30 for tp in lso}, reachable=True)
+
+
+def test_lso_lag_per_partition_and_topic_rollups():
+    get, _ = scrape(FakeService(offsets_view(), Background()))
+    assert get("kafkatxn_partition_lso_lag", topic="orders", partition="0") == 10
+    assert get("kafkatxn_partition_last_stable_offset", topic="orders", partition="0") == 90
+    assert get("kafkatxn_partition_high_watermark", topic="orders", partition="0") == 100
+    assert get("kafkatxn_partition_lso_last_advance_timestamp_seconds", topic="orders", partition="1") == NOW - 30
+    assert get("kafkatxn_topic_lso_lag", topic="orders") == 10
+    assert get("kafkatxn_topic_partitions_with_lso_lag", topic="orders") == 1
+    assert get("kafkatxn_up") == 1 and get("kafkatxn_collector_up", collector="producers") == 1
+
+
+def test_no_topic_total_when_a_partition_failed():
+    get, _ = scrape(FakeService(offsets_view(failed_partition=True), Background()))
+    assert get("kafkatxn_topic_lso_lag", topic="audit") is None
+    assert get("kafkatxn_topic_lso_lag", topic="orders") == 10
+
+
+def test_lag_is_clamped_at_zero():
+    view = OffsetsView(OffsetsResult({("t", 0): 12}, {("t", 0): 10}, {("t", 0): 1}), {}, reachable=True)
+    get, _ = scrape(FakeService(view, Background()))
+    assert get("kafkatxn_partition_lso_lag", topic="t", partition="0") == 0
+
+
+def test_topic_granularity_drops_partition_series():
+    get, registry = scrape(FakeService(offsets_view(), Background(), granularity="topic"))
+    assert get("kafkatxn_topic_lso_lag", topic="orders") == 10
+    assert b"kafkatxn_partition_" not in generate_latest(registry)
+
+
+def test_producer_state_and_broker_totals():
+    producers = ProducersResult(
+        producers={("orders", 0): [entry(1), entry(2, start=95, last_s=NOW - 50), entry(3, start=97)],
+                   ("orders", 1): [entry(4, last_s=NOW - 500)]},
+        leaders={("orders", 0): 1, ("orders", 1): 2, ("audit", 0): 2}, requested=3)
+    get, _ = scrape(FakeService(offsets_view(), Background(producers=producers)))
+    assert get("kafkatxn_partition_active_producers", topic="orders", partition="0") == 3
+    assert get("kafkatxn_partition_open_transactions", topic="orders", partition="0") == 2
+    assert get("kafkatxn_partition_oldest_open_transaction_start_offset", topic="orders", partition="0") == 95
+    assert get("kafkatxn_partition_oldest_open_transaction_last_write_timestamp_seconds",
+               topic="orders", partition="0") == NOW - 50
+    assert get("kafkatxn_partition_oldest_producer_timestamp_seconds", topic="orders", partition="1") == NOW - 500
+    assert get("kafkatxn_topic_active_producers", topic="orders") == 4
+    assert get("kafkatxn_broker_active_producers", broker="1") == 3
+    assert get("kafkatxn_broker_active_producers", broker="2") is None       # audit-0 on broker 2 failed
+    assert get("kafkatxn_producer_scan_partitions", result="failed") == 1
+
+
+def test_coordinator_states_and_over_timeout():
+    listings = [TransactionListing("a", 1, "Ongoing", 1), TransactionListing("b", 2, "Ongoing", 1),
+                TransactionListing("c", 3, "CompleteCommit", 2)]
+    descriptions = {
+        "a": TransactionDescription("a", 1, "Ongoing", 1, 0, 10_000, int((NOW - 60) * 1000), frozenset()),
+        "b": TransactionDescription("b", 1, "Ongoing", 2, 0, 60_000, int((NOW - 5) * 1000), frozenset())}
+    bg = Background(transactions=TransactionsResult(listings=listings, descriptions=descriptions))
+    get, _ = scrape(FakeService(offsets_view(), bg))
+    assert get("kafkatxn_transactions", coordinator="1", state="Ongoing") == 2
+    assert get("kafkatxn_transactions", coordinator="2", state="CompleteCommit") == 1
+    assert get("kafkatxn_transactions_over_timeout", coordinator="1") == 1
+    assert get("kafkatxn_transactions_over_timeout", coordinator="2") == 0
+    assert get("kafkatxn_transaction_oldest_start_timestamp_seconds", coordinator="1", state="Ongoing") == NOW - 60
+    assert get("kafkatxn_transaction_age_seconds", coordinator="1", transactional_id="a", state="Ongoing") == 60
+
+
+def test_hanging_families_carry_what_an_abort_needs():
+    txn = OpenTransaction("orders", 0, 77, 3, 9, 95, int((NOW - 40) * 1000))
+    verdict = Verdict(txn, None, PARTITION_NOT_IN_TRANSACTION)
+    bg = Background(producers=ProducersResult(), transactions=TransactionsResult(), verdicts=[verdict],
+                    hanging=[verdict], late=[txn])
+    get, _ = scrape(FakeService(offsets_view(), bg))
+    assert get("kafkatxn_hanging_transactions", topic="orders", reason=PARTITION_NOT_IN_TRANSACTION) == 1
+    assert get("kafkatxn_hanging_transaction_info", topic="orders", partition="0", producer_id="77",
+               producer_epoch="3", coordinator_epoch="9", start_offset="95",
+               reason=PARTITION_NOT_IN_TRANSACTION) == NOW - 40
+    assert get("kafkatxn_late_transactions", topic="orders") == 1
+    assert get("kafkatxn_hanging_scan_open_transactions", result="resolved") == 1
+
+
+def test_hanging_info_is_capped():
+    verdicts = [Verdict(OpenTransaction("t", i, i, 0, 0, 1, i), None, PARTITION_NOT_IN_TRANSACTION) for i in range(150)]
+    bg = Background(producers=ProducersResult(), transactions=TransactionsResult(), verdicts=verdicts, hanging=verdicts)
+    get, registry = scrape(FakeService(offsets_view(), bg))
+    assert generate_latest(registry).count(b"kafkatxn_hanging_transaction_info{") == 100
+    assert get("kafkatxn_hanging_transaction_info_dropped") == 50
+    assert get("kafkatxn_hanging_transactions", topic="t", reason=PARTITION_NOT_IN_TRANSACTION) == 150
+
+
+def test_broker_thresholds_in_seconds():
+    configs = ConfigsResult(configs={1: {"transaction.max.timeout.ms": "900000", "producer.id.expiration.ms": "86400000",
+                                         "transaction.partition.verification.enable": "false"}})
+    get, _ = scrape(FakeService(offsets_view(), Background(configs=configs)))
+    assert get("kafkatxn_broker_transaction_max_timeout_seconds", broker="1") == 900
+    assert get("kafkatxn_broker_producer_id_expiration_seconds", broker="1") == 86400
+    assert get("kafkatxn_broker_transactional_id_expiration_seconds", broker="1") is None
+    assert get("kafkatxn_broker_transaction_partition_verification_enabled", broker="1") == 0
+
+
+def test_consumer_group_lag_against_lso_and_hwm():
+    groups = GroupOffsetsResult(committed={"billing": {("orders", 0): 80, ("orders", 1): 50}})
+    get, _ = scrape(FakeService(offsets_view(), Background(groups=groups)))
+    assert get("kafkatxn_consumergroup_lso_lag", group="billing", topic="orders", partition="0") == 10
+    assert get("kafkatxn_consumergroup_hwm_lag", group="billing", topic="orders", partition="0") == 20
+    assert get("kafkatxn_consumergroup_topic_lso_lag", group="billing", topic="orders") == 10
+
+
+def test_unreachable_cluster_still_renders_health():
+    view = OffsetsView(OffsetsResult(), {}, reachable=False)
+    service = FakeService(view, Background())
+    service.health["offsets"] = CollectorHealth(up=False, duration_seconds=5.0, last_success=None)
+    get, _ = scrape(service)
+    assert get("kafkatxn_up") == 0 and get("kafkatxn_collector_up", collector="offsets") == 0
+    assert get("kafkatxn_collector_last_success_timestamp_seconds", collector="offsets") is None

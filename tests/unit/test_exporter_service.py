@@ -1,0 +1,112 @@
+"""The exporter service: single-flight scrapes, failures recorded not raised, LSO advance tracking."""
+from __future__ import annotations
+
+import threading
+
+from prometheus_client import CollectorRegistry
+
+from cluster.waiting import wait_until
+from exporter.config import load_config
+from exporter.kafka_access import (ConfigsResult, ItemError, KafkaUnavailable, OffsetsResult, ProducerEntry,
+                                   ProducersResult, TransactionListing, TransactionsResult)
+from exporter.service import ExporterService, LsoAdvanceTracker
+
+TP = ("t", 0)
+
+
+class FakeAccess:
+    def __init__(self):
+        self.offsets_calls = 0
+        self.release = threading.Event()
+        self.fail = False
+
+    def offsets(self) -> OffsetsResult:
+        self.offsets_calls += 1
+        self.release.wait(5)
+        if self.fail:
+            raise KafkaUnavailable("down")
+        return OffsetsResult({TP: 5}, {TP: 9}, {TP: 1})
+
+    def broker_configs(self):
+        return ConfigsResult(configs={1: {"transaction.max.timeout.ms": "1000"}})
+
+    def producers(self):
+        if self.fail:
+            raise KafkaUnavailable("down")
+        return ProducersResult({TP: [ProducerEntry(7, 0, 0, 0, 1, 5)]}, {TP: 1}, 1,
+                               [ItemError("NOT_LEADER_FOR_PARTITION", topic="t", partition=1)])
+
+    def transactions(self):
+        return TransactionsResult(listings=[TransactionListing("other", 8, "Ongoing", 1)])
+
+    def group_offsets(self, _filter):
+        raise KafkaUnavailable("down")
+
+    def close(self):
+        pass
+
+
+def service(access: FakeAccess, registry: CollectorRegistry | None = None) -> ExporterService:
+    return ExporterService(access, load_config(env={}), registry or CollectorRegistry(), clock=lambda: 1000.0)
+
+
+def test_concurrent_scrapes_share_one_offsets_collection():
+    access = FakeAccess()
+    svc = service(access)
+    views, entered = [], threading.Semaphore(0)
+
+    def scrape():
+        entered.release()
+        views.append(svc.offsets())
+
+    threads = [threading.Thread(target=scrape) for _ in range(5)]
+    for t in threads:
+        t.start()
+    for _ in threads:
+        entered.acquire(timeout=5)                 # every scrape has started before the collection ends
+    wait_until(lambda: access.offsets_calls == 1, 5, "the first collection to start")
+    access.release.set()
+    for t in threads:
+        t.join(5)
+    assert len(views) == 5 and access.offsets_calls == 1
+    assert all(v is views[0] for v in views)
+    svc.offsets()
+    assert access.offsets_calls == 2            # a later scrape collects afresh
+
+
+def test_failed_collection_is_recorded_and_old_results_kept():
+    access = FakeAccess()
+    access.release.set()
+    registry = CollectorRegistry()
+    svc = service(access, registry)
+    first = svc.collect_background()
+    assert first.producers is not None and svc.health["producers"].up
+    access.fail = True
+    second = svc.collect_background()
+    assert second.producers is first.producers          # served from the last good collection
+    assert not svc.health["producers"].up and svc.health["producers"].last_success == 1000.0
+    assert not svc.health["groups"].up
+    assert registry.get_sample_value("kafkatxn_collector_errors_total",
+                                     {"collector": "producers", "error": "KafkaUnavailable"}) == 1
+    assert registry.get_sample_value("kafkatxn_collector_errors_total",
+                                     {"collector": "producers", "error": "NOT_LEADER_FOR_PARTITION"}) == 1
+    view = svc.offsets()
+    assert not view.reachable and not svc.health["offsets"].up
+
+
+def test_background_confirms_hanging_on_second_cycle_and_flags_late():
+    access = FakeAccess()
+    svc = service(access)
+    assert svc.collect_background().hanging == []
+    bg = svc.collect_background()
+    assert [v.txn.producer_id for v in bg.hanging] == [7]
+    assert [t.producer_id for t in bg.late] == [7]        # last write at 0 ms, max timeout 1 s
+
+
+def test_lso_advance_tracker():
+    tracker = LsoAdvanceTracker()
+    assert tracker.update({TP: 5}, {TP: 9}, 100.0) == {TP: 100.0}
+    assert tracker.update({TP: 5}, {TP: 12}, 110.0) == {TP: 100.0}      # stuck: keeps the old time
+    assert tracker.update({TP: 6}, {TP: 12}, 120.0) == {TP: 120.0}      # advanced
+    assert tracker.update({TP: 12}, {TP: 12}, 130.0) == {TP: 130.0}     # caught up
+    assert tracker.update({TP: 12}, {TP: 12}, 140.0) == {TP: 140.0}     # no lag: nothing to wait for
