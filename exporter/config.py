@@ -57,7 +57,7 @@ class KafkaSection(_Strict):
 
 class WebSection(_Strict):
     listen_address: str = "127.0.0.1"
-    port: int = Field(19800, ge=1, le=65535)
+    port: int = Field(19800, ge=0, le=65535)         # 0: any free port
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
     basic_auth_username: str | None = None

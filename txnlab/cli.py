@@ -6,6 +6,7 @@ cluster/, exporter/, chaos/, spark_analysis/ or report/.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -17,8 +18,11 @@ err = Console(stderr=True)
 
 def _cluster(args: argparse.Namespace):
     from cluster.local import LocalCluster
-    overrides = dict(_key_values(args.broker_config or [], "--broker-config"))
-    features = dict(_key_values(args.feature or [], "--feature"))
+    from cluster.layout import HANGING_DRILL_BROKER_CONFIG, HANGING_DRILL_FEATURES
+    overrides = dict(HANGING_DRILL_BROKER_CONFIG) if args.hanging_drill else {}
+    features = dict(HANGING_DRILL_FEATURES) if args.hanging_drill else {}
+    overrides.update(_key_values(args.broker_config or [], "--broker-config"))
+    features.update(_key_values(args.feature or [], "--feature"))
     return LocalCluster.load(args.state_dir, nodes=args.nodes, base_port=args.base_port,
                              broker_overrides=overrides or None, features=features or None)
 
@@ -70,6 +74,77 @@ def cmd_smoke(args: argparse.Namespace) -> int:
     return 1 if result["committed_missing"] or result["aborted_visible"] else 0
 
 
+def cmd_exporter(args: argparse.Namespace) -> int:
+    from exporter.app import run
+    return run(args)
+
+
+def _txn_access(args: argparse.Namespace):
+    from exporter.config import load_config
+    from exporter.kafka_access import KafkaAccess
+    config = load_config(args.config, flags={"kafka.bootstrap": args.bootstrap})
+    return KafkaAccess(config.kafka.connection(), request_timeout_s=config.kafka.request_timeout_seconds,
+                       topic_filter=config.filters.topic_allowed)
+
+
+def _txn_query(args: argparse.Namespace, query, to_json, render):
+    """Run one read-only query with an access layer, print it as a table or --json; return the result."""
+    access = _txn_access(args)
+    try:
+        result = query(access)
+    finally:
+        access.close()
+    if args.json:
+        print(json.dumps(to_json(result), indent=2))
+    else:
+        render(result, Console())
+    return result
+
+
+def cmd_txn_list(args: argparse.Namespace) -> int:
+    from exporter import operator
+    _txn_query(args, lambda access: operator.in_progress(access, every_state=args.all),
+               operator.descriptions_json, operator.render_list)
+    return 0
+
+
+def cmd_txn_hanging(args: argparse.Namespace) -> int:
+    from exporter import operator
+    report = _txn_query(args, lambda access: operator.find_hanging(
+        access, args.confirm_after, progress=lambda m: err.print(f"[cyan]txn[/]: {m}")),
+        operator.report_json, operator.render_hanging)
+    return 1 if report.hanging else 0
+
+
+def cmd_txn_abort(args: argparse.Namespace) -> int:
+    from exporter import operator
+    if args.hanging == bool(args.topic is not None or args.producer_id is not None):
+        raise SystemExit("txn abort: give either --hanging, or --topic, --partition and --producer-id")
+    access = _txn_access(args)
+    try:
+        if args.hanging:
+            txns = [v.txn for v in operator.find_hanging(access, args.confirm_after).hanging]
+        else:
+            if args.topic is None or args.partition is None or args.producer_id is None:
+                raise SystemExit("txn abort: --topic, --partition and --producer-id go together")
+            txns = [operator.open_transaction_of(access, (args.topic, args.partition), args.producer_id)]
+        operator.abort(access, txns, yes=args.yes, say=lambda m: err.print(f"[cyan]txn[/]: {m}"))
+    finally:
+        access.close()
+    if not txns:
+        err.print("[cyan]txn[/]: nothing to abort")
+    return 0
+
+
+def cmd_txn_inject_hanging(args: argparse.Namespace) -> int:
+    from chaos.hanging import inject_hanging
+    from exporter.config import load_config
+    conn = load_config(args.config, flags={"kafka.bootstrap": args.bootstrap}).kafka.connection()
+    injected = inject_hanging(conn, args.topic, args.partition, transactional_id=args.transactional_id)
+    print(json.dumps(dataclasses.asdict(injected)))
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     """For now: bring the local cluster up and run the transactional smoke workload."""
     from cluster.local import LocalCluster
@@ -89,6 +164,43 @@ def _add_cluster_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--broker-config", action="append", metavar="KEY=VALUE", help="broker config override (repeatable)")
     p.add_argument("--feature", action="append", metavar="NAME=LEVEL", help="feature level at format time, "
                    "e.g. transaction.version=1 (repeatable)")
+    p.add_argument("--hanging-drill", action="store_true", help="run brokers with transaction partition "
+                   "verification off and transaction.version=1, so `txnlab txn inject-hanging` can create a "
+                   "real hanging transaction (drills and tests only)")
+
+
+def _add_txn_commands(sub) -> None:
+    txn = sub.add_parser("txn", help="operator commands: list, find and abort transactions")
+    tsub = txn.add_subparsers(dest="action", required=True)
+    lst = tsub.add_parser("list", help="in-progress transactions per coordinator (oldest first)")
+    lst.add_argument("--all", action="store_true", help="every transactional id, whatever its state")
+    lst.set_defaults(func=cmd_txn_list)
+    hanging = tsub.add_parser("hanging", help="open transactions their coordinator does not track (two "
+                              "collections); exit 1 if any")
+    hanging.set_defaults(func=cmd_txn_hanging)
+    abort = tsub.add_parser("abort", help="abort one open transaction, or every hanging one (dry run "
+                            "unless --yes)")
+    abort.add_argument("--topic")
+    abort.add_argument("--partition", type=int)
+    abort.add_argument("--producer-id", type=int)
+    abort.add_argument("--hanging", action="store_true", help="abort every currently hanging transaction")
+    abort.add_argument("--yes", action="store_true", help="really write the abort markers")
+    abort.set_defaults(func=cmd_txn_abort)
+    inject = tsub.add_parser("inject-hanging", help="drills: create a real hanging transaction on a partition "
+                             "(needs brokers with transaction.partition.verification.enable=false, "
+                             "e.g. `txnlab cluster up --hanging-drill`)")
+    inject.add_argument("--topic", required=True)
+    inject.add_argument("--partition", type=int, required=True)
+    inject.add_argument("--transactional-id", default=None)
+    inject.set_defaults(func=cmd_txn_inject_hanging)
+    for p in (lst, hanging, abort, inject):
+        p.add_argument("--bootstrap", help="Kafka bootstrap (default: exporter config / $TXNLAB_KAFKA_BOOTSTRAP "
+                       "/ the local cluster)")
+        p.add_argument("--config", help="exporter YAML config to take the kafka section from")
+        p.add_argument("--json", action="store_true")
+    for p in (hanging, abort):
+        p.add_argument("--confirm-after", type=float, default=5.0,
+                       help="seconds between the two collections that confirm a hanging transaction")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -115,12 +227,24 @@ def build_parser() -> argparse.ArgumentParser:
     smoke.add_argument("--state-dir", type=Path, default=None)
     smoke.add_argument("--transactions", type=int, default=20)
     smoke.set_defaults(func=cmd_smoke)
+    exporter = sub.add_parser("exporter", help="the Prometheus exporter: /metrics, /healthz, /ready")
+    from exporter.app import add_arguments
+    add_arguments(exporter)
+    exporter.set_defaults(func=cmd_exporter)
+    _add_txn_commands(sub)
     demo = sub.add_parser("demo", help="the main job: cluster up, transactional workload, summary")
     demo.add_argument("--state-dir", type=Path, default=None)
     demo.add_argument("--transactions", type=int, default=20)
     demo.add_argument("--keep", action="store_true", help="leave the cluster running afterwards")
     demo.set_defaults(func=cmd_demo)
     return parser
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """Errors of the packages above cluster/ that are the user's to fix (cluster/ cannot import them)."""
+    from chaos.hanging import InjectionError
+    from exporter.kafka_access import KafkaUnavailable
+    return (InjectionError, KafkaUnavailable)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -132,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except Exception as exc:  # noqa: BLE001 - the edge: one clear message, non-zero exit
         from cluster.errors import is_user_error
-        if not is_user_error(exc):
+        if not (is_user_error(exc) or isinstance(exc, _user_errors())):
             raise
         err.print(f"[red]error[/]: {exc}")
         return 2

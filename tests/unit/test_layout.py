@@ -78,3 +78,11 @@ def test_cluster_ids_are_16_bytes_base64():
     import base64
     cid = new_cluster_id()
     assert len(base64.urlsafe_b64decode(cid + "==")) == 16 and cid != new_cluster_id()
+
+
+def test_replication_follows_the_node_count():
+    single = ClusterLayout(state_dir=Path("/tmp/x"), nodes=1).server_properties(1)
+    assert single["default.replication.factor"] == single["offsets.topic.replication.factor"] == "1"
+    assert single["min.insync.replicas"] == single["transaction.state.log.min.isr"] == "1"
+    pair = ClusterLayout(state_dir=Path("/tmp/x"), nodes=2).server_properties(2)
+    assert pair["transaction.state.log.replication.factor"] == "2" and pair["min.insync.replicas"] == "2"
