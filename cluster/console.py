@@ -26,7 +26,7 @@ def print_status(status: dict, console: Console) -> None:
                       "active" if node["active_controller"] else "", str(node["ports"]["client"]),
                       str(node["ports"]["jmx"]))
     console.print(table)
-    for name in ("toxiproxy", "prometheus"):
+    for name in ("toxiproxy", "prometheus", "exporter"):
         svc = status[name]
         console.print(f"{name}: {svc['health']} (pid {svc['pid'] or '-'}, port {svc['port']})")
     console.print(f"bootstrap: {status['bootstrap']}")

@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 import shutil
 import socket
+import sys
 import time
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
@@ -27,6 +29,7 @@ from cluster.waiting import wait_until
 Progress = Callable[[str], None]
 TOXIC_PREFIX = "txnlab-"
 PROMETHEUS_SCRAPE_INTERVAL = "5s"
+EXPORTER_INTERVAL_SECONDS = 15
 
 
 class ClusterError(RuntimeError):
@@ -87,6 +90,7 @@ class LocalCluster:
             self.start_node(node)
         if starting:
             progress(f"started Kafka nodes {starting}")
+        self._ensure_exporter(progress)
         self._ensure_prometheus(progress)
 
     def _stop_all_but(self, keep: set[str]) -> None:
@@ -98,6 +102,7 @@ class LocalCluster:
     def down(self, purge: bool = False, progress: Progress = print) -> None:
         """Stop every process this cluster started (pid records only); purge also wipes its data."""
         nodes = [self.node_name(n) for n in self.layout.node_ids]
+        self.supervisor.stop("exporter", timeout=10)
         with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
             list(pool.map(lambda name: self.supervisor.stop(name, timeout=20), nodes))
         for name in ("prometheus", "toxiproxy"):
@@ -208,6 +213,7 @@ class LocalCluster:
                 "bootstrap": self.layout.bootstrap, "active_controller": controller, "nodes": nodes,
                 "toxiproxy": self._service_status("toxiproxy", self.layout.toxiproxy_port),
                 "prometheus": self._service_status("prometheus", self.layout.prometheus_port),
+                "exporter": self._service_status("exporter", self.layout.exporter_port),
                 "broker_overrides": self.layout.broker_overrides, "features": self.layout.features}
 
     def _node_status(self, node: int, registered: set[int], controller: int | None) -> dict:
@@ -307,8 +313,12 @@ class LocalCluster:
     def _ensure_prometheus(self, progress: Progress) -> None:
         config = self.layout.state_dir / "prometheus" / "prometheus.yml"
         config.parent.mkdir(parents=True, exist_ok=True)
+        changed = not config.exists() or config.read_text() != self.prometheus_config()
         config.write_text(self.prometheus_config())
         if self.supervisor.is_running("prometheus"):
+            if changed:            # a running Prometheus re-reads its configuration (--web.enable-lifecycle)
+                urllib.request.urlopen(urllib.request.Request(
+                    f"http://{LOOPBACK}:{self.layout.prometheus_port}/-/reload", method="POST"), timeout=10)
             return
         self._require_ports_free([self.layout.prometheus_port], "prometheus")
         argv = [shutil.which("prometheus") or "prometheus", f"--config.file={config}",
@@ -318,11 +328,25 @@ class LocalCluster:
         wait_until(lambda: _port_open(self.layout.prometheus_port), 30, "prometheus", 0.2, ClusterError)
         progress(f"prometheus up on http://{LOOPBACK}:{self.layout.prometheus_port}")
 
+    def _ensure_exporter(self, progress: Progress) -> None:
+        """The txnlab exporter as a process of the stack (started as `python -m exporter`: cluster/
+        never imports it)."""
+        if self.supervisor.is_running("exporter"):
+            return
+        self._require_ports_free([self.layout.exporter_port], "the txnlab exporter")
+        argv = [sys.executable, "-m", "exporter", "--bootstrap", self.layout.bootstrap, "--listen-address", LOOPBACK,
+                "--port", str(self.layout.exporter_port), "--interval", str(EXPORTER_INTERVAL_SECONDS)]
+        self.supervisor.start("exporter", argv, self.layout.logs_dir / "exporter.log", cwd=versions.REPO_ROOT)
+        wait_until(lambda: _port_open(self.layout.exporter_port), 30, "the txnlab exporter", 0.2, ClusterError)
+        progress(f"exporter up on http://{LOOPBACK}:{self.layout.exporter_port}/metrics")
+
     def prometheus_config(self) -> str:
-        """prometheus.yml of the local stack: the brokers' JMX agents (the exporter joins later)."""
+        """prometheus.yml of the local stack: the brokers' JMX agents and the txnlab exporter."""
         targets = ", ".join(f"'{LOOPBACK}:{self.layout.jmx_port(n)}'" for n in self.layout.node_ids)
         return (f"global:\n  scrape_interval: {PROMETHEUS_SCRAPE_INTERVAL}\n  evaluation_interval: {PROMETHEUS_SCRAPE_INTERVAL}\n"
-                f"scrape_configs:\n  - job_name: kafka-jmx\n    static_configs:\n      - targets: [{targets}]\n")
+                f"scrape_configs:\n  - job_name: kafka-jmx\n    static_configs:\n      - targets: [{targets}]\n"
+                f"  - job_name: txnlab-exporter\n    static_configs:\n"
+                f"      - targets: ['{LOOPBACK}:{self.layout.exporter_port}']\n")
 
     def _check_port_plan(self) -> None:
         """The plan must avoid the kernel's ephemeral ports (a client socket could take one), and on a

@@ -44,8 +44,8 @@ def test_up_status_down_leaves_nothing_behind():
         status = json.loads(_txnlab("cluster", "status", "--json", *common).stdout)
         assert [n["health"] for n in status["nodes"]] == ["up", "up", "up"]
         assert sum(n["active_controller"] for n in status["nodes"]) == 1
-        assert status["toxiproxy"]["health"] == status["prometheus"]["health"] == "up"
-        pids = [n["pid"] for n in status["nodes"]] + [status["toxiproxy"]["pid"], status["prometheus"]["pid"]]
+        assert status["toxiproxy"]["health"] == status["prometheus"]["health"] == status["exporter"]["health"] == "up"
+        pids = [n["pid"] for n in status["nodes"]] + [status[s]["pid"] for s in ("toxiproxy", "prometheus", "exporter")]
         procs = {pid: psutil.Process(pid).create_time() for pid in pids}
 
         again = _txnlab("cluster", "up", *common)              # a no-op on a running cluster

@@ -18,15 +18,23 @@ def test_every_broker_exports_producer_state_and_late_transaction_gauges(cluster
         assert "\nkafka_server_replicamanager_partitionswithlatetransactionscount " in text
 
 
-def _jmx_targets_up(cluster):
+def _prometheus_value(cluster, query):
     resp = requests.get(f"http://127.0.0.1:{cluster.layout.prometheus_port}/api/v1/query",
-                        params={"query": 'sum(up{job="kafka-jmx"})'}, timeout=5).json()
+                        params={"query": query}, timeout=5).json()
     result = resp["data"]["result"]
-    return result and float(result[0]["value"][1]) == len(cluster.layout.node_ids)
+    return float(result[0]["value"][1]) if result else None
 
 
 def test_prometheus_scrapes_all_brokers(cluster):
-    wait_until(lambda: _jmx_targets_up(cluster), 60, "prometheus to scrape every broker")
+    wait_until(lambda: _prometheus_value(cluster, 'sum(up{job="kafka-jmx"})') == len(cluster.layout.node_ids), 60,
+               "prometheus to scrape every broker")
+
+
+def test_prometheus_scrapes_the_txnlab_exporter_of_the_stack(cluster):
+    wait_until(lambda: _prometheus_value(cluster, 'kafkatxn_up{job="txnlab-exporter"}') == 1, 60,
+               "prometheus to scrape the exporter and the exporter to reach the cluster")
+    assert _prometheus_value(cluster, 'count(kafkatxn_broker_transaction_max_timeout_seconds)') == \
+        len(cluster.layout.node_ids)
 
 
 def _health(cluster, node):

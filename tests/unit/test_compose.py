@@ -56,3 +56,15 @@ def test_every_broker_link_crosses_toxiproxy():
     for proxy in proxies:
         target = proxy["name"].split("-")[0][1:]          # n2-repl-from-1 -> node 2
         assert proxy["upstream"].startswith(f"kafka-{target}:")
+
+
+def test_exporter_service_and_prometheus_scrape_it():
+    layout = compose.compose_layout()
+    doc = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())
+    exporter = doc["services"]["exporter"]
+    assert exporter["build"]["dockerfile"] == "compose/exporter.Dockerfile"
+    assert (REPO_ROOT / exporter["build"]["dockerfile"]).is_file()
+    assert exporter["command"][exporter["command"].index("--bootstrap") + 1] == layout.bootstrap
+    prometheus = yaml.safe_load((REPO_ROOT / "compose" / "prometheus.yml").read_text())
+    jobs = {job["job_name"]: job["static_configs"][0]["targets"] for job in prometheus["scrape_configs"]}
+    assert jobs["txnlab-exporter"] == [f"127.0.0.1:{layout.exporter_port}"]

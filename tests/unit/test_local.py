@@ -21,3 +21,13 @@ def test_a_busy_port_is_named(tmp_path):
         sock.listen()
         with pytest.raises(ClusterError, match=str(cluster.layout.client_proxy_port(2))):
             cluster._check_port_plan()
+
+
+def test_local_prometheus_scrapes_brokers_and_the_exporter(tmp_path):
+    import yaml
+    from cluster.local import LocalCluster
+    cluster = LocalCluster.load(tmp_path, base_port=25000)
+    jobs = {job["job_name"]: job["static_configs"][0]["targets"]
+            for job in yaml.safe_load(cluster.prometheus_config())["scrape_configs"]}
+    assert jobs["txnlab-exporter"] == ["127.0.0.1:25800"]
+    assert len(jobs["kafka-jmx"]) == 3

@@ -1,0 +1,13 @@
+# The txnlab exporter image for docker-compose.yml (`docker compose build exporter`).
+FROM python:3.11-slim
+WORKDIR /opt/txnlab
+COPY pyproject.toml versions.env README.md ./
+COPY txnlab txnlab
+COPY cluster cluster
+COPY exporter exporter
+COPY chaos chaos
+COPY spark_analysis spark_analysis
+COPY report report
+RUN pip install --no-cache-dir . && rm -rf /root/.cache
+USER nobody
+ENTRYPOINT ["python", "-m", "exporter"]
