@@ -76,7 +76,9 @@ class MetricsServer:
         if web.tls:
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             context.load_cert_chain(web.tls_cert_file, web.tls_key_file)
-            self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True)
+            # handshake in the handler thread, not in accept(): a silent client cannot stall the server
+            self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True,
+                                                    do_handshake_on_connect=False)
         self.thread = threading.Thread(target=self.httpd.serve_forever, name="txnlab-exporter-http", daemon=True)
 
     @property

@@ -159,3 +159,22 @@ def test_unreachable_cluster_still_renders_health():
     get, _ = scrape(service)
     assert get("kafkatxn_up") == 0 and get("kafkatxn_collector_up", collector="offsets") == 0
     assert get("kafkatxn_collector_last_success_timestamp_seconds", collector="offsets") is None
+
+
+def test_every_emitted_family_is_in_the_documented_catalog():
+    from cluster.versions import REPO_ROOT
+    catalog = (REPO_ROOT / "docs" / "exporter.md").read_text()
+    producers = ProducersResult(producers={("t", 0): [entry(1, start=3)]}, leaders={("t", 0): 1}, requested=1)
+    txn = OpenTransaction("t", 0, 1, 0, 0, 3, 0)
+    listings = [TransactionListing("a", 1, "Ongoing", 1)]
+    descriptions = {"a": TransactionDescription("a", 1, "Ongoing", 1, 0, 10, 5, frozenset())}
+    bg = Background(producers=producers, transactions=TransactionsResult(listings=listings, descriptions=descriptions),
+                    configs=ConfigsResult(configs={1: {"transaction.max.timeout.ms": "1"}}),
+                    groups=GroupOffsetsResult(committed={"g": {("orders", 0): 1}}),
+                    verdicts=[Verdict(txn, None, PARTITION_NOT_IN_TRANSACTION)],
+                    hanging=[Verdict(txn, None, PARTITION_NOT_IN_TRANSACTION)], late=[txn])
+    _, registry = scrape(FakeService(offsets_view(), bg))
+    names = {m.name + ("_info" if m.type == "info" else "") for m in registry.collect()}
+    assert len(names) >= 39
+    missing = [n for n in names if f"`{n.removeprefix('kafkatxn_')}`" not in catalog]
+    assert not missing, f"not in docs/exporter.md: {missing}"
