@@ -69,3 +69,20 @@ def test_tls(registry, tmp_path):
             requests.get(f"http://127.0.0.1:{server.port}/metrics", timeout=5)
     finally:
         server.close()
+
+
+def test_exporter_with_no_cluster_keeps_serving_and_is_not_ready():
+    from exporter.app import Exporter
+    config = load_config(env={}, flags={"web.port": 0, "kafka.bootstrap": "127.0.0.1:9",
+                                        "kafka.request_timeout_seconds": 1.0, "collection.interval_seconds": 1.0})
+    exporter = Exporter.build(config).start()
+    base = f"http://127.0.0.1:{exporter.server.port}"
+    try:
+        for _ in range(2):
+            text = requests.get(f"{base}/metrics", timeout=30).text
+            assert "kafkatxn_up 0.0" in text and 'kafkatxn_collector_up{collector="offsets"} 0.0' in text
+        assert 'kafkatxn_collector_errors_total{collector="offsets",error="KafkaUnavailable"}' in text
+        assert requests.get(f"{base}/ready", timeout=5).status_code == 503
+        assert requests.get(f"{base}/healthz", timeout=5).status_code == 200
+    finally:
+        exporter.close()
