@@ -1,0 +1,120 @@
+"""The history writer and reader: pairing, completion at shutdown, socket clients, crash prefixes."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from chaos.history import HistoryClient, HistoryError, HistoryWriter, iter_history, read_history
+from cluster.waiting import wait_until
+
+
+def test_ops_are_appended_in_order_and_read_back(tmp_path):
+    with HistoryWriter(tmp_path) as writer:
+        writer.record("txp-0", "invoke", "txn", {"attempt": "a.txp-0.0"})
+        writer.record("txp-0", "ok", "txn", {"attempt": "a.txp-0.0"})
+        writer.record("obs-rc", "ok", "poll", {"records": []})
+    read = read_history(tmp_path)
+    assert not read.truncated
+    assert [(op["process"], op["type"], op["f"]) for op in read.ops] == \
+        [("txp-0", "invoke", "txn"), ("txp-0", "ok", "txn"), ("obs-rc", "ok", "poll")]
+    times = [op["time"] for op in read.ops]
+    assert times == sorted(times) and times[0] >= 0 and all(op["wall"] > 1e9 for op in read.ops)
+
+
+def test_outstanding_invokes_become_info_at_shutdown(tmp_path):
+    writer = HistoryWriter(tmp_path)
+    writer.record("txp-0", "invoke", "txn", {"attempt": "a.txp-0.0"})
+    writer.record("txp-1", "invoke", "txn", {"attempt": "a.txp-1.0"})
+    writer.record("txp-1", "fail", "txn", {"attempt": "a.txp-1.0"})
+    assert writer.close() == 1
+    ops = read_history(tmp_path).ops
+    assert ops[-1]["process"] == "txp-0" and ops[-1]["type"] == "info"
+    assert ops[-1]["value"] == {"attempt": "a.txp-0.0", "reason": "shutdown"}
+    with pytest.raises(HistoryError, match="closed"):
+        writer.record("txp-0", "invoke", "txn", {})
+
+
+def test_bad_operations_are_refused(tmp_path):
+    with HistoryWriter(tmp_path) as writer:
+        with pytest.raises(HistoryError, match="type must be one of"):
+            writer.record("p", "done", "txn", {})
+        with pytest.raises(HistoryError, match="lacks"):
+            writer.append({"process": "p", "type": "ok"})
+    assert read_history(tmp_path).ops == []
+
+
+def test_segments_roll_and_read_in_order(tmp_path):
+    with HistoryWriter(tmp_path, roll_lines=3) as writer:
+        for i in range(8):
+            writer.record("p", "ok", "poll", {"i": i})
+    assert len(list((tmp_path / "history").glob("part-*.jsonl"))) == 3
+    assert [op["value"]["i"] for op in iter_history(tmp_path)] == list(range(8))
+
+
+def test_socket_clients_share_the_one_writer(tmp_path):
+    writer = HistoryWriter(tmp_path)
+    path = writer.serve()
+    clients = [HistoryClient(path, writer.run_start_ns) for _ in range(3)]
+    for n, client in enumerate(clients):
+        client.record(f"w{n}", "invoke", "txn", {"n": n})
+        if n != 2:
+            client.record(f"w{n}", "ok", "txn", {"n": n})
+    wait_until(lambda: writer.count == 5, 5, "5 ops at the writer", interval=0.05)
+    for client in clients:
+        client.close()
+    assert writer.close() == 1
+    ops = read_history(tmp_path).ops
+    assert sorted((op["process"], op["type"]) for op in ops) == [
+        ("w0", "invoke"), ("w0", "ok"), ("w1", "invoke"), ("w1", "ok"), ("w2", "info"), ("w2", "invoke")]
+    assert not path.exists()
+
+
+def test_a_client_killed_mid_line_loses_only_its_torn_tail(tmp_path):
+    writer = HistoryWriter(tmp_path)
+    path = writer.serve()
+    script = textwrap.dedent(f"""
+        import socket, os
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.connect({str(path)!r})
+        s.sendall(b'{{"time":1,"wall":2,"process":"w","type":"invoke","f":"txn","value":{{}}}}\\n')
+        s.sendall(b'{{"time":2,"wall":3,"process":"w","type":"ok","f":"t')
+        os._exit(0)
+    """)
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=30)
+    wait_until(lambda: writer.count == 1, 5, "the complete line", interval=0.05)
+    writer.close()
+    assert [op["type"] for op in read_history(tmp_path).ops] == ["invoke", "info"]
+
+
+def test_a_crash_mid_write_leaves_a_readable_prefix(tmp_path):
+    script = textwrap.dedent(f"""
+        import os
+        from chaos.history import HistoryWriter
+        w = HistoryWriter({str(tmp_path)!r})
+        for i in range(100):
+            w.record("p", "ok", "poll", {{"i": i}})
+        w._file.write(b'{{"time": 5, "process": "p", "ty')
+        w._file.flush()
+        os._exit(9)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], timeout=30, cwd=os.getcwd())
+    assert proc.returncode == 9
+    read = read_history(tmp_path)
+    assert read.truncated and [op["value"]["i"] for op in read.ops] == list(range(100))
+
+
+def test_history_is_readable_while_it_is_written(tmp_path):
+    writer = HistoryWriter(tmp_path)
+    writer.record("p", "invoke", "txn", {})
+    # the flusher pushes buffered lines to the file every 0.2 s, while the writer is open
+    wait_until(lambda: read_history(tmp_path).ops, 5, "the op in the file", interval=0.05)
+    assert [op["type"] for op in read_history(tmp_path).ops] == ["invoke"]
+    writer.close()
+
+
+def test_no_history_is_an_error(tmp_path):
+    with pytest.raises(HistoryError, match="no history"):
+        read_history(tmp_path)
