@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -63,7 +64,7 @@ class HistoryWriter:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.run_start_ns = run_start_ns if run_start_ns is not None else time.monotonic_ns()
         self.roll_lines = roll_lines
-        self.socket_path = self.run_dir / SOCKET_NAME
+        self.socket_path = _socket_path(self.run_dir)
         self._lock = threading.Lock()
         self._part, self._lines = len(list(self.dir.glob("part-*.jsonl"))), 0
         self._file = self._open_part()
@@ -175,6 +176,8 @@ class HistoryWriter:
         if self._server is not None:
             self._server.close()
             self.socket_path.unlink(missing_ok=True)
+            if self.socket_path.parent != self.run_dir.resolve():
+                self.socket_path.parent.rmdir()
         for thread in self._threads[1:]:
             thread.join(timeout=2)               # let connected clients drain what they sent
         completed = 0
@@ -195,6 +198,14 @@ class HistoryWriter:
     def __exit__(self, *exc: object) -> None:
         if not self._closed.is_set():
             self.close()
+
+
+def _socket_path(run_dir: Path) -> Path:
+    """<run>/history.sock, or one under a short temporary directory: a Unix socket path has ~107 bytes."""
+    path = run_dir.resolve() / SOCKET_NAME
+    if len(str(path).encode()) < 100:
+        return path
+    return Path(tempfile.mkdtemp(prefix="txnlab-history-")) / SOCKET_NAME
 
 
 def _check(op: Any) -> None:

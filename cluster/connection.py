@@ -111,10 +111,21 @@ class ConnectionSettings:
             props["ssl.endpoint.identification.algorithm"] = ""
         return props
 
+    def to_env(self, prefix: str = "TXNLAB_KAFKA_") -> dict[str, str]:
+        """The inverse of from_env: how a child process gets these settings (secrets stay out of argv)."""
+        env = {}
+        for name in self.__dataclass_fields__:
+            value = getattr(self, name)
+            if value is not None:
+                env[prefix + name.upper()] = str(value).lower() if isinstance(value, bool) else str(value)
+        return env
+
     @classmethod
-    def from_env(cls, bootstrap: str | None = None, prefix: str = "TXNLAB_KAFKA_") -> "ConnectionSettings":
+    def from_env(cls, bootstrap: str | None = None, prefix: str = "TXNLAB_KAFKA_",
+                 environ: dict[str, str] | None = None) -> "ConnectionSettings":
         """Settings from TXNLAB_KAFKA_* environment variables (BOOTSTRAP, SECURITY_PROTOCOL, SASL_*, TLS_*)."""
-        env = {k[len(prefix):].lower(): v for k, v in os.environ.items() if k.startswith(prefix)}
+        env = {k[len(prefix):].lower(): v for k, v in (environ if environ is not None else os.environ).items()
+               if k.startswith(prefix)}
         known = {f for f in cls.__dataclass_fields__}
         values: dict[str, Any] = {k: v for k, v in env.items() if k in known}
         if "tls_verify_hostname" in values:

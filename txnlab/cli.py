@@ -145,6 +145,25 @@ def cmd_txn_inject_hanging(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_chaos_workload(args: argparse.Namespace) -> int:
+    from chaos.solo import run_solo
+    from cluster.connection import ConnectionSettings
+    conn = ConnectionSettings.from_env(bootstrap=args.bootstrap or _local_bootstrap(args))
+    result = run_solo(conn, args.workload, args.duration, args.runs_dir, seed=args.seed, instances=args.instances,
+                      extra=args.workload_options, progress=lambda m: err.print(f"[cyan]chaos[/]: {m}"))
+    print(json.dumps({"run_dir": str(result.run_dir), "operations": result.summary.get("operations"),
+                      "completed_at_shutdown": result.summary.get("completed_at_shutdown")}))
+    return 0
+
+
+def _local_bootstrap(args: argparse.Namespace) -> str | None:
+    import os
+    if os.environ.get("TXNLAB_KAFKA_BOOTSTRAP"):
+        return None
+    from cluster.local import LocalCluster
+    return LocalCluster.load(args.state_dir).layout.bootstrap
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     """For now: bring the local cluster up and run the transactional smoke workload."""
     from cluster.local import LocalCluster
@@ -203,6 +222,22 @@ def _add_txn_commands(sub) -> None:
                        help="seconds between the two collections that confirm a hanging transaction")
 
 
+def _add_chaos_commands(sub) -> None:
+    from chaos.workloads import WORKLOADS
+    chaos = sub.add_parser("chaos", help="workloads, faults and experiments against a real cluster")
+    csub = chaos.add_subparsers(dest="action", required=True)
+    wl = csub.add_parser("workload", help="run one workload alone, recording a run history under runs/; "
+                         "options after the known ones go to the workload (e.g. --rate 50 --records 10)")
+    wl.add_argument("workload", choices=sorted(WORKLOADS))
+    wl.add_argument("--duration", type=float, default=30.0, help="seconds (default 30)")
+    wl.add_argument("--instances", type=int, default=1, help="processes of the workload (default 1)")
+    wl.add_argument("--seed", type=int, default=0)
+    wl.add_argument("--runs-dir", type=Path, default=Path("runs"))
+    wl.add_argument("--bootstrap", help="Kafka bootstrap (default $TXNLAB_KAFKA_BOOTSTRAP, else the local cluster)")
+    wl.add_argument("--state-dir", type=Path, default=None, help="the local cluster to use when no bootstrap is given")
+    wl.set_defaults(func=cmd_chaos_workload)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="txnlab", description="Observe, break and verify transactional Kafka")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -232,6 +267,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_arguments(exporter)
     exporter.set_defaults(func=cmd_exporter)
     _add_txn_commands(sub)
+    _add_chaos_commands(sub)
     demo = sub.add_parser("demo", help="the main job: cluster up, transactional workload, summary")
     demo.add_argument("--state-dir", type=Path, default=None)
     demo.add_argument("--transactions", type=int, default=20)
@@ -248,7 +284,12 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if getattr(args, "func", None) is cmd_chaos_workload:
+        args.workload_options = unknown
+    elif unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         return args.func(args)
     except KeyboardInterrupt:

@@ -58,3 +58,10 @@ def test_from_env(monkeypatch):
     conn = ConnectionSettings.from_env()
     assert conn.bootstrap == "k:1" and conn.sasl_mechanism == "SCRAM-SHA-256" and not conn.tls_verify_hostname
     assert ConnectionSettings.from_env(bootstrap="other:2").bootstrap == "other:2"
+
+
+def test_to_env_round_trips_through_from_env():
+    from cluster.connection import ConnectionSettings
+    conn = ConnectionSettings(bootstrap="a:1,b:2", security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
+                              sasl_username="u", sasl_password="p w", tls_verify_hostname=False, client_id="x")
+    assert ConnectionSettings.from_env(environ=conn.to_env()) == conn

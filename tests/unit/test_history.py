@@ -118,3 +118,15 @@ def test_history_is_readable_while_it_is_written(tmp_path):
 def test_no_history_is_an_error(tmp_path):
     with pytest.raises(HistoryError, match="no history"):
         read_history(tmp_path)
+
+
+def test_a_deep_run_directory_still_gets_a_socket(tmp_path):
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    writer = HistoryWriter(deep)
+    path = writer.serve()
+    client = HistoryClient(path, writer.run_start_ns)
+    client.record("p", "ok", "poll", {})
+    wait_until(lambda: writer.count == 1, 5, "the op", interval=0.05)
+    client.close()
+    writer.close()
+    assert not path.exists() and len(read_history(deep).ops) == 1

@@ -1,0 +1,161 @@
+"""A run: its directory, its one history writer, and the workload processes it starts, stops and pauses.
+
+Owns: the run directory layout (history/, spec.json, cluster.json, end_offsets.json, logs/, pids/),
+starting each workload as its own process (`python -m chaos.workloads ...`, through the one process
+supervisor, so it can be stopped, killed or paused by pid), and finishing a run: stop every workload,
+complete outstanding invokes as info, record the end offsets (HWM and LSO) of every topic the run used.
+Must not: decide what a run should do (experiment specs and schedules are the runner's, issue 5), or
+check the history (spark_analysis/ does).
+"""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from chaos.history import HistoryWriter
+from cluster.admin import ClusterAdmin
+from cluster.connection import ConnectionSettings
+from cluster.probe import partition_offsets
+from cluster.smoke import ensure_topic
+from cluster.supervisor import Supervisor
+from cluster.versions import REPO_ROOT, pinned
+from chaos.workloads.topics import partition_counts
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """One workload process: which workload, its name in the history, its options."""
+    workload: str
+    process: str
+    args: tuple[str, ...] = ()
+
+
+@dataclass
+class RunInfo:
+    run_tag: str
+    seed: int
+    name: str
+    started_wall: float
+    topics: list[str] = field(default_factory=list)
+    specs: list[dict] = field(default_factory=list)
+    params: dict = field(default_factory=dict)
+
+
+def new_run_dir(base: Path, name: str, run_tag: str) -> Path:
+    path = Path(base) / f"{time.strftime('%Y%m%d-%H%M%S')}-{name}-{run_tag}"
+    path.mkdir(parents=True, exist_ok=False)
+    return path
+
+
+def new_run_tag() -> str:
+    return "r" + secrets.token_hex(3)
+
+
+class Run:
+    """One run against one cluster. Use as a context manager: leaving it always finishes the run."""
+
+    def __init__(self, conn: ConnectionSettings, run_dir: Path, run_tag: str, seed: int, name: str,
+                 progress: Progress = lambda msg: None):
+        self.conn, self.dir, self.progress = conn, Path(run_dir), progress
+        self.info = RunInfo(run_tag, seed, name, time.time())
+        self.history = HistoryWriter(self.dir)
+        self.socket = self.history.serve()
+        self.supervisor = Supervisor(self.dir / "pids")
+        self.finished = False
+
+    # ---- topics ------------------------------------------------------------------------------------
+    def create_topics(self, topics: dict[str, int]) -> None:
+        for topic, partitions in topics.items():
+            ensure_topic(self.conn, topic, partitions=partitions)
+            self.use_topics([topic])
+        self.progress(f"topics ready: {', '.join(topics)}")
+
+    def use_topics(self, topics: list[str]) -> None:
+        self.info.topics += [t for t in topics if t not in self.info.topics]
+
+    # ---- workload processes ---------------------------------------------------------------------------
+    def start(self, spec: WorkloadSpec, duration: float = 0.0) -> None:
+        argv = [sys.executable, "-m", "chaos.workloads", spec.workload, "--socket", str(self.socket),
+                "--run-start-ns", str(self.history.run_start_ns), "--run-tag", self.info.run_tag,
+                "--process", spec.process, "--seed", str(self.info.seed), "--duration", str(duration), *spec.args]
+        env = {**_base_env(), **self.conn.to_env()}
+        self.supervisor.start(spec.process, argv, self.dir / "logs" / f"{spec.process}.log", cwd=REPO_ROOT, env=env)
+        self.info.specs.append(asdict(spec))
+
+    def alive(self) -> list[str]:
+        return [name for name in self.supervisor.names() if self.supervisor.is_running(name)]
+
+    def stop(self, process: str, timeout: float = 20.0) -> None:
+        self.supervisor.stop(process, timeout=timeout)
+
+    def pause(self, process: str) -> bool:
+        return self.supervisor.pause(process)
+
+    def resume(self, process: str) -> bool:
+        return self.supervisor.resume(process)
+
+    def wait(self, seconds: float, tick: Callable[[float], None] | None = None) -> None:
+        """Let the workloads run; returns early when every one of them has ended."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and self.alive():
+            time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+            if tick:
+                tick(deadline - time.monotonic())
+
+    # ---- finishing --------------------------------------------------------------------------------------
+    def finish(self) -> dict:
+        """Stop every workload (resumed first, SIGTERM, then SIGKILL), close the history, record end offsets."""
+        if self.finished:
+            return {}
+        self.finished = True
+        for name in self.supervisor.names():
+            self.supervisor.resume(name)
+            self.supervisor.stop(name, timeout=20)
+        completed = self.history.close()
+        summary = {"operations": self.history.count, "completed_at_shutdown": completed,
+                   "end_offsets": self._end_offsets()}
+        self._write("spec.json", asdict(self.info))
+        self._write("cluster.json", self._cluster_info())
+        self._write("end_offsets.json", summary["end_offsets"])
+        self.progress(f"run finished: {summary['operations']} operations, {completed} completed as info at shutdown")
+        return summary
+
+    def _end_offsets(self) -> dict:
+        if not self.info.topics:
+            return {}
+        counts = partition_counts(self.conn, self.info.topics)
+        offsets = {}
+        for topic, n in counts.items():
+            hwm = partition_offsets(self.conn, topic, list(range(n)), committed=False)
+            lso = partition_offsets(self.conn, topic, list(range(n)), committed=True)
+            offsets[topic] = {str(p): {"hwm": hwm[p], "lso": lso[p]} for p in range(n)}
+        return offsets
+
+    def _cluster_info(self) -> dict:
+        with ClusterAdmin(self.conn) as admin:
+            brokers = admin.registered_brokers()
+            controller = admin.active_controller()
+        return {"connection": self.conn.describe(), "brokers": brokers, "active_controller": controller,
+                "versions": pinned()}
+
+    def _write(self, name: str, data: object) -> None:
+        (self.dir / name).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+    def __enter__(self) -> "Run":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.finish()
+
+
+def _base_env() -> dict[str, str]:
+    keep = ("PATH", "HOME", "LANG", "LC_ALL", "PYTHONPATH", "JAVA_HOME", "TXNLAB_HOME", "VIRTUAL_ENV", "TMPDIR")
+    return {k: v for k, v in os.environ.items() if k in keep}

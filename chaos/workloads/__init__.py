@@ -1,0 +1,12 @@
+"""Workloads: processes that drive a cluster and record every operation in the run history.
+
+Each module has `add_arguments(parser)` and `run(ctx, args)`; `python -m chaos.workloads NAME ...`
+runs one (see base.py). WORKLOADS names them for the runner and the CLI.
+"""
+WORKLOADS = {
+    "txn-producer": "chaos.workloads.txn_producer",
+    "processor": "chaos.workloads.processor",
+    "java-copier": "chaos.workloads.java_copier",
+    "storm": "chaos.workloads.storm",
+    "observer": "chaos.workloads.observer",
+}

@@ -1,0 +1,52 @@
+"""Workload: an observer consumer that records everything it polls.
+
+read_committed or read_uncommitted, assigned every partition of the given topics from the beginning
+(no group, no commits). History: one `ok` operation per non-empty poll (f = "poll"):
+  {isolation, records: [{topic, partition, offset, id}]}      id null for a record txnlab did not write
+Must not: commit offsets or join a group (it must not disturb what it watches).
+"""
+from __future__ import annotations
+
+import argparse
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from chaos.ids import HEADER_ID
+from chaos.workloads.base import WorkloadContext, error_text
+from chaos.workloads.topics import partition_counts
+
+F = "poll"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--topics", nargs="+", required=True)
+    p.add_argument("--isolation", choices=("read_committed", "read_uncommitted"), default="read_committed")
+    p.add_argument("--batch", type=int, default=500, help="records per poll at most")
+
+
+def record_id_of(msg) -> str | None:
+    for key, value in msg.headers() or []:
+        if key == HEADER_ID:
+            return value.decode()
+    return None
+
+
+def run(ctx: WorkloadContext, args: argparse.Namespace) -> None:
+    counts = partition_counts(ctx.conn, args.topics)
+    consumer = Consumer(ctx.conn.confluent(**{"group.id": f"{ctx.run_tag}.{ctx.process}", "log_level": 3,
+                                              "isolation.level": args.isolation, "enable.auto.commit": False,
+                                              "enable.partition.eof": False}))
+    consumer.assign([TopicPartition(t, p, 0) for t, n in counts.items() for p in range(n)])
+    try:
+        while not ctx.stopping():
+            try:
+                batch = consumer.consume(num_messages=args.batch, timeout=0.5)
+            except KafkaException as exc:
+                ctx.observe("poll-error", {"isolation": args.isolation, "error": error_text(exc)})
+                continue
+            records = [{"topic": m.topic(), "partition": m.partition(), "offset": m.offset(), "id": record_id_of(m)}
+                       for m in batch if m.error() is None]
+            if records:
+                ctx.observe(F, {"isolation": args.isolation, "records": records})
+    finally:
+        consumer.close()

@@ -1,0 +1,108 @@
+"""Workload: an exactly-once processor (consume-transform-produce) instance.
+
+A read_committed consumer in a group reads the input topics; each batch is one transaction: one output
+record per input record (carrying the input's id), the consumed offsets sent to the transaction with
+the consumer's group metadata (KIP-447, so a rebalance fences stale instances), then commit. Several
+instances share the group. On an abortable error: abort and rewind every partition of the batch to its
+committed offset; on fencing or a fatal error: a new producer (init_transactions) and the same rewind.
+History (f = "process"):
+  invoke {attempt, producer, txn_id, group, inputs: [{topic, partition, offset, id}],
+          writes: [{topic, partition, id, input}], commit_offsets: [{topic, partition, offset}]}
+  ok (+ offsets) | fail (+ error) | info (+ error: commit outcome unknown)
+Must not: auto-commit offsets, or process a record outside a transaction.
+"""
+from __future__ import annotations
+
+import argparse
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
+
+from chaos.ids import attempt_id, record_id
+from chaos.workloads.base import WorkloadContext, error_text
+from chaos.workloads.observer import record_id_of
+from chaos.workloads.topics import partition_counts
+from chaos.workloads.transactional import TransactionalClient
+
+F = "process"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--inputs", nargs="+", required=True)
+    p.add_argument("--output", required=True)
+    p.add_argument("--group", default=None, help="consumer group (default <run tag>.eos)")
+    p.add_argument("--batch", type=int, default=50, help="input records per transaction at most")
+    p.add_argument("--size", type=int, default=100)
+    p.add_argument("--transaction-timeout-ms", type=int, default=10000)
+    p.add_argument("--request-timeout-s", type=float, default=10.0)
+
+
+class Processor(TransactionalClient):
+    def __init__(self, ctx: WorkloadContext, args: argparse.Namespace):
+        super().__init__(ctx, args)
+        self.group = args.group or f"{ctx.run_tag}.eos"
+        self.out_partitions = partition_counts(ctx.conn, [args.output])[args.output]
+        self.attempt_no = 0
+        self.consumer = Consumer(ctx.conn.confluent(**{
+            "group.id": self.group, "isolation.level": "read_committed", "enable.auto.commit": False,
+            "auto.offset.reset": "earliest", "log_level": 3, "session.timeout.ms": 10000,
+            "socket.timeout.ms": int(args.request_timeout_s * 1000)}))
+        self.consumer.subscribe(args.inputs)
+
+    # ---- one batch = one transaction ---------------------------------------------------------------
+    def plan(self, batch: list) -> dict:
+        attempt = attempt_id(self.ctx.run_tag, self.ctx.process, self.attempt_no)
+        inputs = [{"topic": m.topic(), "partition": m.partition(), "offset": m.offset(), "id": record_id_of(m)}
+                  for m in batch]
+        writes = [{"topic": self.args.output, "partition": i["partition"] % self.out_partitions,
+                   "id": record_id(self.ctx.run_tag, self.ctx.process, self.attempt_no, n), "input": i["id"]}
+                  for n, i in enumerate(inputs)]
+        ends: dict[tuple[str, int], int] = {}
+        for i in inputs:
+            ends[(i["topic"], i["partition"])] = max(ends.get((i["topic"], i["partition"]), 0), i["offset"] + 1)
+        self.attempt_no += 1
+        return {"attempt": attempt, "producer": self.ctx.process, "txn_id": self.txn_id, "group": self.group,
+                "inputs": inputs, "writes": writes,
+                "commit_offsets": [{"topic": t, "partition": p, "offset": o} for (t, p), o in sorted(ends.items())]}
+
+    def process(self, batch: list) -> None:
+        value = self.plan(batch)
+        self.ctx.invoke(F, value)
+        op_type, extra = self._transact(value)
+        self.ctx.complete(op_type, F, {**value, **extra})
+        if op_type != "ok":
+            self.rewind(value)
+
+    def _transact(self, value: dict) -> tuple[str, dict]:
+        def send_offsets() -> None:
+            offsets = [TopicPartition(o["topic"], o["partition"], o["offset"]) for o in value["commit_offsets"]]
+            self.producer.send_offsets_to_transaction(offsets, self.consumer.consumer_group_metadata(),
+                                                      self.args.request_timeout_s)
+        return self.transact(value, before_commit=send_offsets)
+
+    def rewind(self, value: dict) -> None:
+        """Back to the committed offsets of the batch's partitions (the batch will be read again)."""
+        tps = [TopicPartition(o["topic"], o["partition"]) for o in value["commit_offsets"]]
+        try:
+            committed = self.consumer.committed(tps, timeout=self.args.request_timeout_s)
+        except KafkaException as exc:
+            self.ctx.observe("rewind-error", {"error": error_text(exc)})
+            return
+        assigned = {(tp.topic, tp.partition) for tp in self.consumer.assignment()}
+        for tp in committed:
+            if (tp.topic, tp.partition) in assigned:
+                self.consumer.seek(TopicPartition(tp.topic, tp.partition,
+                                                  tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
+
+
+def run(ctx: WorkloadContext, args: argparse.Namespace) -> None:
+    processor = Processor(ctx, args)
+    try:
+        while not ctx.stopping():
+            if not processor.ensure_producer():
+                ctx.stop.wait(1.0)
+                continue
+            batch = [m for m in processor.consumer.consume(num_messages=args.batch, timeout=0.5) if m.error() is None]
+            if batch:
+                processor.process(batch)
+    finally:
+        processor.consumer.close()

@@ -1,0 +1,97 @@
+"""What the transactional workloads share: one producer per logical process, writing a planned
+attempt's records in a transaction, and the one rule for what an error means for its outcome.
+
+Owns: init_transactions (recorded as an `init` operation), producing an attempt's writes with their
+ids in value and headers, delivery offsets, commit with one retry on a retriable error, and the
+outcome of a failure:
+  - an abortable error: abort, outcome `fail` (the commit, if asked, was refused);
+  - a retriable error during commit: commit once more, `ok` or else `info`;
+  - anything else (fenced, fatal, timed out): drop the producer (the next init_transactions fences it
+    and aborts what it left), outcome `info` during the commit, `fail` before it (nothing asked to commit).
+Must not: plan attempts or record them (the workloads do).
+"""
+from __future__ import annotations
+
+import argparse
+from typing import Callable
+
+from confluent_kafka import KafkaException, Producer
+
+from chaos.ids import encode_value, headers
+from chaos.workloads.base import WorkloadContext, delivery_to, error_text
+
+
+class TransactionalClient:
+    """Subclasses set self.txn_id and call transact(value, before_commit)."""
+
+    def __init__(self, ctx: WorkloadContext, args: argparse.Namespace):
+        self.ctx, self.args = ctx, args
+        self.txn_id = f"{ctx.run_tag}.{ctx.process}"
+        self.producer: Producer | None = None
+        self.offsets: dict[str, int] = {}
+
+    def ensure_producer(self) -> bool:
+        if self.producer is not None:
+            return True
+        self.ctx.invoke("init", {"txn_id": self.txn_id})
+        try:
+            producer = Producer(self.ctx.conn.confluent(**{
+                "transactional.id": self.txn_id, "enable.idempotence": True, "log_level": 3, "linger.ms": 5,
+                "transaction.timeout.ms": self.args.transaction_timeout_ms,
+                "socket.timeout.ms": int(self.args.request_timeout_s * 1000)}))
+            producer.init_transactions(self.args.request_timeout_s * 3)
+        except KafkaException as exc:        # coordinator unavailable, fenced, timed out: later
+            self.ctx.complete("fail", "init", {"txn_id": self.txn_id, "error": error_text(exc)})
+            return False
+        self.producer = producer
+        self.ctx.complete("ok", "init", {"txn_id": self.txn_id})
+        return True
+
+    def transact(self, value: dict, before_commit: Callable[[], None] = lambda: None,
+                 abort: bool = False) -> tuple[str, dict]:
+        """Write value["writes"] in one transaction; returns the outcome and what to add to the op."""
+        self.offsets = {}
+        committing = False
+        timeout = self.args.request_timeout_s
+        try:
+            self._produce(value)
+            before_commit()
+            if abort:
+                self.producer.abort_transaction(timeout)
+                return "fail", {"error": "deliberate abort"}
+            committing = True
+            self.producer.commit_transaction(timeout)
+            return "ok", {"offsets": self._offsets_of(value)}
+        except KafkaException as exc:
+            return self._after_error(exc, committing, value)
+
+    def _offsets_of(self, value: dict) -> list[int]:
+        return [self.offsets.get(w["id"], -1) for w in value["writes"]]
+
+    def _produce(self, value: dict) -> None:
+        self.producer.begin_transaction()
+        for w in value["writes"]:
+            extra = {"input": w["input"]} if "input" in w else None
+            self.producer.produce(
+                w["topic"], partition=w["partition"], headers=headers(w["id"], value["attempt"], self.ctx.process),
+                value=encode_value(w["id"], value["attempt"], self.ctx.process, self.args.size, extra=extra),
+                on_delivery=delivery_to(self.offsets, w["id"]))
+        self.producer.flush(self.args.request_timeout_s)
+
+    def _after_error(self, exc: KafkaException, committing: bool, value: dict) -> tuple[str, dict]:
+        err = exc.args[0]
+        error = {"error": error_text(exc)}
+        if err.txn_requires_abort():
+            try:
+                self.producer.abort_transaction(self.args.request_timeout_s)
+            except KafkaException:
+                self.producer = None
+            return "fail", error
+        if committing and err.retriable():
+            try:
+                self.producer.commit_transaction(self.args.request_timeout_s)
+                return "ok", {"offsets": self._offsets_of(value), "retried": error["error"]}
+            except KafkaException as again:
+                error = {"error": error_text(again)}
+        self.producer = None
+        return ("info" if committing else "fail"), error
