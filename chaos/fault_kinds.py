@@ -1,0 +1,118 @@
+"""The fault catalog: every fault kind an experiment may schedule and the parameters it takes.
+
+Owns: the parameter models (validated, unknown keys rejected) and the target syntax. Experiment specs
+validate against this; chaos/faults.py implements each kind with its heal. Pure data, no side effects.
+
+Targets (resolved when the fault starts, against the live cluster; `{tag}` becomes the run tag):
+    node:2                    a node id
+    random                    a node chosen by the run's seeded generator
+    controller                the active KRaft controller
+    coordinator:<txn id>      the transaction coordinator of a transactional.id (e.g. coordinator:{tag}.eos-0)
+    leader:<topic>:<part>     the leader of a partition (e.g. leader:{tag}-a:0)
+    not-controller            a node that is not the active controller (seeded choice)
+"""
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+TARGET_RE = re.compile(r"^(node:\d+|random|controller|not-controller|coordinator:.+|leader:.+:\d+)$")
+
+
+class Params(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TargetParams(Params):
+    target: str = "random"
+
+    @field_validator("target")
+    @classmethod
+    def _target(cls, value: str) -> str:
+        if not TARGET_RE.match(value):
+            raise ValueError("a target is node:N, random, controller, not-controller, coordinator:<transactional id> "
+                             "or leader:<topic>:<partition>")
+        return value
+
+
+class KillBroker(TargetParams):
+    """SIGKILL the node; heal: start it again."""
+
+
+class StopBroker(TargetParams):
+    """Clean stop (SIGTERM, controlled shutdown); heal: start it again."""
+
+
+class PauseBroker(TargetParams):
+    """SIGSTOP the node (a long GC pause); heal: SIGCONT."""
+
+
+class RollingRestart(Params):
+    """Restart every node in turn (clean, or SIGKILL with clean: false), waiting for it to register."""
+    clean: bool = True
+    pause_between_s: float = Field(5.0, ge=0, le=600)
+
+
+class PauseWorkload(Params):
+    """SIGSTOP a workload process (e.g. past its transaction timeout); heal: SIGCONT. It resumes as a
+    zombie if its transaction was aborted meanwhile."""
+    process: str
+
+
+class ZombieProducer(Params):
+    """Pause `process`, start a second process with its transactional.id (fencing it), resume the first
+    at heal: it must be fenced (its commit fails) and exit."""
+    process: str
+
+
+class Network(TargetParams):
+    """A Toxiproxy toxic on the node's links; heal: remove it."""
+    scope: Literal["client", "inter", "all"] = "all"
+    toxic: Literal["latency", "blackhole", "reset", "bandwidth"] = "latency"
+    latency_ms: int = Field(200, ge=0, le=60000)
+    jitter_ms: int = Field(0, ge=0, le=60000)
+    rate_kb: int = Field(64, ge=1, description="bandwidth toxic: KB/s")
+
+
+class IsolateBroker(TargetParams):
+    """Cut the node off (client links, inter-broker links, or all); heal: remove the toxics."""
+    scope: Literal["client", "inter", "all"] = "all"
+
+
+class HangingTransaction(Params):
+    """Inject a real hanging transaction (needs a drill cluster: verification off); heal: abort it."""
+    topic: str
+    partition: int = Field(0, ge=0)
+
+
+class Storm(Params):
+    """Start a producer-state storm (short-lived idempotent producers) for the fault's duration."""
+    topic: str
+    rate: float = Field(20.0, gt=0, le=1000)
+
+
+FAULT_KINDS: dict[str, type[Params]] = {
+    "kill-broker": KillBroker,
+    "stop-broker": StopBroker,
+    "pause-broker": PauseBroker,
+    "rolling-restart": RollingRestart,
+    "pause-workload": PauseWorkload,
+    "zombie-producer": ZombieProducer,
+    "network": Network,
+    "isolate-broker": IsolateBroker,
+    "hanging-transaction": HangingTransaction,
+    "storm": Storm,
+}
+
+
+def parse_params(kind: str, params: dict | None) -> Params:
+    """Validated parameters of a fault kind (pydantic ValidationError or KeyError on bad input)."""
+    if kind not in FAULT_KINDS:
+        raise KeyError(f"unknown fault kind {kind!r}; one of {', '.join(FAULT_KINDS)}")
+    return FAULT_KINDS[kind].model_validate(params or {})
+
+
+def with_tag(text: str, tag: str) -> str:
+    return text.replace("{tag}", tag)
