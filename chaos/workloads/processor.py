@@ -21,7 +21,7 @@ from chaos.ids import attempt_id, record_id
 from chaos.workloads.base import WorkloadContext, error_text
 from chaos.workloads.observer import record_id_of
 from chaos.workloads.topics import partition_counts
-from chaos.workloads.transactional import TransactionalClient
+from chaos.workloads.transactional import TransactionalClient, add_transactional_arguments
 
 F = "process"
 
@@ -32,8 +32,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--group", default=None, help="consumer group (default <run tag>.eos)")
     p.add_argument("--batch", type=int, default=50, help="input records per transaction at most")
     p.add_argument("--size", type=int, default=100)
-    p.add_argument("--transaction-timeout-ms", type=int, default=10000)
-    p.add_argument("--request-timeout-s", type=float, default=10.0)
+    add_transactional_arguments(p)
 
 
 class Processor(TransactionalClient):

@@ -7,7 +7,8 @@ outcome of a failure:
   - an abortable error: abort, outcome `fail` (the commit, if asked, was refused);
   - a retriable error during commit: commit once more, `ok` or else `info`;
   - anything else (fenced, fatal, timed out): drop the producer (the next init_transactions fences it
-    and aborts what it left), outcome `info` during the commit, `fail` before it (nothing asked to commit).
+    and aborts what it left), outcome `info` during the commit, `fail` before it (nothing asked to commit);
+    with --on-fenced exit, a producer fenced by another one stops the process (a zombie must not come back).
 Must not: plan attempts or record them (the workloads do).
 """
 from __future__ import annotations
@@ -15,10 +16,21 @@ from __future__ import annotations
 import argparse
 from typing import Callable
 
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from chaos.ids import encode_value, headers
 from chaos.workloads.base import WorkloadContext, delivery_to, error_text
+
+
+FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED}
+
+
+def add_transactional_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--transaction-timeout-ms", type=int, default=10000)
+    p.add_argument("--request-timeout-s", type=float, default=10.0, help="how long a commit may take")
+    p.add_argument("--txn-id", default=None, help="transactional.id (default <run tag>.<process>)")
+    p.add_argument("--on-fenced", choices=("reinit", "exit"), default="reinit",
+                   help="after being fenced by another producer: init again (fencing it back) or exit")
 
 
 class TransactionalClient:
@@ -26,7 +38,7 @@ class TransactionalClient:
 
     def __init__(self, ctx: WorkloadContext, args: argparse.Namespace):
         self.ctx, self.args = ctx, args
-        self.txn_id = f"{ctx.run_tag}.{ctx.process}"
+        self.txn_id = getattr(args, "txn_id", None) or f"{ctx.run_tag}.{ctx.process}"
         self.producer: Producer | None = None
         self.offsets: dict[str, int] = {}
 
@@ -94,4 +106,7 @@ class TransactionalClient:
             except KafkaException as again:
                 error = {"error": error_text(again)}
         self.producer = None
+        if err.code() in FENCED and getattr(self.args, "on_fenced", "reinit") == "exit":
+            error["fenced"] = True
+            self.ctx.stop.set()              # a fenced instance is a zombie: it must stop, not fence back
         return ("info" if committing else "fail"), error

@@ -16,7 +16,7 @@ import argparse
 from chaos.ids import attempt_id, record_id
 from chaos.workloads.base import Pacer, WorkloadContext
 from chaos.workloads.topics import partition_counts
-from chaos.workloads.transactional import TransactionalClient
+from chaos.workloads.transactional import TransactionalClient, add_transactional_arguments
 
 F = "txn"
 
@@ -27,8 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--abort-share", type=float, default=0.2, help="share of transactions deliberately aborted")
     p.add_argument("--rate", type=float, default=20.0, help="transactions per second (0: unbounded)")
     p.add_argument("--size", type=int, default=100, help="approximate record size in bytes")
-    p.add_argument("--transaction-timeout-ms", type=int, default=10000)
-    p.add_argument("--request-timeout-s", type=float, default=10.0, help="how long a commit may take")
+    add_transactional_arguments(p)
 
 
 class TransactionalWorker(TransactionalClient):
