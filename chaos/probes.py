@@ -1,0 +1,130 @@
+"""Steady-state probes of an experiment: PromQL against Prometheus, and direct admin checks.
+
+Owns: evaluating probes (a phase's probes together), each polled for up to `within_s` until it has held
+for `for_s` seconds (`expect` is checked by the spec's Probe.holds), `{tag}` in PromQL, and the admin
+probes:
+  brokers-registered        every node of the cluster is a registered broker
+  lso-equals-hwm            on every topic of the run, LSO == HWM (no open transaction left)
+  no-hanging-transactions   no producer on the run's topics holds an open transaction (DescribeProducers)
+Must not: change the cluster (probes only read), or import exporter/ (PromQL reads its series).
+"""
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Callable
+
+import requests
+from kafka.structs import TopicPartition
+
+from chaos.fault_kinds import with_tag
+from cluster.admin import ClusterAdmin
+from cluster.connection import ConnectionSettings
+from cluster.probe import partition_offsets
+
+class ProbeError(ValueError):
+    """A probe that cannot be evaluated (bad expectation, no Prometheus)."""
+
+
+@dataclass
+class ProbeResult:
+    name: str
+    ok: bool
+    observed: object
+    detail: str = ""
+    checked_at: float = field(default_factory=time.time)
+
+
+def promql_values(prometheus_url: str, query: str, timeout: float = 10.0) -> list[float]:
+    response = requests.get(f"{prometheus_url}/api/v1/query", params={"query": query}, timeout=timeout)
+    body = response.json()
+    if body.get("status") != "success":
+        raise ProbeError(f"PromQL {query!r} failed: {body.get('error', response.status_code)}")
+    data = body["data"]
+    if data["resultType"] == "scalar":
+        return [float(data["result"][1])]
+    return [float(sample["value"][1]) for sample in data["result"]]
+
+
+def admin_check(kind: str, conn: ConnectionSettings, nodes: list[int], topics: list[str]) -> tuple[bool, object]:
+    if kind == "brokers-registered":
+        with ClusterAdmin(conn) as admin:
+            registered = admin.registered_brokers()
+        return sorted(registered) == sorted(nodes), registered
+    if kind == "lso-equals-hwm":
+        stuck = open_partitions(conn, topics)
+        return not stuck, stuck
+    if kind == "no-hanging-transactions":
+        held = open_transactions(conn, topics)
+        return not held, held
+    raise ProbeError(f"unknown admin probe {kind!r}")
+
+
+def open_partitions(conn: ConnectionSettings, topics: list[str]) -> list[str]:
+    """Partitions of `topics` whose LSO is behind the HWM."""
+    from chaos.workloads.topics import partition_counts
+    stuck = []
+    for topic, n in partition_counts(conn, topics).items():
+        lso = partition_offsets(conn, topic, list(range(n)), committed=True)
+        hwm = partition_offsets(conn, topic, list(range(n)), committed=False)
+        stuck += [f"{topic}-{p}" for p in range(n) if lso[p] < hwm[p]]
+    return stuck
+
+
+def open_transactions(conn: ConnectionSettings, topics: list[str]) -> list[dict]:
+    from chaos.workloads.topics import partition_counts
+    tps = [TopicPartition(t, p) for t, n in partition_counts(conn, topics).items() for p in range(n)]
+    if not tps:
+        return []
+    with ClusterAdmin(conn) as admin:
+        states = admin.client.describe_producers(tps)
+    return [{"partition": f"{tp.topic}-{tp.partition}", "producer_id": p.producer_id,
+             "start_offset": p.current_transaction_start_offset}
+            for tp, state in states.items() for p in state.active_producers if p.current_transaction_start_offset >= 0]
+
+
+def evaluate_all(probes: list, conn: ConnectionSettings, nodes: list[int], topics: list[str],
+                 prometheus_url: str | None, tag: str) -> list[ProbeResult]:
+    """A phase's probes, evaluated at the same time."""
+    if not probes:
+        return []
+    with ThreadPoolExecutor(max_workers=len(probes)) as pool:
+        return list(pool.map(lambda p: evaluate(p, conn, nodes, topics, prometheus_url, tag), probes))
+
+
+def evaluate(probe, conn: ConnectionSettings, nodes: list[int], topics: list[str], prometheus_url: str | None,
+             tag: str = "") -> ProbeResult:
+    """Poll the probe for up to within_s until it has held for for_s."""
+    try:
+        check = _checker(probe, conn, nodes, topics, prometheus_url, tag)
+    except ProbeError as exc:
+        return ProbeResult(probe.name, False, None, str(exc))
+    deadline = time.monotonic() + probe.for_s + probe.within_s
+    held_since, observed = None, None
+    while True:
+        try:
+            ok, observed = check()
+        except (requests.RequestException, ProbeError, OSError) as exc:
+            ok, observed = False, f"{type(exc).__name__}: {exc}"
+        now = time.monotonic()
+        held_since = (held_since or now) if ok else None
+        if held_since is not None and now - held_since >= probe.for_s:
+            return ProbeResult(probe.name, True, observed)
+        if now >= deadline:
+            return ProbeResult(probe.name, False, observed, f"did not hold for {probe.for_s:.0f}s within "
+                                                            f"{probe.for_s + probe.within_s:.0f}s")
+        time.sleep(1.0)
+
+
+def _checker(probe, conn, nodes, topics, prometheus_url, tag) -> Callable[[], tuple[bool, object]]:
+    if probe.admin:
+        return lambda: admin_check(probe.admin, conn, nodes, topics)
+    if not prometheus_url:
+        raise ProbeError(f"probe {probe.name!r} needs Prometheus (cluster.existing.prometheus_url)")
+    query = with_tag(probe.promql, tag)
+
+    def check() -> tuple[bool, object]:
+        values = promql_values(prometheus_url, query)
+        return probe.holds(values), values
+    return check

@@ -1,0 +1,262 @@
+"""Experiment specs: every built-in validates in both modes, and each kind of bad spec is refused with a
+message naming the field (and never a value)."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+import yaml
+
+from chaos.spec import (SHORT_LIMIT_S, ExperimentSpec, LocalClusterSpec, Probe, SpecError, builtin_specs, load_spec,
+                        parse_spec)
+
+REQUIRED_BUILTINS = {"broker-hard-bounce", "broker-clean-bounce", "coordinator-kill", "controller-kill",
+                     "zombie-producer", "producer-paused-past-timeout", "broker-isolated",
+                     "hanging-transaction-drill", "producer-state-storm"}
+
+
+def minimal_spec(**changes) -> dict:
+    """A valid spec document: a txn-producer on the local cluster, one explicit fault; `changes` replace keys."""
+    spec = {
+        "name": "t", "cluster": {"local": {}}, "duration_s": 60,
+        "workloads": [{"workload": "txn-producer", "instances": 2}],
+        "schedule": {"faults": [{"kind": "kill-broker", "at_s": 10, "duration_s": 5, "params": {"target": "random"}}]},
+        "probes": {"after": [{"name": "lso", "admin": "lso-equals-hwm"}]},
+    }
+    spec.update(copy.deepcopy(changes))
+    return spec
+
+
+def problems_of(data: dict, short: bool = False) -> str:
+    with pytest.raises(SpecError) as caught:
+        parse_spec(data, "x.yaml", short=short)
+    assert str(caught.value).startswith("invalid experiment spec x.yaml:")
+    return str(caught.value)
+
+
+# ---- the built-in suite ------------------------------------------------------------------------------
+def test_the_suite_has_the_issue_s_experiments():
+    assert REQUIRED_BUILTINS <= set(builtin_specs())
+    assert len(builtin_specs()) >= 8
+
+
+@pytest.mark.parametrize("name", sorted(builtin_specs()))
+def test_every_builtin_loads_in_both_modes_and_short_fits_the_limit(name):
+    full, short = load_spec(name), load_spec(name, short=True)
+    assert full.name == short.name == name
+    assert full.short is not None and short.short is None
+    assert short.duration_s < full.duration_s
+    assert short.time_budget_s() <= SHORT_LIMIT_S
+    assert load_spec(builtin_specs()[name]) == full           # by path as by name
+
+
+def test_a_builtin_with_random_faults_loads_the_same_from_a_dict():
+    path = builtin_specs()["broker-hard-bounce"]
+    assert parse_spec(yaml.safe_load(path.read_text())) == load_spec(path)
+
+
+# ---- refused specs -----------------------------------------------------------------------------------
+def fault(kind: str, at_s: float = 10, duration_s: float = 5, **params) -> dict:
+    return {"schedule": {"faults": [{"kind": kind, "at_s": at_s, "duration_s": duration_s, "params": params}]}}
+
+
+@pytest.mark.parametrize("changes, expected", [
+    ({"schedul": {}}, "schedul: unknown key"),
+    ({"cluster": {"local": {"nodez": 3}}}, "cluster.local.nodez: unknown key"),
+    ({"cluster": {"local": {"nodes": 12}}}, "cluster.local.nodes: Input should be less than or equal to 9"),
+    (fault("kil-broker"), "schedule.faults[0].kind: unknown fault 'kil-broker' (did you mean kill-broker?); "
+                          "one of kill-broker, stop-broker"),
+    (fault("network", scope="everything"), "schedule.faults[0].params.scope: Input should be 'client', 'inter' or"),
+    (fault("kill-broker", tagret="random"), "schedule.faults[0].params.tagret: unknown key"),
+    (fault("kill-broker", target="broker-2"), "schedule.faults[0].params.target: a target is node:N"),
+    (fault("pause-workload"), "schedule.faults[0].params.process: Field required"),
+    (fault("kill-broker", at_s=60), "schedule.faults[0].at_s: starts at 60 s, not before duration_s 60 s"),
+    (fault("kill-broker", at_s=50, duration_s=20), "schedule.faults[0].duration_s: heals at 70 s, after duration_s"),
+    (fault("kill-broker", at_s=-1), "schedule.faults[0].at_s: Input should be greater than or equal to 0"),
+    ({"cluster": {"existing": {"bootstrap": "kafka:9092"}}}, "cluster.existing.disposable: an existing cluster must "
+                                                              "be marked disposable: true"),
+    ({"cluster": {"existing": {"bootstrap": "kafka:9092", "disposable": False}}}, "cluster.existing.disposable"),
+    ({"cluster": {"existing": {"bootstrap": "kafka", "disposable": True}}}, "cluster.existing.bootstrap"),
+    ({"cluster": {"local": {}, "existing": {"bootstrap": "k:1", "disposable": True}}},
+     "cluster: give exactly one of local or existing"),
+    ({"cluster": {}}, "cluster: give exactly one of local or existing"),
+    ({"workloads": []}, "workloads: List should have at least 1 item"),
+    ({"workloads": [{"workload": "txn-produce"}]}, "workloads[0].workload: unknown workload 'txn-produce' (did you"),
+    ({"workloads": [{"workload": "txn-producer", "instances": 0}]}, "workloads[0].instances"),
+    ({"workloads": [{"workload": "txn-producer", "options": ["--transaction-timout-ms", "5"]}]},
+     "workloads[0].options: unrecognized arguments: --transaction-timout-ms"),
+    ({"workloads": [{"workload": "observer"}]}, "workloads[0].options: observer alone needs the topics"),
+    ({"workloads": [{"workload": "txn-producer"}, {"workload": "txn-producer"}]},
+     "workloads[1]: process txp-0 is also started by workloads[0]"),
+    ({"duration_s": 0}, "duration_s: Input should be greater than 0"),
+    ({"probes": {"after": [{"name": "p", "admin": "lso-equals-hwm", "promql": "up", "expect": "== 1"}]}},
+     "probes.after[0]: give exactly one of promql or admin"),
+    ({"probes": {"before": [{"name": "p"}]}}, "probes.before[0]: give exactly one of promql or admin"),
+    ({"probes": {"after": [{"name": "p", "promql": "up"}]}}, "probes.after[0].expect: a PromQL probe needs expect"),
+    ({"probes": {"after": [{"name": "p", "promql": "up", "expect": "about 3"}]}},
+     "probes.after[0].expect: a comparison"),
+    ({"probes": {"after": [{"name": "p", "admin": "lso-equals-hwm", "expect": "== 0"}]}},
+     "probes.after[0].expect: the admin probe lso-equals-hwm takes no expect"),
+    ({"probes": {"after": [{"name": "p", "admin": "lso-is-fine"}]}}, "probes.after[0].admin: Input should be"),
+    ({"cluster": {"existing": {"bootstrap": "k:1", "disposable": True}},
+      "probes": {"after": [{"name": "p", "promql": "up", "expect": "== 1"}]}},
+     "probes.after[0].promql: a PromQL probe needs a Prometheus: set cluster.existing.prometheus_url"),
+])
+def test_a_bad_spec_names_the_field(changes, expected):
+    assert expected in problems_of(minimal_spec(**changes))
+
+
+@pytest.mark.parametrize("changes, expected", [
+    (fault("pause-workload", process="txp-9"), "schedule.faults[0].params.process: unknown process 'txp-9'"),
+    (fault("zombie-producer", process="obs-rc"), "schedule.faults[0].params.process: obs-rc is not a transactional"),
+    (fault("kill-broker", target="coordinator:{tag}.eos-0"), "schedule.faults[0].params.target: no workload process "
+                                                             "has transactional.id {tag}.eos-0; theirs: {tag}.txp-0"),
+    (fault("kill-broker", target="leader:{tag}-a:6"), "schedule.faults[0].params.target: {tag}-a has partitions 0..5"),
+    (fault("kill-broker", target="node:4"), "schedule.faults[0].params.target: the local cluster has nodes 1..3"),
+    (fault("storm", topic="{tag}-zz"), "schedule.faults[0].params.topic: {tag}-zz is not a topic of the workloads"),
+    (fault("hanging-transaction", topic="{tag}-a"), "schedule.faults[0].kind: hanging-transaction needs a drill "
+                                                    "cluster: cluster.local.hanging_drill: true"),
+])
+def test_fault_parameters_must_name_what_the_workloads_create(changes, expected):
+    if "node:4" in str(changes):
+        changes["cluster"] = {"local": {"nodes": 3}}
+    assert expected in problems_of(minimal_spec(**changes))
+
+
+def test_references_the_workloads_do_create_pass():
+    processor = {"workloads": [{"workload": "processor", "instances": 2, "options": ["--batch", "20"]}],
+                 "cluster": {"local": {"hanging_drill": True}}}
+    for params in ({"target": "coordinator:{tag}.eos-1"}, {"target": "leader:{tag}-out:5"},
+                   {"target": "leader:__transaction_state:3"}, {"target": "coordinator:someone-else"}):
+        parse_spec(minimal_spec(**processor, **fault("kill-broker", **params)))
+    parse_spec(minimal_spec(**processor, **fault("zombie-producer", process="feeder")))
+    parse_spec(minimal_spec(**processor, **fault("hanging-transaction", topic="{tag}-in-a", partition=5)))
+
+
+def random_schedule(**changes) -> dict:
+    section = {"mix": {"kill-broker": 2, "network": 1}, "start_s": 5, "interval_s": [5, 10], "duration_s": [2, 4],
+               "params": {"network": {"latency_ms": 100}}}
+    section.update(changes)
+    return {"schedule": {"random": section}}
+
+
+@pytest.mark.parametrize("changes, expected", [
+    (random_schedule(mix={"kill-brokers": 1}, params={}), "schedule.random.mix.kill-brokers: unknown fault"),
+    (random_schedule(mix={"kill-broker": 0}), "schedule.random.mix.kill-broker: Input should be greater than 0"),
+    (random_schedule(mix={}), "schedule.random.mix: Dictionary should have at least 1 item"),
+    (random_schedule(params={"network": {"scope": "nowhere"}}), "schedule.random.params.network.scope: Input should"),
+    (random_schedule(params={"storm": {"topic": "{tag}-a"}}), "schedule.random.params.storm: a kind with params "
+                                                              "must be in mix"),
+    (random_schedule(mix={"pause-workload": 1}, params={}), "schedule.random.params.pause-workload.process: "
+                                                            "Field required"),
+    (random_schedule(mix={"pause-workload": 1}, params={"pause-workload": {"process": "txp-7"}}),
+     "schedule.random.params.pause-workload.process: unknown process 'txp-7'"),
+    (random_schedule(interval_s=[10, 5]), "schedule.random.interval_s: give [min, max] with 1 <= min <= max"),
+    (random_schedule(interval_s=[0, 5]), "schedule.random.interval_s: give [min, max] with 1 <= min <= max"),
+    (random_schedule(duration_s=[3]), "schedule.random.duration_s"),
+    (random_schedule(start_s=59), "schedule.random.start_s: no random fault fits"),
+    (random_schedule(seed=3), "schedule.random.seed: unknown key"),
+])
+def test_a_bad_random_schedule_names_the_field(changes, expected):
+    assert expected in problems_of(minimal_spec(**changes))
+
+
+def test_every_problem_is_named_at_once():
+    message = problems_of(minimal_spec(schedul={}, duration_s=-1, cluster={}))
+    for expected in ("schedul: unknown key", "duration_s: Input should be greater than 0", "cluster: give exactly"):
+        assert expected in message
+
+
+# ---- short mode --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("changes, expected", [
+    ({"short": {"duration_s": 20, **fault("kill-broker", at_s=25)}},
+     "short.schedule.faults[0].at_s: starts at 25 s, not before duration_s 20 s (in short mode)"),
+    ({"short": {"duration_s": 8}},
+     "schedule.faults[0].at_s: starts at 10 s, not before duration_s 8 s (in short mode)"),
+    ({"short": {"duration_s": 80}}, "short.duration_s: a short run may take 150 s"),
+    ({"short": {"duration_s": 20, "workloads": [{"workload": "storm"}]}, **fault("pause-workload", process="txp-0")},
+     "schedule.faults[0].params.process: unknown process 'txp-0'; one of storm-0 (in short mode)"),
+    ({"short": {"duration_s": 20, "workloads": [{"workload": "storm", "options": ["--bogus"]}]}},
+     "short.workloads[0].options: unrecognized arguments: --bogus"),
+    ({"short": {"duration_s": 20, "durations": 3}}, "short.durations: unknown key"),
+    ({"short": {}}, "short.duration_s: Field required"),
+])
+def test_short_mode_is_validated_too(changes, expected):
+    assert expected in problems_of(minimal_spec(**changes))
+
+
+def test_short_mode_replaces_only_what_it_names():
+    data = minimal_spec(short={"duration_s": 30, "quiescence": {"timeout_s": 20}}, quiescence={"timeout_s": 90})
+    full, short = parse_spec(data), parse_spec(data, short=True)
+    assert (full.duration_s, full.quiescence.timeout_s) == (60, 90)
+    assert (short.duration_s, short.quiescence.timeout_s) == (30, 20)
+    assert short.schedule == full.schedule and short.workloads == full.workloads
+
+
+def test_short_mode_of_a_spec_without_one_is_refused():
+    assert "short: this spec has no short mode" in problems_of(minimal_spec(), short=True)
+
+
+# ---- files -------------------------------------------------------------------------------------------
+def test_yaml_syntax_error_names_the_file_and_line_but_not_the_text(tmp_path):
+    path = tmp_path / "broken.yaml"
+    path.write_text("name: t\ncluster:\n  existing: {bootstrap: 'k:1', password: [hunter2\n")
+    with pytest.raises(SpecError) as caught:
+        load_spec(path)
+    message = str(caught.value)
+    assert str(path) in message and "not valid YAML: line" in message and "hunter2" not in message
+
+
+def test_unknown_top_level_key_in_a_file_names_file_and_key(tmp_path):
+    path = tmp_path / "extra.yaml"
+    path.write_text("name: t\ncluster: {local: {}}\nworkloads: [{workload: storm}]\nduration_s: 10\nmethod: []\n")
+    with pytest.raises(SpecError) as caught:
+        load_spec(path)
+    assert str(path) in str(caught.value) and "method: unknown key" in str(caught.value)
+    assert caught.value.problems == [("method", "unknown key")]
+
+
+@pytest.mark.parametrize("text, expected", [("- a list\n", "must be a mapping"), ("", "got NoneType")])
+def test_a_file_must_hold_a_mapping(tmp_path, text, expected):
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    with pytest.raises(SpecError, match=expected):
+        load_spec(path)
+
+
+def test_an_unknown_name_lists_the_builtins():
+    with pytest.raises(SpecError, match="no such file, nor a built-in; built-ins: .*broker-hard-bounce"):
+        load_spec("broker-hard-bounse")
+
+
+def test_values_never_appear_in_messages():
+    secret = "hunter2-secret"
+    data = minimal_spec(cluster={"existing": {"bootstrap": f"{secret}", "disposable": True,
+                                              "prometheus_url": f"ftp://u:{secret}@h"}})
+    assert secret not in problems_of(data)
+
+
+# ---- model behaviour ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("expect, samples, holds", [
+    ("== 0", [0.0, 0.0], True), ("== 0", [0.0, 3.0], False), ("== 0", [], False), ("< 5", [4.9], True),
+    (">= 1", [1.0], True), ("!= 0", [0.0], False), ("<= -1", [-2.0], True), ("> 0.5", [0.5], False),
+    ("empty", [], True), ("empty", [1.0], False), ("nonempty", [0.0], True), (" nonempty ", [], False),
+])
+def test_probe_expectations(expect, samples, holds):
+    assert Probe(name="p", promql="x", expect=expect).holds(samples) is holds
+
+
+def test_local_cluster_overrides_with_the_hanging_drill_and_kafka_strings():
+    local = LocalClusterSpec(hanging_drill=True, broker_config={"log.retention.ms": 1000, "x.enable": True},
+                             features={"transaction.version": 2})
+    assert local.broker_overrides() == {"transaction.partition.verification.enable": "false",
+                                        "log.retention.ms": "1000", "x.enable": "true"}
+    assert local.feature_overrides() == {"transaction.version": "2"}
+    assert LocalClusterSpec().broker_overrides() == {} and LocalClusterSpec().feature_overrides() == {}
+
+
+def test_topics_and_processes_follow_the_solo_plan():
+    spec = parse_spec(minimal_spec(workloads=[{"workload": "txn-producer"}, {"workload": "processor"}]))
+    assert set(spec.topics()) == {"{tag}-a", "{tag}-b", "{tag}-in-a", "{tag}-in-b", "{tag}-out"}
+    assert [p.process for p in spec.processes()] == ["txp-0", "obs-rc", "obs-ru", "feeder", "eos-0"]
+    assert isinstance(spec, ExperimentSpec)
