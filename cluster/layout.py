@@ -51,8 +51,12 @@ HANGING_DRILL_FEATURES: dict[str, str] = {"transaction.version": "1"}
 
 
 def new_cluster_id() -> str:
-    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding, not starting with '-'
+    (kafka-storage would read it as an option; Kafka's own Uuid.randomUuid avoids those too)."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
 
 
 @dataclass(frozen=True)

@@ -73,6 +73,7 @@ class CollectionSection(_Strict):
     producers_batch_size: int = Field(500, ge=1, le=500)
     metadata_max_age_seconds: float = Field(30.0, ge=0, le=3600)
     consumer_groups: bool = True
+    hanging_confirm_seconds: float = Field(5.0, ge=0, le=600)
 
 
 class FiltersSection(_Strict):

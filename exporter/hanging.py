@@ -10,8 +10,9 @@ An open transaction (a partition's producer with CurrentTxnStartOffset >= 0) is 
   - the coordinator now holds another producer id for that transactional id (`producer_id_mismatch`),
   - the coordinator's transaction is not in progress (`coordinator_not_ongoing`), or
   - the coordinator's transaction does not contain this partition (`partition_not_in_transaction`).
-A suspect seen again in the next collection (same partition, producer, epoch and start offset) is
-*hanging*: one collection can race a commit in flight, two cannot. An open transaction whose
+A suspect seen again in the next collection, or in a re-check of its partition a few seconds later
+(same partition, producer, epoch and start offset), is *hanging*: one look can race a commit in flight,
+two cannot. An open transaction whose
 producer last wrote longer ago than the leader's transaction.max.timeout.ms is *late*, hanging or not.
 When the coordinator could not be asked, the transaction is *unresolved*, never hanging.
 """
@@ -111,13 +112,31 @@ def late(txns: Iterable[OpenTransaction], max_timeout_ms: Mapping[Partition, int
 
 
 class HangingTracker:
-    """Confirms suspects: hanging = suspect in this collection and in the one before."""
+    """Confirms suspects: hanging = suspect now and in the collection (or re-check) before.
+
+    A full collection updates every partition; a re-check (`partitions` given) only those partitions,
+    so a suspect can be confirmed seconds after it was first seen instead of one interval later."""
 
     def __init__(self) -> None:
-        self._previous: set[tuple] = set()
+        self._suspects: dict[tuple, Verdict] = {}
+        self._hanging: dict[tuple, Verdict] = {}
 
-    def update(self, verdicts: Iterable[Verdict]) -> list[Verdict]:
-        suspects = [v for v in verdicts if v.suspect]
-        confirmed = [v for v in suspects if v.txn.key in self._previous]
-        self._previous = {v.txn.key for v in suspects}
-        return confirmed
+    def update(self, verdicts: Iterable[Verdict], partitions: set[tuple[str, int]] | None = None) -> list[Verdict]:
+        def in_scope(key: tuple) -> bool:
+            return partitions is None or (key[0], key[1]) in partitions
+        seen = set(self._suspects) | set(self._hanging)
+        self._suspects = {k: v for k, v in self._suspects.items() if not in_scope(k)}
+        self._hanging = {k: v for k, v in self._hanging.items() if not in_scope(k)}
+        for verdict in verdicts:
+            key = verdict.txn.key
+            if verdict.suspect and in_scope(key):
+                (self._hanging if key in seen else self._suspects)[key] = verdict
+        return self.hanging
+
+    @property
+    def hanging(self) -> list[Verdict]:
+        return sorted(self._hanging.values(), key=lambda v: v.txn.key)
+
+    @property
+    def unconfirmed(self) -> list[Verdict]:
+        return sorted(self._suspects.values(), key=lambda v: v.txn.key)

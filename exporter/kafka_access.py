@@ -32,6 +32,7 @@ from cluster.connection import ConnectionSettings
 
 Partition = tuple[str, int]
 BROKER_RESOURCE = 4                   # DescribeConfigs resource type of a broker
+IN_FLIGHT = 5                         # requests in flight per broker connection (kafka-python's default cap)
 DESCRIBED_STATES = ("Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence")
 THRESHOLD_CONFIGS = ("transaction.max.timeout.ms", "producer.id.expiration.ms",
                      "transactional.id.expiration.ms", "transaction.partition.verification.enable")
@@ -291,13 +292,19 @@ class KafkaAccess:
         return result
 
     async def _describe_producers(self, grouped: dict[int, list[Partition]], result: ProducersResult) -> None:
-        sends = []
-        for leader, tps in grouped.items():
-            for batch in chunks(sorted(tps), self.producers_batch):
-                request = DescribeProducersRequest(topics=[
-                    DescribeProducersRequest.TopicRequest(name=t, partition_indexes=ps)
-                    for t, ps in _by_topic(batch).items()])
-                sends.append(((leader, batch), self._send(request, leader)))
+        """Batches to every broker at once, in waves of IN_FLIGHT per broker (the client refuses more)."""
+        batches = {leader: chunks(sorted(tps), self.producers_batch) for leader, tps in grouped.items()}
+        for wave in range(max((len(b) for b in batches.values()), default=0) // IN_FLIGHT + 1):
+            sends = []
+            for leader, leader_batches in batches.items():
+                for batch in leader_batches[wave * IN_FLIGHT:(wave + 1) * IN_FLIGHT]:
+                    request = DescribeProducersRequest(topics=[
+                        DescribeProducersRequest.TopicRequest(name=t, partition_indexes=ps)
+                        for t, ps in _by_topic(batch).items()])
+                    sends.append(((leader, batch), self._send(request, leader)))
+            await self._collect_producers(sends, result)
+
+    async def _collect_producers(self, sends: list, result: ProducersResult) -> None:
         for (leader, batch), response, exc in await self._gather(sends):
             if exc is not None:
                 result.errors.extend(ItemError(error_name(exc), broker=leader, topic=t, partition=p, whole_request=True)

@@ -182,7 +182,24 @@ class ExporterService:
         if producers is not None and transactions is not None:
             self._classify(new, producers, transactions)
         self.background = new
-        return new
+        if self._hanging.unconfirmed and self.config.collection.hanging_confirm_seconds > 0:
+            self._recheck_suspects()
+        return self.background
+
+    def _recheck_suspects(self) -> None:
+        """A second look at just the suspect partitions, hanging_confirm_seconds later."""
+        if self._stop.wait(self.config.collection.hanging_confirm_seconds):
+            return
+        partitions = {(v.txn.topic, v.txn.partition) for v in self._hanging.unconfirmed}
+        producers = self._timed("producers", lambda: self.access.producers(partitions))
+        transactions = self._timed("transactions", self.access.transactions)
+        if producers is None or transactions is None:
+            return
+        verdicts = classify(open_transactions(producers.producers), transactions.listings, transactions.descriptions,
+                            transactions.unknown_ids, transactions.coordinators_failed)
+        bg = self.background
+        self.background = Background(bg.producers, bg.transactions, bg.configs, bg.groups, bg.verdicts,
+                                     self._hanging.update(verdicts, partitions), bg.late, bg.collected_at)
 
     def _group_offsets(self) -> GroupOffsetsResult:
         return self.access.group_offsets(self.config.filters.group_allowed)

@@ -125,3 +125,12 @@ def test_describe_transactions_unknown_id_does_not_hide_the_others():
     assert result.descriptions["a"].state == "Ongoing" and result.descriptions["a"].producer_id == 7
     assert result.unknown_ids == {"gone"}
     assert [e.item for e in result.errors] == ["gone"]
+
+
+def test_many_batches_to_one_broker_go_in_waves_and_none_is_lost():
+    partitions = [("t", i) for i in range(13)]
+    access = ScriptedAccess({1: [producers_response((i, 0, [(i, -1)])) for i in range(13)]})
+    access.producers_batch = 1
+    result = ProducersResult()
+    drive(access._describe_producers({1: partitions}, result))
+    assert sorted(result.producers) == partitions and not result.errors and len(access.sent) == 13

@@ -114,3 +114,15 @@ def test_late_uses_the_leaders_max_timeout_and_the_last_write():
 
 def test_nothing_open_nothing_late():
     assert late([], {TP: 1}, NOW_MS) == [] and classify([], [], {}, set(), set()) == []
+
+
+def test_a_recheck_of_some_partitions_confirms_only_there():
+    tracker = HangingTracker()
+    other = ("other", 0)
+    first = verdict_of([producer(5)], [listing("x", 6)]) + \
+        classify(open_transactions({other: [producer(8)]}), [listing("x", 6)], {}, set(), set())
+    assert tracker.update(first) == [] and len(tracker.unconfirmed) == 2
+    again = verdict_of([producer(5)], [listing("x", 6)])
+    assert [v.txn.producer_id for v in tracker.update(again, {TP})] == [5]
+    assert [v.txn.producer_id for v in tracker.unconfirmed] == [8]          # untouched outside the re-check
+    assert [v.txn.producer_id for v in tracker.update(verdict_of([], []), {TP})] == []   # gone there: forgotten

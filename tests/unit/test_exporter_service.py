@@ -19,6 +19,7 @@ class FakeAccess:
         self.offsets_calls = 0
         self.release = threading.Event()
         self.fail = False
+        self.producer_calls = []
 
     def offsets(self) -> OffsetsResult:
         self.offsets_calls += 1
@@ -30,7 +31,8 @@ class FakeAccess:
     def broker_configs(self):
         return ConfigsResult(configs={1: {"transaction.max.timeout.ms": "1000"}})
 
-    def producers(self):
+    def producers(self, partitions=None):
+        self.producer_calls.append(partitions)
         if self.fail:
             raise KafkaUnavailable("down")
         return ProducersResult({TP: [ProducerEntry(7, 0, 0, 0, 1, 5)]}, {TP: 1}, 1,
@@ -46,8 +48,9 @@ class FakeAccess:
         pass
 
 
-def service(access: FakeAccess, registry: CollectorRegistry | None = None) -> ExporterService:
-    return ExporterService(access, load_config(env={}), registry or CollectorRegistry(), clock=lambda: 1000.0)
+def service(access: FakeAccess, registry: CollectorRegistry | None = None, confirm: float = 0.0) -> ExporterService:
+    config = load_config(env={}, flags={"collection.hanging_confirm_seconds": confirm})
+    return ExporterService(access, config, registry or CollectorRegistry(), clock=lambda: 1000.0)
 
 
 def test_concurrent_scrapes_share_one_offsets_collection():
@@ -92,6 +95,14 @@ def test_failed_collection_is_recorded_and_old_results_kept():
                                      {"collector": "producers", "error": "NOT_LEADER_FOR_PARTITION"}) == 1
     view = svc.offsets()
     assert not view.reachable and not svc.health["offsets"].up
+
+
+def test_a_suspect_is_rechecked_within_the_same_cycle():
+    access = FakeAccess()
+    svc = service(access, confirm=0.01)
+    bg = svc.collect_background()
+    assert [v.txn.producer_id for v in bg.hanging] == [7]
+    assert access.producer_calls == [None, {TP}]            # a full scan, then only the suspect partition
 
 
 def test_background_confirms_hanging_on_second_cycle_and_flags_late():

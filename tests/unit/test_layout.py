@@ -86,3 +86,11 @@ def test_replication_follows_the_node_count():
     assert single["min.insync.replicas"] == single["transaction.state.log.min.isr"] == "1"
     pair = ClusterLayout(state_dir=Path("/tmp/x"), nodes=2).server_properties(2)
     assert pair["transaction.state.log.replication.factor"] == "2" and pair["min.insync.replicas"] == "2"
+
+
+def test_cluster_ids_never_start_with_a_dash(monkeypatch):
+    import uuid as uuid_module
+    from cluster import layout as layout_module
+    ids = iter([uuid_module.UUID(bytes=b"\xfb" + b"\x00" * 15), uuid_module.UUID(bytes=b"\x01" * 16)])
+    monkeypatch.setattr(layout_module.uuid, "uuid4", lambda: next(ids))
+    assert not new_cluster_id().startswith("-")
