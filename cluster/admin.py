@@ -110,3 +110,17 @@ class ClusterAdmin:
 
 def _leader(leader_id: int) -> int | None:
     return None if leader_id is None or leader_id < 0 else leader_id
+
+
+def broker_answers(conn: ConnectionSettings, address: str) -> bool:
+    """True when the broker at address serves a metadata request itself (a fresh client asks its only
+    bootstrap broker). Kafka 4.x processes requests only once the broker is unfenced, so this is later
+    than the controller listing it as registered (which a SIGKILLed broker stays for ~6 s)."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+    client = AdminClient(conn.confluent(**{"bootstrap.servers": address, "log_level": 0}))
+    try:
+        client.list_topics(timeout=3)
+        return True
+    except KafkaException:
+        return False

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from cluster import java, versions
-from cluster.admin import ClusterAdmin
+from cluster.admin import ClusterAdmin, broker_answers
 from cluster.connection import ConnectionSettings
 from cluster.layout import LOOPBACK, ClusterLayout, new_cluster_id, render_properties
 from cluster.supervisor import Supervisor
@@ -201,6 +201,10 @@ class LocalCluster:
             self.start_node(node)
         wait_until(lambda: self.registered_brokers() == self.layout.node_ids, timeout, "all brokers registered",
                    error=ClusterError)
+        for node in self.layout.node_ids:     # registered is not enough right after a SIGKILL: it must answer
+            address = f"{LOOPBACK}:{self.layout.client_proxy_port(node)}"
+            wait_until(lambda: broker_answers(self.connection(), address), timeout, f"node {node} to answer",
+                       error=ClusterError)
         with ClusterAdmin(self.connection()) as admin:
             admin.elect_preferred_leaders()
 

@@ -156,6 +156,34 @@ def cmd_chaos_workload(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_chaos_list(args: argparse.Namespace) -> int:
+    from chaos.spec import builtin_specs, load_spec
+    from rich.table import Table
+    table = Table(title="built-in experiments (txnlab chaos run NAME [--short])")
+    for column in ("name", "duration", "short", "description"):
+        table.add_column(column)
+    for name, path in sorted(builtin_specs().items()):
+        spec = load_spec(path)
+        short = load_spec(path, short=True) if spec.short else None
+        table.add_row(name, f"{spec.duration_s:.0f}s", f"{short.duration_s:.0f}s" if short else "-",
+                      " ".join(spec.description.split()).split(": ")[0].split(". ")[0])
+    Console().print(table)
+    return 0
+
+
+def cmd_chaos_run(args: argparse.Namespace) -> int:
+    from chaos.runner import Experiment, dry_run
+    from chaos.spec import load_spec
+    spec = load_spec(args.spec, short=args.short)
+    if args.dry_run:
+        print("\n".join(dry_run(spec, args.seed)))
+        return 0
+    result = Experiment(spec, args.seed, args.runs_dir, progress=lambda m: err.print(f"[cyan]chaos[/]: {m}")).run()
+    print(json.dumps({"run_dir": str(result.run_dir), "steady": result.steady, "error": result.error,
+                      "quiescence": result.quiescence}, indent=2))
+    return 0 if result.steady else 1
+
+
 def _local_bootstrap(args: argparse.Namespace) -> str | None:
     import os
     if os.environ.get("TXNLAB_KAFKA_BOOTSTRAP"):
@@ -236,6 +264,15 @@ def _add_chaos_commands(sub) -> None:
     wl.add_argument("--bootstrap", help="Kafka bootstrap (default $TXNLAB_KAFKA_BOOTSTRAP, else the local cluster)")
     wl.add_argument("--state-dir", type=Path, default=None, help="the local cluster to use when no bootstrap is given")
     wl.set_defaults(func=cmd_chaos_workload)
+    lst = csub.add_parser("list", help="the built-in experiments")
+    lst.set_defaults(func=cmd_chaos_list)
+    run = csub.add_parser("run", help="run an experiment: a spec file or a built-in name; always heals")
+    run.add_argument("spec", help="a YAML spec file or a built-in name (txnlab chaos list)")
+    run.add_argument("--seed", type=int, default=0, help="seed of the random schedule and targets")
+    run.add_argument("--short", action="store_true", help="the spec's short mode (built-ins: <= 90 s)")
+    run.add_argument("--dry-run", action="store_true", help="validate and print the schedule; start nothing")
+    run.add_argument("--runs-dir", type=Path, default=Path("runs"))
+    run.set_defaults(func=cmd_chaos_run)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -279,8 +316,9 @@ def build_parser() -> argparse.ArgumentParser:
 def _user_errors() -> tuple[type[BaseException], ...]:
     """Errors of the packages above cluster/ that are the user's to fix (cluster/ cannot import them)."""
     from chaos.hanging import InjectionError
+    from chaos.spec import SpecError
     from exporter.kafka_access import KafkaUnavailable
-    return (InjectionError, KafkaUnavailable)
+    return (InjectionError, KafkaUnavailable, SpecError)
 
 
 def main(argv: list[str] | None = None) -> int:

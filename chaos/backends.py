@@ -1,0 +1,340 @@
+"""Cluster backends: the node and network capabilities a fault needs, behind one small interface.
+
+Owns: the Backend protocol (kill, stop, start, pause, resume a node; wait until it serves requests
+and is registered; Toxiproxy toxics on a node's links; heal everything) and its implementations.
+Two share ToxiproxyBackend (toxics, waiting, the heal):
+  - LocalBackend: the local launcher (cluster/local.py), node control by thin delegation;
+  - DockerBackend: the compose stack (docker-compose.yml, rendered by cluster/compose.py): containers
+    found by their compose service label and signalled through the Docker SDK (`pip install docker`,
+    imported only when a DockerBackend needs a client), Toxiproxy through its published API port with
+    the same proxy names as the local stack.
+And ExistingBackend, a cluster txnlab does not run: no node or network control (those faults refuse).
+Every toxic a backend adds is named `txnlab-<name>-<stream>`, on both streams unless told otherwise,
+and heal_network() removes every toxic of every proxy.
+Must not: resolve fault targets or decide what a fault is (chaos/faults.py), or touch anything but
+loopback addresses and the containers of the compose services it names (an existing cluster is
+only ever reached as a Kafka client).
+"""
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+import kafka.errors as Errors
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+
+from cluster.admin import ClusterAdmin, broker_answers
+from cluster.compose import compose_layout
+from cluster.connection import ConnectionSettings
+from cluster.layout import LOOPBACK, ClusterLayout
+from cluster.local import TOXIC_PREFIX, LocalCluster
+from cluster.toxiproxy import STREAMS, Toxiproxy
+from cluster.waiting import wait_until
+
+HEAL_TIMEOUT_S = 120.0
+SERVICE_LABEL = "com.docker.compose.service"
+PROJECT_LABEL = "com.docker.compose.project"
+DOCKER_STOP_TIMEOUT_S = 30
+ISOLATE_TOXIC = {"name": "isolate", "type": "timeout", "attributes": {"timeout": 0}}
+
+
+class BackendError(RuntimeError):
+    """A backend cannot do what was asked; the message says what to do."""
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """What faults may do to a cluster. Node ids are the KRaft node ids (1..n)."""
+
+    def node_ids(self) -> list[int]: ...
+
+    def kill(self, node: int) -> None:
+        """Hard crash (SIGKILL)."""
+
+    def stop(self, node: int) -> None:
+        """Clean shutdown (SIGTERM, controlled shutdown)."""
+
+    def start(self, node: int) -> None:
+        """Start the node if it is not running (a no-op when it is)."""
+
+    def pause(self, node: int) -> None:
+        """Freeze the node (SIGSTOP, or the cgroup freezer)."""
+
+    def resume(self, node: int) -> None:
+        """Unfreeze the node (a no-op when it is not paused)."""
+
+    def wait_registered(self, node: int, timeout: float) -> None:
+        """Until the node serves requests and is a registered, unfenced broker; BackendError after timeout."""
+
+    def isolate(self, node: int, scope: str) -> list[str]:
+        """Cut the node's links (client, inter or all) with timeout toxics; the proxy names."""
+
+    def add_toxic(self, node: int, scope: str, toxic: dict) -> list[str]:
+        """A Toxiproxy toxic {type, attributes, [name], [streams], [toxicity]} on the node's links."""
+
+    def heal_network(self) -> None:
+        """Remove every toxic."""
+
+    def heal(self, timeout: float) -> None:
+        """Everything back: no toxics, every node resumed and started, every broker registered."""
+
+    def connection(self) -> ConnectionSettings: ...
+
+    def prometheus_url(self) -> str | None: ...
+
+    def describe(self) -> dict:
+        """What this backend controls, secret-free, for cluster.json and the report."""
+
+
+# ---- shared by both backends ----------------------------------------------------------------------
+def add_toxic_on_links(toxiproxy: Toxiproxy, links: list[str], toxic: dict) -> list[str]:
+    """Add `toxic` to every proxy in links (each stream it names, both by default); the proxy names."""
+    name = TOXIC_PREFIX + toxic.get("name", toxic["type"])
+    for proxy in links:
+        for stream in toxic.get("streams", STREAMS):
+            toxiproxy.add_toxic(proxy, f"{name}-{stream}", toxic["type"], stream, dict(toxic.get("attributes", {})),
+                                toxic.get("toxicity", 1.0))
+    return links
+
+
+def registered_brokers(conn: ConnectionSettings) -> list[int]:
+    """The registered, unfenced brokers as the controller sees them; [] while the cluster cannot answer."""
+    try:
+        with ClusterAdmin(conn, request_timeout_ms=3000) as admin:
+            return admin.registered_brokers()
+    except (Errors.KafkaError, OSError):
+        return []
+
+
+answers = broker_answers
+
+
+def elect_preferred_leaders(conn: ConnectionSettings) -> None:
+    with ClusterAdmin(conn) as admin:
+        admin.elect_preferred_leaders()
+
+
+class ToxiproxyBackend:
+    """What both backends share: a layout (node ids, proxy names), a Toxiproxy client, how to reach a
+    node directly, and the heal. Subclasses add node control (kill, stop, start, pause, resume)."""
+    layout: ClusterLayout
+    toxiproxy: Toxiproxy
+
+    def node_address(self, node: int) -> str:
+        """host:port where the node itself answers Kafka clients."""
+        raise NotImplementedError
+
+    def node_ids(self) -> list[int]:
+        return list(self.layout.node_ids)
+
+    def wait_registered(self, node: int, timeout: float) -> None:
+        """Until the node serves requests and the controller counts it registered and unfenced.
+
+        Registration alone is not enough: right after a kill the controller still lists the dead
+        broker until broker.session.timeout.ms passes."""
+        wait_until(lambda: answers(self.connection(), self.node_address(node))
+                   and node in registered_brokers(self.connection()), timeout, f"node {node} up and registered",
+                   error=BackendError)
+
+    def isolate(self, node: int, scope: str) -> list[str]:
+        return self.add_toxic(node, scope, ISOLATE_TOXIC)
+
+    def add_toxic(self, node: int, scope: str, toxic: dict) -> list[str]:
+        return add_toxic_on_links(self.toxiproxy, self.layout.links_of(node, scope), toxic)
+
+    def heal_network(self) -> None:
+        self.toxiproxy.reset()
+
+    def heal(self, timeout: float = HEAL_TIMEOUT_S) -> None:
+        """No toxics, every node resumed and running, serving and registered, leadership back on the
+        preferred replicas (faults leave it piled on the survivors)."""
+        self.heal_network()
+        for node in self.node_ids():
+            self.resume(node)
+            self.start(node)
+        for node in self.node_ids():
+            self.wait_registered(node, timeout)
+        elect_preferred_leaders(self.connection())
+
+    def connection(self) -> ConnectionSettings:
+        return ConnectionSettings(bootstrap=self.layout.bootstrap)
+
+    def prometheus_url(self) -> str | None:
+        return f"http://{LOOPBACK}:{self.layout.prometheus_port}"
+
+
+# ---- the local launcher -------------------------------------------------------------------------
+class LocalBackend(ToxiproxyBackend):
+    """The local cluster (cluster/local.py): node control and isolation are LocalCluster methods.
+
+    The heal is ToxiproxyBackend's, not LocalCluster.heal: that one waits only for the controller's
+    registrations, which still list a just-killed broker."""
+
+    def __init__(self, cluster: LocalCluster):
+        self.cluster = cluster
+
+    @property
+    def layout(self) -> ClusterLayout:
+        return self.cluster.layout
+
+    @property
+    def toxiproxy(self) -> Toxiproxy:
+        return self.cluster.toxiproxy
+
+    def node_address(self, node: int) -> str:
+        return f"{LOOPBACK}:{self.layout.client_port(node)}"        # the broker's own port, not its proxy
+
+    def kill(self, node: int) -> None:
+        self.cluster.kill_node(node)
+
+    def stop(self, node: int) -> None:
+        self.cluster.stop_node(node)
+
+    def start(self, node: int) -> None:
+        self.cluster.start_node(node)
+
+    def pause(self, node: int) -> None:
+        self.cluster.pause_node(node)
+
+    def resume(self, node: int) -> None:
+        self.cluster.resume_node(node)
+
+    def isolate(self, node: int, scope: str) -> list[str]:
+        return self.cluster.isolate_node(node, scope)
+
+    def connection(self) -> ConnectionSettings:
+        return self.cluster.connection()
+
+    def describe(self) -> dict:
+        return {"backend": "local", "state_dir": str(self.layout.state_dir), "bootstrap": self.layout.bootstrap,
+                "nodes": self.node_ids()}
+
+
+# ---- the compose stack ----------------------------------------------------------------------------
+def docker_client() -> Any:
+    """A Docker SDK client from the environment (DOCKER_HOST or the local socket)."""
+    try:
+        import docker
+    except ImportError as exc:
+        raise BackendError("the docker backend needs the Docker SDK for Python: pip install docker") from exc
+    try:
+        return docker.from_env()
+    except docker.errors.DockerException as exc:
+        raise BackendError(f"cannot reach the Docker engine ({exc}): is Docker running?") from exc
+
+
+class DockerBackend(ToxiproxyBackend):
+    """The compose stack: node i is the container of compose service kafka-i (of `project`, when given)."""
+
+    def __init__(self, client: Any | None = None, project: str | None = None, layout: ClusterLayout | None = None):
+        self._client = client
+        self.project = project
+        self.layout = layout or compose_layout()
+        self.toxiproxy = Toxiproxy(f"http://{LOOPBACK}:{self.layout.toxiproxy_port}")
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = docker_client()
+        return self._client
+
+    def container(self, node: int) -> Any:
+        """The container of service kafka-<node>, its state freshly read."""
+        if node not in self.layout.node_ids:
+            raise BackendError(f"no node {node}: the compose stack has nodes {self.layout.node_ids}")
+        labels = [f"{SERVICE_LABEL}=kafka-{node}"] + ([f"{PROJECT_LABEL}={self.project}"] if self.project else [])
+        found = self.client.containers.list(all=True, filters={"label": labels})
+        if len(found) != 1:
+            where = f" of compose project {self.project}" if self.project else ""
+            raise BackendError(f"{len(found)} containers of compose service kafka-{node}{where}: "
+                               + ("is the stack up (docker compose up -d)?" if not found else "name the compose project"))
+        return found[0]
+
+    def node_address(self, node: int) -> str:
+        return f"{LOOPBACK}:{self.layout.client_proxy_port(node)}"   # only the proxies publish ports
+
+    def kill(self, node: int) -> None:
+        self.container(node).kill(signal="SIGKILL")
+
+    def stop(self, node: int) -> None:
+        self.container(node).stop(timeout=DOCKER_STOP_TIMEOUT_S)
+
+    def start(self, node: int) -> None:
+        container = self.container(node)
+        if container.status not in ("running", "paused"):
+            container.start()
+
+    def pause(self, node: int) -> None:
+        container = self.container(node)
+        if container.status != "running":
+            raise BackendError(f"node {node} is not running (container {container.name} is {container.status})")
+        container.pause()
+
+    def resume(self, node: int) -> None:
+        container = self.container(node)
+        if container.status == "paused":
+            container.unpause()
+
+    def describe(self) -> dict:
+        return {"backend": "docker", "project": self.project, "services": [f"kafka-{n}" for n in self.node_ids()],
+                "toxiproxy": self.toxiproxy.api, "bootstrap": self.layout.bootstrap}
+
+
+# ---- a cluster txnlab does not run --------------------------------------------------------------------
+class ExistingBackend:
+    """An existing cluster reached by its bootstrap address (security from TXNLAB_KAFKA_*): no node or
+    network control, so only workload faults (pause-workload, zombie-producer, storm) and
+    hanging-transaction run on it; the others fail at start with a BackendError, and heals have
+    nothing to undo. `existing` has .bootstrap and .prometheus_url (chaos.spec.ExistingClusterSpec)."""
+
+    def __init__(self, existing: Any, environ: dict[str, str] | None = None):
+        self.existing = existing
+        self.conn = ConnectionSettings.from_env(bootstrap=existing.bootstrap, environ=environ)
+
+    def _cannot(self, what: str) -> BackendError:
+        return BackendError(f"cannot {what} on an existing cluster ({self.existing.bootstrap}): txnlab does not run "
+                            "its nodes or sit between them; use a local cluster or the compose stack")
+
+    def node_ids(self) -> list[int]:
+        return registered_brokers(self.conn)
+
+    def kill(self, node: int) -> None:
+        raise self._cannot(f"kill node {node}")
+
+    def stop(self, node: int) -> None:
+        raise self._cannot(f"stop node {node}")
+
+    def start(self, node: int) -> None:
+        """Nothing was stopped: nothing to start."""
+
+    def pause(self, node: int) -> None:
+        raise self._cannot(f"pause node {node}")
+
+    def resume(self, node: int) -> None:
+        """Nothing was paused: nothing to resume."""
+
+    def wait_registered(self, node: int, timeout: float) -> None:
+        wait_until(lambda: node in registered_brokers(self.conn), timeout, f"node {node} registered",
+                   error=BackendError)
+
+    def isolate(self, node: int, scope: str) -> list[str]:
+        raise self._cannot(f"isolate node {node}")
+
+    def add_toxic(self, node: int, scope: str, toxic: dict) -> list[str]:
+        raise self._cannot(f"add a {toxic['type']} toxic to node {node}'s links")
+
+    def heal_network(self) -> None:
+        """No toxics were added: nothing to remove."""
+
+    def heal(self, timeout: float = HEAL_TIMEOUT_S) -> None:
+        """Node and network faults cannot start here: nothing to undo."""
+
+    def connection(self) -> ConnectionSettings:
+        return self.conn
+
+    def prometheus_url(self) -> str | None:
+        return self.existing.prometheus_url
+
+    def describe(self) -> dict:
+        return {"backend": "existing", "connection": self.conn.describe(),
+                "prometheus_url": self.existing.prometheus_url}

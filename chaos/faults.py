@@ -1,0 +1,458 @@
+"""The faults: one class per kind of the catalog (chaos/fault_kinds.py), each with its heal.
+
+Owns: what each fault does to a cluster or a run, resolving its target at run time (`{tag}` becomes
+the run tag), and undoing it. `start(env)` and `heal(env)` return what they did, with the targets
+resolved (e.g. {"node": 2, "target": "coordinator:r1a2b3.eos-0"}), for the runner to record as the
+fault's operations in the history. Every heal is idempotent and safe after a start that failed
+half-way (or never ran): it undoes what may have been done and nothing else. Heals that bring a
+broker back wait until it serves requests and is registered (env.heal_timeout). The network heal
+removes every toxic of the cluster, so network and isolate faults should not overlap in a schedule.
+rolling-restart's start blocks until every node has been restarted.
+Must not: record in the history or schedule (the runner does both), talk to nodes other than through
+a Backend (chaos/backends.py), or import exporter/ (the hanging transaction is aborted here with
+kafka-python's admin client).
+
+The zombie producer. `zombie-producer` pauses process P, then starts a second process of P's workload
+with P's options and P's transactional.id (`--txn-id`, by default `<run tag>.<P>`), named `P-zombie`:
+its init_transactions bumps the epoch and fences P (and aborts the transaction P left open). Heal
+resumes P, whose next produce or commit is refused as fenced. P must be started with
+`--on-fenced exit` (see `Fault.workload_args()`, which the runner adds to P's options when it plans the
+run), or it would init again and fence the second process back; the fault refuses to start otherwise.
+The second process keeps running after the heal: it is P's successor, stopped when the run finishes.
+"""
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, ClassVar
+
+import kafka.errors as Errors
+from kafka.admin import AbortTransactionSpec
+from kafka.structs import TopicPartition
+
+from chaos.backends import HEAL_TIMEOUT_S, ISOLATE_TOXIC, Backend
+from chaos.fault_kinds import TARGET_RE, Params, parse_params, with_tag
+from chaos.hanging import InjectedHanging, inject_hanging
+from chaos.run import Run, WorkloadSpec
+from cluster.admin import ClusterAdmin
+from cluster.connection import ConnectionSettings
+from cluster.waiting import wait_until
+
+ZOMBIE_VICTIM_ARGS = ("--on-fenced", "exit")
+ZOMBIE_SUFFIX = "-zombie"
+TRANSACTIONAL_WORKLOADS = ("txn-producer", "processor")
+RESOLVE_TIMEOUT_S = 15.0
+
+
+class FaultError(RuntimeError):
+    """A fault cannot start (bad target, missing process, ...); the message says why."""
+
+
+@dataclass
+class FaultEnv:
+    """What a fault acts on: the cluster's backend, the run (for workload faults), how to reach Kafka,
+    the run's seeded generator (random targets) and the run tag. `admin` opens an admin view."""
+    backend: Backend
+    run: Run | None
+    conn: ConnectionSettings
+    rng: random.Random
+    tag: str
+    heal_timeout: float = HEAL_TIMEOUT_S
+    admin: Callable[[ConnectionSettings], Any] = ClusterAdmin
+
+    @classmethod
+    def for_run(cls, backend: Backend, run: Run) -> "FaultEnv":
+        return cls(backend, run, run.conn, random.Random(f"faults/{run.info.seed}"), run.info.run_tag)
+
+    def require_run(self) -> Run:
+        if self.run is None:
+            raise FaultError("this fault acts on workload processes: it needs a run")
+        return self.run
+
+
+# ---- targets -----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Target:
+    """A parsed target: kind is node, random, controller, not-controller, coordinator or leader."""
+    kind: str
+    node: int | None = None
+    txn_id: str | None = None
+    topic: str | None = None
+    partition: int | None = None
+
+
+def parse_target(target: str) -> Target:
+    if not TARGET_RE.match(target):
+        raise FaultError(f"bad target {target!r}: node:N, random, controller, not-controller, "
+                         "coordinator:<transactional id> or leader:<topic>:<partition>")
+    kind, _, rest = target.partition(":")
+    if kind == "node":
+        return Target(kind, node=int(rest))
+    if kind == "coordinator":
+        return Target(kind, txn_id=rest)
+    if kind == "leader":
+        topic, _, partition = rest.rpartition(":")
+        return Target(kind, topic=topic, partition=int(partition))
+    return Target(kind)
+
+
+def resolve_target(env: FaultEnv, target: str) -> int:
+    """The node id `target` names now ({tag} substituted); admin questions only when needed."""
+    parsed = parse_target(with_tag(target, env.tag))
+    nodes = sorted(env.backend.node_ids())
+    if parsed.kind == "node":
+        if parsed.node not in nodes:
+            raise FaultError(f"target {target}: no node {parsed.node} (nodes {nodes})")
+        return parsed.node
+    if parsed.kind == "random":
+        return env.rng.choice(nodes)
+    with env.admin(env.conn) as admin:            # retried: metadata may lag just after a restart
+        return wait_until(lambda: (ask_admin(admin, parsed, nodes, env.rng),), RESOLVE_TIMEOUT_S,
+                          f"target {target}", interval=0.3, error=FaultError,
+                          ignore=(Errors.RetriableError,))[0]
+
+
+def ask_admin(admin: Any, target: Target, nodes: list[int], rng: random.Random) -> int:
+    """Resolve a controller, not-controller, coordinator or leader target with a ClusterAdmin."""
+    if target.kind == "controller":
+        return admin.active_controller()
+    if target.kind == "not-controller":
+        controller = admin.active_controller()
+        others = [n for n in nodes if n != controller]
+        if not others:
+            raise FaultError(f"no node but the active controller {controller} to choose")
+        return rng.choice(others)
+    if target.kind == "coordinator":
+        return admin.coordinator_of(target.txn_id)
+    leader = admin.leader_of(target.topic, target.partition)
+    if leader is None:
+        raise FaultError(f"{target.topic}-{target.partition} has no leader (missing partition, or leader offline)")
+    return leader
+
+
+# ---- the fault interface --------------------------------------------------------------------------
+class Fault(ABC):
+    """One fault of one kind, with its parameters. start, then heal (any number of times)."""
+    kind: ClassVar[str]
+
+    def __init__(self, params: Params):
+        self.params = params
+
+    @abstractmethod
+    def start(self, env: FaultEnv) -> dict:
+        """Inject the fault; what was done, with targets resolved."""
+
+    @abstractmethod
+    def heal(self, env: FaultEnv) -> dict:
+        """Undo it (idempotent, safe after a failed start); what was done."""
+
+    def workload_args(self) -> dict[str, tuple[str, ...]]:
+        """Options the runner must give workload processes this fault acts on, by process name."""
+        return {}
+
+
+class NodeFault(Fault):
+    """A fault on one node chosen by params.target; subclasses act on it and undo it."""
+
+    def __init__(self, params: Params):
+        super().__init__(params)
+        self.node: int | None = None
+
+    def start(self, env: FaultEnv) -> dict:
+        target = with_tag(self.params.target, env.tag)
+        self.node = resolve_target(env, target)
+        return {"node": self.node, "target": target, **self.act(env, self.node)}
+
+    def heal(self, env: FaultEnv) -> dict:
+        if self.node is None:
+            return {"node": None, **self.heal_unstarted(env)}
+        return {"node": self.node, **self.undo(env, self.node)}
+
+    @abstractmethod
+    def act(self, env: FaultEnv, node: int) -> dict: ...
+
+    @abstractmethod
+    def undo(self, env: FaultEnv, node: int) -> dict: ...
+
+    def heal_unstarted(self, env: FaultEnv) -> dict:
+        """Heal when no node was chosen: nothing was done."""
+        return {"skipped": "not started"}
+
+
+def start_registered(env: FaultEnv, node: int) -> dict:
+    env.backend.start(node)
+    env.backend.wait_registered(node, env.heal_timeout)
+    return {"registered": True}
+
+
+class KillBroker(NodeFault):
+    kind = "kill-broker"
+
+    def act(self, env: FaultEnv, node: int) -> dict:
+        env.backend.kill(node)
+        return {"signal": "SIGKILL"}
+
+    def undo(self, env: FaultEnv, node: int) -> dict:
+        return start_registered(env, node)
+
+
+class StopBroker(KillBroker):
+    kind = "stop-broker"
+
+    def act(self, env: FaultEnv, node: int) -> dict:
+        env.backend.stop(node)
+        return {"signal": "SIGTERM"}
+
+
+class PauseBroker(NodeFault):
+    kind = "pause-broker"
+
+    def act(self, env: FaultEnv, node: int) -> dict:
+        env.backend.pause(node)
+        return {"signal": "SIGSTOP"}
+
+    def undo(self, env: FaultEnv, node: int) -> dict:
+        env.backend.resume(node)
+        env.backend.wait_registered(node, env.heal_timeout)
+        return {"signal": "SIGCONT", "registered": True}
+
+
+class Network(NodeFault):
+    """A toxic on both streams of every link of the node in scope (latency_ms is added each way)."""
+    kind = "network"
+
+    def act(self, env: FaultEnv, node: int) -> dict:
+        toxic = network_toxic(self.params)
+        proxies = env.backend.add_toxic(node, self.params.scope, toxic)
+        return {"scope": self.params.scope, "toxic": self.params.toxic, "toxiproxy": toxic, "proxies": proxies}
+
+    def undo(self, env: FaultEnv, node: int) -> dict:
+        return self.heal_unstarted(env)
+
+    def heal_unstarted(self, env: FaultEnv) -> dict:
+        env.backend.heal_network()           # a half-done start may have added some toxics
+        return {"toxics_removed": "all"}
+
+
+def network_toxic(params: Params) -> dict:
+    """The Toxiproxy toxic of a network fault's parameters."""
+    toxics = {
+        "latency": {"type": "latency", "attributes": {"latency": params.latency_ms, "jitter": params.jitter_ms}},
+        "blackhole": {"name": "blackhole", "type": "timeout", "attributes": {"timeout": 0}},
+        "reset": {"type": "reset_peer", "attributes": {"timeout": 0}},
+        "bandwidth": {"type": "bandwidth", "attributes": {"rate": params.rate_kb}},
+    }
+    return toxics[params.toxic]
+
+
+class IsolateBroker(Network):
+    kind = "isolate-broker"
+
+    def act(self, env: FaultEnv, node: int) -> dict:
+        proxies = env.backend.isolate(node, self.params.scope)
+        return {"scope": self.params.scope, "toxiproxy": ISOLATE_TOXIC, "proxies": proxies}
+
+    def undo(self, env: FaultEnv, node: int) -> dict:
+        healed = self.heal_unstarted(env)
+        env.backend.wait_registered(node, env.heal_timeout)
+        return {**healed, "registered": True}
+
+
+class RollingRestart(Fault):
+    """Each node in turn: stop (or kill), start, wait until registered, pause_between_s. start blocks
+    until every node is back; heal starts whatever is not running."""
+    kind = "rolling-restart"
+
+    def __init__(self, params: Params):
+        super().__init__(params)
+        self.restarted: list[int] = []
+
+    def start(self, env: FaultEnv) -> dict:
+        nodes = sorted(env.backend.node_ids())
+        for i, node in enumerate(nodes):
+            if i:
+                time.sleep(self.params.pause_between_s)      # the schedule's gap, not a wait for state
+            (env.backend.stop if self.params.clean else env.backend.kill)(node)
+            start_registered(env, node)
+            self.restarted.append(node)
+        return {"nodes": self.restarted, "clean": self.params.clean}
+
+    def heal(self, env: FaultEnv) -> dict:
+        nodes = sorted(env.backend.node_ids())
+        for node in nodes:
+            env.backend.start(node)
+        for node in nodes:
+            env.backend.wait_registered(node, env.heal_timeout)
+        return {"nodes": nodes, "restarted": list(self.restarted), "registered": True}
+
+
+# ---- workload faults ------------------------------------------------------------------------------
+class PauseWorkload(Fault):
+    kind = "pause-workload"
+
+    def __init__(self, params: Params):
+        super().__init__(params)
+        self.started = False
+
+    def start(self, env: FaultEnv) -> dict:
+        run = env.require_run()
+        self.started = True
+        if not run.pause(self.params.process):
+            raise FaultError(f"workload process {self.params.process} is not running")
+        return {"process": self.params.process, "signal": "SIGSTOP"}
+
+    def heal(self, env: FaultEnv) -> dict:
+        if not self.started:
+            return {"process": self.params.process, "skipped": "not started"}
+        resumed = env.require_run().resume(self.params.process)
+        return {"process": self.params.process, "signal": "SIGCONT", "resumed": resumed}
+
+
+def option_value(args: tuple[str, ...] | list[str], name: str) -> str | None:
+    """The value of the last `name VALUE` pair in args (argparse's last-one-wins), or None."""
+    values = [args[i + 1] for i in range(len(args) - 1) if args[i] == name]
+    return values[-1] if values else None
+
+
+def without_option(args: tuple[str, ...] | list[str], name: str) -> tuple[str, ...]:
+    out, skip = [], False
+    for i, arg in enumerate(args):
+        if skip:
+            skip = False
+        elif arg == name and i + 1 < len(args):
+            skip = True
+        else:
+            out.append(arg)
+    return tuple(out)
+
+
+def spec_of(run: Run, process: str) -> dict:
+    """The last spec the run started under `process`."""
+    specs = [s for s in run.info.specs if s["process"] == process]
+    if not specs:
+        raise FaultError(f"the run started no workload process {process!r}")
+    return specs[-1]
+
+
+def zombie_successor(spec: dict, tag: str) -> WorkloadSpec:
+    """P's workload and options under P's transactional id, as process P-zombie; FaultError when P
+    is not a transactional workload started with --on-fenced exit."""
+    process, args = spec["process"], tuple(spec["args"])
+    if spec["workload"] not in TRANSACTIONAL_WORKLOADS:
+        raise FaultError(f"{process} runs {spec['workload']}: a zombie producer needs one of {TRANSACTIONAL_WORKLOADS}")
+    if option_value(args, ZOMBIE_VICTIM_ARGS[0]) != ZOMBIE_VICTIM_ARGS[1]:
+        raise FaultError(f"{process} must be started with {' '.join(ZOMBIE_VICTIM_ARGS)} to be fenced as a zombie "
+                         "(otherwise it inits again and fences its successor back)")
+    txn_id = option_value(args, "--txn-id") or f"{tag}.{process}"
+    return WorkloadSpec(spec["workload"], process + ZOMBIE_SUFFIX, (*without_option(args, "--txn-id"), "--txn-id", txn_id))
+
+
+class ZombieProducer(Fault):
+    """See the module docstring."""
+    kind = "zombie-producer"
+
+    def __init__(self, params: Params):
+        super().__init__(params)
+        self.paused = False
+
+    def workload_args(self) -> dict[str, tuple[str, ...]]:
+        return {self.params.process: ZOMBIE_VICTIM_ARGS}
+
+    def start(self, env: FaultEnv) -> dict:
+        run, process = env.require_run(), self.params.process
+        successor = zombie_successor(spec_of(run, process), env.tag)
+        self.paused = True
+        if not run.pause(process):
+            raise FaultError(f"workload process {process} is not running")
+        run.start(successor)
+        return {"process": process, "signal": "SIGSTOP", "txn_id": option_value(successor.args, "--txn-id"),
+                "successor": successor.process, "successor_args": list(successor.args)}
+
+    def heal(self, env: FaultEnv) -> dict:
+        if not self.paused:
+            return {"process": self.params.process, "skipped": "not started"}
+        resumed = env.require_run().resume(self.params.process)
+        return {"process": self.params.process, "signal": "SIGCONT", "resumed": resumed,
+                "successor": self.params.process + ZOMBIE_SUFFIX}
+
+
+class Storm(Fault):
+    """A `storm` workload process (short-lived idempotent producers) on the topic, until the heal."""
+    kind = "storm"
+
+    def __init__(self, params: Params):
+        super().__init__(params)
+        self.process: str | None = None
+
+    def start(self, env: FaultEnv) -> dict:
+        run = env.require_run()
+        topic = with_tag(self.params.topic, env.tag)
+        self.process = f"storm-fault-{len(run.info.specs)}"
+        run.start(WorkloadSpec("storm", self.process, ("--topic", topic, "--rate", str(self.params.rate))))
+        return {"process": self.process, "topic": topic, "rate": self.params.rate}
+
+    def heal(self, env: FaultEnv) -> dict:
+        if self.process is None:
+            return {"process": None, "skipped": "not started"}
+        run = env.require_run()
+        run.stop(self.process)
+        return {"process": self.process, "stopped": self.process not in run.alive()}
+
+
+# ---- hanging transactions ---------------------------------------------------------------------------
+class HangingTransaction(Fault):
+    """chaos.hanging.inject_hanging on topic-partition under a fresh transactional id; heal aborts the
+    open transaction with the producer and coordinator epochs DescribeProducers reports (KIP-664)."""
+    kind = "hanging-transaction"
+
+    def __init__(self, params: Params):
+        super().__init__(params)
+        self.tp: TopicPartition | None = None
+        self.txn_id: str | None = None
+        self.injected: InjectedHanging | None = None
+
+    def start(self, env: FaultEnv) -> dict:
+        self.tp = TopicPartition(with_tag(self.params.topic, env.tag), self.params.partition)
+        self.txn_id = f"txnlab-hanging-{env.tag}-{uuid.uuid4().hex[:8]}"
+        self.injected = inject_hanging(env.conn, self.tp.topic, self.tp.partition, transactional_id=self.txn_id)
+        return asdict(self.injected)
+
+    def heal(self, env: FaultEnv) -> dict:
+        if self.tp is None:
+            return {"skipped": "not started"}
+        producer_id = self.injected.producer_id if self.injected else None
+        aborted = abort_hanging(env.conn, self.tp, self.txn_id, producer_id)
+        return {"topic": self.tp.topic, "partition": self.tp.partition, "transactional_id": self.txn_id, **aborted}
+
+
+def abort_hanging(conn: ConnectionSettings, tp: TopicPartition, txn_id: str, producer_id: int | None) -> dict:
+    """Abort the open transaction of producer_id (or of txn_id's producer) on tp, if it is still open."""
+    with ClusterAdmin(conn) as admin:
+        if producer_id is None:
+            try:
+                producer_id = admin.client.describe_transactions([txn_id])[txn_id].producer_id
+            except Errors.KafkaError as exc:        # never got a producer id: nothing was written
+                return {"aborted": False, "reason": f"no producer for {txn_id}: {exc}"}
+        states = admin.client.describe_producers([tp])[tp].active_producers
+        state = next((s for s in states if s.producer_id == producer_id), None)
+        if state is None or state.current_transaction_start_offset < 0:
+            return {"producer_id": producer_id, "aborted": False, "reason": "no open transaction"}
+        admin.client.abort_transaction(AbortTransactionSpec(tp, state.producer_id, state.producer_epoch,
+                                                            state.coordinator_epoch))
+    return {"producer_id": producer_id, "aborted": True, "producer_epoch": state.producer_epoch,
+            "coordinator_epoch": state.coordinator_epoch, "start_offset": state.current_transaction_start_offset}
+
+
+# ---- construction ---------------------------------------------------------------------------------------
+FAULT_CLASSES: dict[str, type[Fault]] = {cls.kind: cls for cls in (
+    KillBroker, StopBroker, PauseBroker, RollingRestart, PauseWorkload, ZombieProducer, Network, IsolateBroker,
+    HangingTransaction, Storm)}
+
+
+def make_fault(kind: str, params: dict | None = None) -> Fault:
+    """A fault of `kind` with validated params (KeyError: unknown kind; pydantic ValidationError: bad params)."""
+    validated = parse_params(kind, params)
+    return FAULT_CLASSES[kind](validated)

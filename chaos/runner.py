@@ -1,0 +1,248 @@
+"""The experiment runner: `txnlab chaos run SPEC|NAME`.
+
+Owns: executing a validated experiment: bring up (local) or check (existing, disposable) the cluster,
+start the workloads, steady-state probes before, the fault schedule on the run's clock with every fault
+start and heal recorded in the history (process "nemesis"), quiescence (heal everything, stop the
+workloads so their transactions finish, wait until LSO == HWM on the run's topics or record which
+partitions stay open), probes after, and experiment.json in the run directory.
+ALWAYS heals: every fault that started is healed (idempotently) and the backend heals the cluster
+(SIGCONT, toxics removed, nodes started) on a normal end, on an exception and on Ctrl-C; then the run
+is finished (workloads stopped, outstanding operations completed as info, end offsets recorded).
+Must not: validate specs (chaos/spec.py), decide when faults happen (chaos/schedule.py) or how
+(chaos/faults.py).
+"""
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from chaos import probes
+from chaos.backends import Backend, LocalBackend
+from chaos.faults import Fault, FaultEnv, make_fault
+from chaos.run import Run, WorkloadSpec, new_run_dir, new_run_tag
+from chaos.schedule import ScheduledFault, build_schedule, describe
+from chaos.solo import plan
+from chaos.spec import ExperimentSpec
+
+Progress = Callable[[str], None]
+NEMESIS = "nemesis"
+
+
+@dataclass
+class ActiveFault:
+    scheduled: ScheduledFault
+    fault: Fault
+    started: dict
+    heal_at: float
+    healed: bool = False
+
+
+@dataclass
+class ExperimentResult:
+    name: str
+    seed: int
+    run_dir: Path | None
+    schedule: list[dict]
+    faults: list[dict] = field(default_factory=list)
+    probes_before: list[dict] = field(default_factory=list)
+    probes_after: list[dict] = field(default_factory=list)
+    quiescence: dict = field(default_factory=dict)
+    summary: dict = field(default_factory=dict)
+    error: str | None = None
+
+    @property
+    def steady(self) -> bool:
+        return all(p["ok"] for p in self.probes_before + self.probes_after) and not self.error
+
+
+@contextmanager
+def _no_interrupts():
+    """While healing, a second Ctrl-C must not cut the heal short (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def dry_run(spec: ExperimentSpec, seed: int) -> list[str]:
+    """What would run: workloads and the resolved schedule, without touching anything."""
+    lines = [f"experiment {spec.name} (seed {seed}, {spec.duration_s:.0f}s)"]
+    lines += [f"  workload {w.workload} x{w.instances} {' '.join(w.options)}".rstrip() for w in spec.workloads]
+    return lines + [f"  {line}" for line in describe(build_schedule(spec, seed))]
+
+
+def make_backend(spec: ExperimentSpec, progress: Progress) -> Backend:
+    if spec.cluster.local is not None:
+        from cluster.local import LocalCluster
+        local = spec.cluster.local
+        cluster = LocalCluster.load(local.state_dir, base_port=local.base_port, nodes=local.nodes,
+                                    broker_overrides=local.broker_overrides() or None,
+                                    features=local.feature_overrides() or None)
+        cluster.up(progress=lambda m: progress(f"cluster: {m}"), timeout=240)
+        return LocalBackend(cluster)
+    from chaos.backends import ExistingBackend
+    return ExistingBackend(spec.cluster.existing)
+
+
+class Experiment:
+    def __init__(self, spec: ExperimentSpec, seed: int, runs_dir: Path, progress: Progress = print,
+                 backend: Backend | None = None):
+        self.spec, self.seed, self.runs_dir, self.progress = spec, seed, Path(runs_dir), progress
+        self.schedule = build_schedule(spec, seed)
+        self.backend = backend
+        self.active: list[ActiveFault] = []
+        self.result = ExperimentResult(spec.name, seed, None, [asdict(s) for s in self.schedule])
+
+    # ---- the whole experiment ----------------------------------------------------------------------
+    def run(self) -> ExperimentResult:
+        self.backend = self.backend or make_backend(self.spec, self.progress)
+        tag = new_run_tag()
+        run_dir = new_run_dir(self.runs_dir, self.spec.name, tag)
+        self.result.run_dir = run_dir
+        self.progress(f"run {run_dir}")
+        run = Run(self.backend.connection(), run_dir, tag, self.seed, self.spec.name, self.progress)
+        env = FaultEnv.for_run(self.backend, run)
+        try:
+            self._body(run, env, tag)
+        except BaseException as exc:         # Ctrl-C included: record, heal, finish, re-raise
+            self.result.error = f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            with _no_interrupts():
+                self._heal_everything(run, env)
+                self.result.summary = run.finish()
+                self._write(run_dir)
+        return self.result
+
+    def _body(self, run: Run, env: FaultEnv, tag: str) -> None:
+        run.info.params = {"experiment": self.spec.name, "seed": self.seed, "duration_s": self.spec.duration_s}
+        self._start_workloads(run, tag)
+        self.result.probes_before = self._probes(self.spec.probes.before, run)
+        if not all(p["ok"] for p in self.result.probes_before):
+            raise RuntimeError(f"steady state does not hold before the experiment: {self.result.probes_before}")
+        self._timeline(run, env)
+        self._quiesce(run, env)
+        self.result.probes_after = self._probes(self.spec.probes.after, run)
+
+    # ---- workloads -------------------------------------------------------------------------------------
+    def _start_workloads(self, run: Run, tag: str) -> None:
+        needed: dict[str, tuple[str, ...]] = {}        # options faults need on the processes they act on
+        for scheduled in self.schedule:
+            for process, args in make_fault(scheduled.kind, scheduled.params).workload_args().items():
+                needed[process] = needed.get(process, ()) + args
+        for entry in self.spec.workloads:
+            the_plan = plan(entry.workload, tag, entry.instances, list(entry.options))
+            run.create_topics(the_plan.topics)
+            for spec in the_plan.specs:
+                run.start(WorkloadSpec(spec.workload, spec.process, spec.args + needed.get(spec.process, ())))
+        self.progress(f"workloads started: {', '.join(run.alive())}")
+
+    # ---- faults on the run's clock -----------------------------------------------------------------------
+    def _timeline(self, run: Run, env: FaultEnv) -> None:
+        started = time.monotonic()
+        pending = list(self.schedule)
+        last_report = 0.0
+        while True:
+            now = time.monotonic() - started
+            if now >= self.spec.duration_s:
+                break
+            while pending and pending[0].at_s <= now:
+                self._start_fault(pending.pop(0), run, env, started)
+            for active in self.active:
+                if not active.healed and time.monotonic() >= active.heal_at:
+                    self._heal_fault(active, run, env)
+            if now - last_report >= 5:
+                last_report = now
+                self._report(run, now)
+            time.sleep(0.2)
+        for active in self.active:
+            self._heal_fault(active, run, env)
+
+    def _start_fault(self, scheduled: ScheduledFault, run: Run, env: FaultEnv, started: float) -> None:
+        fault = make_fault(scheduled.kind, scheduled.params)
+        value = {"kind": scheduled.kind, "params": scheduled.params, "at_s": scheduled.at_s,
+                 "duration_s": scheduled.duration_s}
+        run.history.record(NEMESIS, "invoke", "fault", value)
+        try:
+            done = fault.start(env)
+        except Exception as exc:  # noqa: BLE001 - a fault that could not start is recorded, then healed
+            run.history.record(NEMESIS, "fail", "fault", {**value, "error": f"{type(exc).__name__}: {exc}"})
+            done = {"error": str(exc)}
+        else:
+            run.history.record(NEMESIS, "ok", "fault", {**value, **done})
+        self.progress(f"fault {scheduled.kind} {done}")
+        self.active.append(ActiveFault(scheduled, fault, done, started + scheduled.at_s + scheduled.duration_s))
+        self.result.faults.append({"kind": scheduled.kind, "at_s": scheduled.at_s, "started": done})
+
+    def _heal_fault(self, active: ActiveFault, run: Run, env: FaultEnv) -> None:
+        if active.healed:
+            return
+        active.healed = True
+        value = {"kind": active.scheduled.kind, "started": active.started}
+        run.history.record(NEMESIS, "invoke", "heal", value)
+        try:
+            healed = active.fault.heal(env)
+        except Exception as exc:  # noqa: BLE001 - the backend heal at the end still restores the cluster
+            run.history.record(NEMESIS, "fail", "heal", {**value, "error": f"{type(exc).__name__}: {exc}"})
+            return
+        run.history.record(NEMESIS, "ok", "heal", {**value, **healed})
+        self.progress(f"healed {active.scheduled.kind} {healed}")
+
+    def _heal_everything(self, run: Run, env: FaultEnv) -> None:
+        for active in self.active:
+            try:
+                self._heal_fault(active, run, env)
+            except Exception:  # noqa: BLE001 - keep healing the rest (the history may be closed)
+                pass
+        for name in run.supervisor.names():
+            run.resume(name)
+        run.history.record(NEMESIS, "invoke", "heal-all", {})
+        try:
+            self.backend.heal(timeout=180)
+            run.history.record(NEMESIS, "ok", "heal-all", {})
+        except Exception as exc:  # noqa: BLE001 - recorded; the caller sees the error in the result
+            run.history.record(NEMESIS, "fail", "heal-all", {"error": f"{type(exc).__name__}: {exc}"})
+            self.result.error = self.result.error or f"heal failed: {exc}"
+
+    def _report(self, run: Run, now: float) -> None:
+        current = [a.scheduled.kind for a in self.active if not a.healed]
+        self.progress(f"{now:5.0f}s/{self.spec.duration_s:.0f}s  faults: {', '.join(current) or '-'}  "
+                      f"operations: {run.history.count}  processes: {len(run.alive())}")
+
+    # ---- quiescence and probes ----------------------------------------------------------------------------
+    def _quiesce(self, run: Run, env: FaultEnv) -> None:
+        self.progress("quiescence: healing, letting workloads finish their transactions")
+        self.backend.heal(timeout=180)
+        for name in run.supervisor.names():
+            run.resume(name)
+            run.stop(name, timeout=30)
+        deadline = time.monotonic() + self.spec.quiescence.timeout_s
+        stuck = probes.open_partitions(run.conn, run.info.topics)
+        while stuck and time.monotonic() < deadline:
+            time.sleep(1.0)
+            stuck = probes.open_partitions(run.conn, run.info.topics)
+        self.result.quiescence = {"lso_equals_hwm": not stuck, "open_partitions": stuck}
+        run.history.record(NEMESIS, "ok", "quiescence", self.result.quiescence)
+
+    def _probes(self, items: list, run: Run) -> list[dict]:
+        results = probes.evaluate_all(items, run.conn, self.backend.node_ids(), run.info.topics,
+                                      self.backend.prometheus_url(), run.info.run_tag)
+        for result in results:
+            run.history.record(NEMESIS, "ok", "probe", asdict(result))
+            self.progress(f"probe {result.name}: {'ok' if result.ok else 'FAILED'} ({result.observed})")
+        return [asdict(r) for r in results]
+
+    def _write(self, run_dir: Path) -> None:
+        data = asdict(self.result)
+        data["run_dir"] = str(run_dir)
+        (run_dir / "experiment.json").write_text(json.dumps(data, indent=2, default=str) + "\n")

@@ -1,0 +1,148 @@
+"""The built-in experiments in short mode on the real cluster, interrupted runs, and the zombie's fate."""
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+from chaos.backends import LocalBackend
+from chaos.history import read_history
+from chaos.ids import decode_value
+from chaos.runner import Experiment
+from chaos.spec import builtin_specs, load_spec, parse_spec
+from cluster.probe import read_to_end
+from cluster.waiting import wait_until
+from tests.integration.conftest import TEST_BASE_PORT, cluster_state_dir
+from tests.integration.test_workloads import assert_complete
+
+BUILTINS = sorted(builtin_specs())
+DRILL = {"hanging-transaction-drill"}
+
+
+def assert_healed(cluster) -> None:
+    status = cluster.status()
+    assert all(n["health"] == "up" for n in status["nodes"]), status["nodes"]
+    assert not any(cluster.supervisor.is_paused(cluster.node_name(n)) for n in cluster.layout.node_ids)
+    assert not any(cluster.toxiproxy.toxics().values()), cluster.toxiproxy.toxics()
+
+
+def nemesis(ops: list[dict], f: str, op_type: str = "ok") -> list[dict]:
+    return [op for op in ops if op["process"] == "nemesis" and op["f"] == f and op["type"] == op_type]
+
+
+@pytest.mark.parametrize("name", BUILTINS)
+def test_builtin_experiment_short_mode(name, request, tmp_path):
+    cluster = request.getfixturevalue("drill_cluster" if name in DRILL else "cluster")
+    spec = load_spec(name, short=True)
+    started = time.monotonic()
+    result = Experiment(spec, seed=11, runs_dir=tmp_path, progress=print, backend=LocalBackend(cluster)).run()
+    elapsed = time.monotonic() - started
+    ops = read_history(result.run_dir).ops
+    workload_ops = [op for op in ops if op["process"] != "nemesis"]
+    faults, heals = nemesis(ops, "fault"), nemesis(ops, "heal")
+    assert workload_ops and faults and len(heals) == len(nemesis(ops, "fault", "invoke")), (faults, heals)
+    first_fault, last_heal = faults[0]["time"], heals[-1]["time"]
+    assert any(op["time"] < first_fault for op in workload_ops) and any(op["time"] > first_fault
+                                                                        for op in workload_ops)
+    assert last_heal > first_fault and nemesis(ops, "heal-all")
+    assert result.error is None, result.error
+    assert_healed(cluster)
+    assert elapsed <= 150, f"short mode took {elapsed:.0f}s"
+
+
+def test_zombie_is_fenced_and_nothing_it_wrote_afterwards_is_visible(cluster, conn, tmp_path):
+    spec = load_spec("zombie-producer", short=True)
+    result = Experiment(spec, seed=5, runs_dir=tmp_path, progress=print, backend=LocalBackend(cluster)).run()
+    ops = read_history(result.run_dir).ops
+    fenced_at = min(op["time"] for op in ops if op["process"] == "txp-0-zombie" and op["f"] == "init"
+                    and op["type"] == "ok")
+    old = [op for op in ops if op["process"] == "txp-0" and op["f"] == "txn" and op["type"] != "invoke"]
+    assert any(op["value"].get("fenced") for op in old), "the resumed original must see it is fenced"
+    late_ids = {w["id"] for op in old if op["time"] > fenced_at and op["type"] != "ok" for w in op["value"]["writes"]}
+    assert not [op for op in old if op["time"] > fenced_at and op["type"] == "ok"], "a zombie committed"
+    visible = set()
+    for topic in result.summary["end_offsets"]:
+        visible |= {decode_value(r.value)["id"] for r in read_to_end(conn, topic, committed=True)}
+    assert late_ids and not late_ids & visible
+    assert_healed(cluster)
+
+
+def interruptible_spec(tmp_path) -> dict:
+    """Faults of several kinds active at once over a long window: a paused broker, latency on another,
+    a paused workload process."""
+    return {"name": "interrupt-me", "description": "interrupted on purpose",
+            "cluster": {"local": {"state_dir": str(cluster_state_dir()), "base_port": TEST_BASE_PORT}},
+            "workloads": [{"workload": "txn-producer", "instances": 2}], "duration_s": 60,
+            "schedule": {"faults": [
+                {"kind": "pause-broker", "at_s": 3, "duration_s": 50, "params": {"target": "node:1"}},
+                {"kind": "network", "at_s": 4, "duration_s": 50, "params": {"target": "node:2", "toxic": "latency"}},
+                {"kind": "isolate-broker", "at_s": 5, "duration_s": 50, "params": {"target": "node:3",
+                                                                                     "scope": "client"}},
+                {"kind": "pause-workload", "at_s": 6, "duration_s": 50, "params": {"process": "txp-1"}}]},
+            "quiescence": {"timeout_s": 20}}
+
+
+@pytest.mark.parametrize("trial", range(2))
+def test_sigint_at_a_random_point_leaves_everything_healed(heal_after, tmp_path, trial):
+    cluster = heal_after
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(interruptible_spec(tmp_path)))
+    proc = subprocess.Popen([sys.executable, "-m", "txnlab.cli", "chaos", "run", str(path), "--runs-dir",
+                             str(tmp_path / "runs")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    time.sleep(random.Random(trial).uniform(8, 20))          # a random point while the faults are active
+    proc.send_signal(signal.SIGINT)
+    output, _ = proc.communicate(timeout=300)
+    assert proc.returncode != 0, output
+    assert_healed(cluster)
+    run_dir = next((tmp_path / "runs").iterdir())
+    ops = read_history(run_dir).ops
+    assert nemesis(ops, "heal-all")
+    assert_complete(ops)
+    assert not any(pid_paused(p) for p in (run_dir / "pids").glob("*.json"))
+
+
+def pid_paused(record_path) -> bool:
+    import json
+    import psutil
+    try:
+        return psutil.Process(json.loads(record_path.read_text())["pid"]).status() == psutil.STATUS_STOPPED
+    except psutil.Error:
+        return False
+
+
+@pytest.mark.parametrize("trial", range(2))
+def test_an_exception_inside_the_runner_leaves_everything_healed(heal_after, tmp_path, trial):
+    cluster = heal_after
+    spec = parse_spec(interruptible_spec(tmp_path), "test")
+    fail_at = random.Random(100 + trial).uniform(7, 20)
+
+    class Failing(Experiment):
+        def _report(self, run, now):
+            if now >= fail_at:
+                raise RuntimeError(f"boom at {now:.0f}s")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        Failing(spec, seed=trial, runs_dir=tmp_path, progress=print, backend=LocalBackend(cluster)).run()
+    assert_healed(cluster)
+    run_dir = next(tmp_path.iterdir())
+    assert (run_dir / "experiment.json").is_file() and nemesis(read_history(run_dir).ops, "heal-all")
+
+
+def test_a_bad_spec_names_the_field_and_starts_nothing(tmp_path, cluster):
+    bad = interruptible_spec(tmp_path)
+    bad["schedule"]["faults"][1]["params"]["toxic"] = "earthquake"
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(bad))
+    before = set(os.listdir(tmp_path))
+    proc = subprocess.run([sys.executable, "-m", "txnlab.cli", "chaos", "run", str(path), "--runs-dir",
+                           str(tmp_path / "runs")], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "schedule.faults[1].params.toxic" in proc.stderr
+    assert set(os.listdir(tmp_path)) == before                 # no run directory: nothing started
+    wait_until(lambda: all(n["health"] == "up" for n in cluster.status()["nodes"]), 10, "cluster untouched")

@@ -1,0 +1,197 @@
+"""Every fault kind on the real local cluster: start it, see its real effect, heal it, see it gone.
+
+Broker faults act through LocalBackend on the session cluster (heal_after restores it even when a
+test fails); workload faults act on the processes of a real chaos.run.Run; the hanging transaction
+is injected on the drill cluster and aborted by the heal.
+"""
+from __future__ import annotations
+
+import random
+
+import pytest
+from kafka.errors import KafkaError
+
+from chaos.backends import LocalBackend, answers
+from chaos.faults import FaultEnv, make_fault
+from chaos.history import read_history
+from chaos.run import Run, WorkloadSpec, new_run_dir, new_run_tag
+from cluster.admin import transaction_state_partition
+from cluster.probe import partition_offsets
+from cluster.smoke import ensure_topic
+from cluster.waiting import wait_until
+
+pytestmark = pytest.mark.cluster
+
+
+@pytest.fixture
+def env(heal_after, conn):
+    """A FaultEnv on the session cluster, without a run."""
+    return FaultEnv(LocalBackend(heal_after), None, conn, random.Random(11), new_run_tag())
+
+
+@pytest.fixture
+def run(conn, tmp_path):
+    tag = new_run_tag()
+    with Run(conn, new_run_dir(tmp_path, "faults", tag), tag, seed=3, name="faults") as the_run:
+        yield the_run
+
+
+def run_env(cluster, run: Run) -> FaultEnv:
+    return FaultEnv.for_run(LocalBackend(cluster), run)
+
+
+def ops_of(run: Run, process: str, f: str, op_type: str) -> list[dict]:
+    """The operations recorded so far (the history files are flushed every 0.2 s)."""
+    return [op for op in read_history(run.dir).ops if (op["process"], op["f"], op["type"]) == (process, f, op_type)]
+
+
+def wait_for_ops(run: Run, process: str, f: str, op_type: str, timeout: float = 30.0) -> list[dict]:
+    return wait_until(lambda: ops_of(run, process, f, op_type), timeout, f"{process} {op_type} {f}", interval=0.3)
+
+
+def reachable(cluster, node: int) -> bool:
+    """Whether clients reach the node through its client proxy."""
+    return answers(cluster.connection(), f"127.0.0.1:{cluster.layout.client_proxy_port(node)}")
+
+
+# ---- broker faults --------------------------------------------------------------------------------------
+def test_kill_the_coordinator_of_a_transactional_id_and_heal(env, admin):
+    cluster = env.backend.cluster
+    txn_id = f"{env.tag}.eos-0"
+    coordinator = admin.leader_of("__transaction_state", transaction_state_partition(txn_id))
+    old_pid = cluster.node_pid(coordinator)
+
+    fault = make_fault("kill-broker", {"target": "coordinator:{tag}.eos-0"})
+    assert fault.start(env) == {"node": coordinator, "target": f"coordinator:{txn_id}", "signal": "SIGKILL"}
+    assert cluster.node_pid(coordinator) is None
+
+    assert fault.heal(env) == {"node": coordinator, "registered": True}
+    assert cluster.node_pid(coordinator) not in (None, old_pid)
+    assert coordinator in cluster.registered_brokers()
+
+
+def test_pause_the_leader_of_a_partition_and_heal(env, admin, topic):
+    cluster = env.backend.cluster
+    leader = wait_until(lambda: admin.leader_of(topic, 1), 30, "topic metadata", ignore=(KafkaError,))
+    fault = make_fault("pause-broker", {"target": f"leader:{topic}:1"})
+    assert fault.start(env)["node"] == leader
+    wait_until(lambda: cluster.supervisor.is_paused(cluster.node_name(leader)), 5, f"node {leader} stopped")
+    fault.heal(env)
+    assert not cluster.supervisor.is_paused(cluster.node_name(leader))
+    assert fault.heal(env) == {"node": leader, "signal": "SIGCONT", "registered": True}     # idempotent
+
+
+@pytest.mark.parametrize("params, toxic_type", [
+    ({"toxic": "latency", "latency_ms": 250, "jitter_ms": 20, "scope": "client"}, "latency"),
+    ({"toxic": "bandwidth", "rate_kb": 8, "scope": "inter"}, "bandwidth"),
+])
+def test_network_toxics_are_on_the_links_then_gone(env, params, toxic_type):
+    toxiproxy = env.backend.cluster.toxiproxy
+    fault = make_fault("network", {"target": "node:2", **params})
+    started = fault.start(env)
+    toxics = toxiproxy.toxics()
+    assert set(toxics) == set(started["proxies"]) == set(env.backend.cluster.layout.links_of(2, params["scope"]))
+    assert all(sorted(t["type"] for t in ts) == [toxic_type, toxic_type] for ts in toxics.values())
+    fault.heal(env)
+    assert toxiproxy.toxics() == {}
+
+
+def test_isolate_a_broker_from_its_clients_and_heal(env):
+    cluster = env.backend.cluster
+    fault = make_fault("isolate-broker", {"target": "not-controller", "scope": "client"})
+    node = fault.start(env)["node"]
+    assert not reachable(cluster, node)
+    fault.heal(env)
+    assert cluster.toxiproxy.toxics() == {} and reachable(cluster, node)
+
+
+# ---- restarts, on the one-node drill cluster (a restart of a node of the session cluster takes a minute:
+# it reloads every partition the other tests left behind) ------------------------------------------------
+@pytest.fixture
+def drill_env(drill_cluster, drill_conn):
+    backend = LocalBackend(drill_cluster)
+    yield FaultEnv(backend, None, drill_conn, random.Random(1), new_run_tag())
+    backend.heal()
+
+
+def test_stop_the_controller_cleanly_and_heal(drill_env):
+    cluster = drill_env.backend.cluster
+    fault = make_fault("stop-broker", {"target": "controller"})
+    assert fault.start(drill_env) == {"node": 1, "target": "controller", "signal": "SIGTERM"}
+    assert cluster.node_pid(1) is None
+    assert fault.heal(drill_env) == {"node": 1, "registered": True}
+    assert cluster.node_pid(1) is not None and cluster.registered_brokers() == [1]
+
+
+def test_rolling_restart_restarts_every_node_in_turn(drill_env):
+    cluster = drill_env.backend.cluster
+    before = cluster.node_pid(1)
+    fault = make_fault("rolling-restart", {"clean": False, "pause_between_s": 0})
+    assert fault.start(drill_env) == {"nodes": [1], "clean": False}
+    assert cluster.node_pid(1) not in (None, before) and cluster.registered_brokers() == [1]
+    assert fault.heal(drill_env) == {"nodes": [1], "restarted": [1], "registered": True}
+
+
+# ---- workload faults ---------------------------------------------------------------------------------------
+def start_producer(run: Run, *extra: str) -> str:
+    topics = [f"{run.info.run_tag}-a", f"{run.info.run_tag}-b"]
+    run.create_topics({t: 3 for t in topics})
+    run.start(WorkloadSpec("txn-producer", "txp-0", ("--topics", *topics, "--rate", "5", "--abort-share", "0",
+                                                     "--transaction-timeout-ms", "60000", *extra)))
+    wait_for_ops(run, "txp-0", "txn", "ok")
+    return "txp-0"
+
+
+def test_pause_a_workload_process_and_heal(cluster, run):
+    process = start_producer(run)
+    env = run_env(cluster, run)
+    fault = make_fault("pause-workload", {"process": process})
+    fault.start(env)
+    wait_until(lambda: run.supervisor.is_paused(process), 5, f"{process} stopped")
+    assert fault.heal(env)["resumed"] and not run.supervisor.is_paused(process)
+    committed = len(ops_of(run, process, "txn", "ok"))
+    wait_until(lambda: len(ops_of(run, process, "txn", "ok")) > committed, 30, "a commit after the pause")
+
+
+def test_a_zombie_producer_is_fenced_and_exits(cluster, run):
+    process = start_producer(run, "--on-fenced", "exit")
+    env = run_env(cluster, run)
+    fault = make_fault("zombie-producer", {"process": process})
+    started = fault.start(env)
+    assert started["txn_id"] == f"{run.info.run_tag}.{process}"
+    wait_until(lambda: run.supervisor.is_paused(process), 5, f"{process} stopped")
+    wait_for_ops(run, started["successor"], "init", "ok")              # the successor fenced txp-0
+    fault.heal(env)
+    wait_until(lambda: not run.supervisor.is_running(process), 60, f"{process} to exit after being fenced")
+    fenced = [op for op in read_history(run.dir).ops
+              if op["process"] == process and op["type"] in ("fail", "info") and op["value"].get("fenced")]
+    assert fenced and "FENCED" in fenced[0]["value"]["error"].upper()
+    wait_for_ops(run, started["successor"], "txn", "ok")
+    assert started["successor"] in run.alive()
+
+
+def test_a_storm_runs_until_healed(cluster, run):
+    run.create_topics({f"{run.info.run_tag}-storm": 3})
+    env = run_env(cluster, run)
+    fault = make_fault("storm", {"topic": "{tag}-storm", "rate": 20})
+    process = fault.start(env)["process"]
+    wait_for_ops(run, f"{process}-t0", "produce", "ok")
+    assert fault.heal(env) == {"process": process, "stopped": True}
+    assert process not in run.alive()
+
+
+def test_a_hanging_transaction_is_injected_then_aborted(drill_env, drill_conn):
+    env = drill_env
+    topic = f"hang-{env.tag}"
+    ensure_topic(drill_conn, topic, partitions=1, replication=1)
+    fault = make_fault("hanging-transaction", {"topic": topic, "partition": 0})
+    try:
+        injected = fault.start(env)
+        lso, hwm = (partition_offsets(drill_conn, topic, [0], committed=c)[0] for c in (True, False))
+        assert (lso, hwm) == (injected["start_offset"], injected["start_offset"] + 1)
+    finally:
+        healed = fault.heal(env)
+    assert healed["aborted"] and healed["producer_id"] == injected["producer_id"]
+    wait_until(lambda: partition_offsets(drill_conn, topic, [0], committed=True)[0]
+               == partition_offsets(drill_conn, topic, [0], committed=False)[0] > hwm, 15, "the LSO to catch up")
+    assert fault.heal(env)["aborted"] is False                                  # nothing open any more

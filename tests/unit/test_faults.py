@@ -1,0 +1,523 @@
+"""Faults and backends without a cluster: target parsing and resolution with a fake admin, every kind
+built from its parameters, what start and heal do on a backend and run that record calls (heal twice,
+heal without start), and the docker backend against a fake Docker SDK client."""
+from __future__ import annotations
+
+import random
+import sys
+from types import SimpleNamespace
+
+import pytest
+from kafka.errors import UnknownTopicOrPartitionError
+from pydantic import ValidationError
+
+from chaos import backends, faults
+from chaos.backends import Backend, BackendError, DockerBackend, LocalBackend
+from chaos.fault_kinds import FAULT_KINDS
+from chaos.faults import FaultEnv, FaultError, make_fault, parse_target, resolve_target
+from chaos.hanging import InjectedHanging
+from cluster.local import LocalCluster
+
+TAG = "r1"
+EXAMPLE_PARAMS = {
+    "kill-broker": {"target": "node:2"}, "stop-broker": {"target": "node:2"}, "pause-broker": {"target": "node:2"},
+    "rolling-restart": {"pause_between_s": 0}, "pause-workload": {"process": "txp-0"},
+    "zombie-producer": {"process": "txp-0"}, "network": {"target": "node:2", "toxic": "blackhole"},
+    "isolate-broker": {"target": "node:2", "scope": "inter"}, "hanging-transaction": {"topic": "{tag}-a"},
+    "storm": {"topic": "{tag}-storm", "rate": 5},
+}
+
+
+# ---- fakes ------------------------------------------------------------------------------------------
+class FakeBackend:
+    """Records every call; toxics go on n<node>-<scope>."""
+
+    def __init__(self, nodes=(1, 2, 3)):
+        self.nodes, self.calls = list(nodes), []
+
+    def node_ids(self):
+        return list(self.nodes)
+
+    def __getattr__(self, name):
+        if name not in ("kill", "stop", "start", "pause", "resume", "wait_registered", "heal_network", "heal"):
+            raise AttributeError(name)
+        return lambda *args: self.calls.append((name, *args))
+
+    def isolate(self, node, scope):
+        self.calls.append(("isolate", node, scope))
+        return [f"n{node}-{scope}"]
+
+    def add_toxic(self, node, scope, toxic):
+        self.calls.append(("add_toxic", node, scope, toxic))
+        return [f"n{node}-{scope}"]
+
+
+class FakeAdmin:
+    def __init__(self, controller=1, coordinator=3, leader=2):
+        self.controller, self.coordinator, self.leader, self.asked = controller, coordinator, leader, []
+
+    def __call__(self, conn):
+        return self
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        pass
+
+    def active_controller(self):
+        self.asked.append(("controller",))
+        return self.controller
+
+    def coordinator_of(self, txn_id):
+        self.asked.append(("coordinator", txn_id))
+        return self.coordinator
+
+    def leader_of(self, topic, partition):
+        self.asked.append(("leader", topic, partition))
+        return self.leader
+
+
+class FakeRun:
+    """The part of chaos.run.Run faults use, with processes that only exist as names."""
+
+    def __init__(self, specs=()):
+        self.info = SimpleNamespace(run_tag=TAG, seed=7, specs=[dict(s) for s in specs])
+        self.running = {s["process"] for s in specs}
+        self.paused, self.calls = set(), []
+
+    def start(self, spec, duration=0.0):
+        self.calls.append(("start", spec))
+        self.info.specs.append({"workload": spec.workload, "process": spec.process, "args": spec.args})
+        self.running.add(spec.process)
+
+    def stop(self, process, timeout=20.0):
+        self.calls.append(("stop", process))
+        self.running.discard(process)
+
+    def pause(self, process):
+        self.calls.append(("pause", process))
+        self.paused.add(process)
+        return process in self.running
+
+    def resume(self, process):
+        self.calls.append(("resume", process))
+        self.paused.discard(process)
+        return process in self.running
+
+    def alive(self):
+        return sorted(self.running)
+
+
+TXP_SPEC = {"workload": "txn-producer", "process": "txp-0", "args": ("--topics", "r1-a", "r1-b", "--on-fenced", "exit")}
+
+
+def make_env(admin=None, run=None, nodes=(1, 2, 3), seed=5):
+    def no_admin(conn):
+        raise AssertionError("this target needs no admin")
+    return FaultEnv(FakeBackend(nodes), run, conn=None, rng=random.Random(seed), tag=TAG, admin=admin or no_admin)
+
+
+@pytest.fixture
+def fake_hanging(monkeypatch):
+    """inject_hanging and abort_hanging replaced; the calls they got."""
+    calls = []
+    injected = InjectedHanging("r1-a", 0, "txnlab-hanging-x", 42, 0, 3)
+
+    def inject(conn, topic, partition, transactional_id=None):
+        calls.append(("inject", topic, partition, transactional_id))
+        return injected
+    monkeypatch.setattr(faults, "inject_hanging", inject)
+    monkeypatch.setattr(faults, "abort_hanging", lambda conn, tp, txn_id, producer_id: calls.append(
+        ("abort", tp.topic, tp.partition, txn_id, producer_id)) or {"aborted": False})
+    return calls
+
+
+# ---- targets ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("text, expected", [
+    ("node:2", faults.Target("node", node=2)),
+    ("random", faults.Target("random")),
+    ("controller", faults.Target("controller")),
+    ("not-controller", faults.Target("not-controller")),
+    ("coordinator:r1.eos-0", faults.Target("coordinator", txn_id="r1.eos-0")),
+    ("leader:r1-a:4", faults.Target("leader", topic="r1-a", partition=4)),
+])
+def test_parse_target(text, expected):
+    assert parse_target(text) == expected
+
+
+@pytest.mark.parametrize("bad", ["node:x", "leader:t", "everything", "coordinator:", ""])
+def test_a_bad_target_is_refused(bad):
+    with pytest.raises(FaultError, match="bad target"):
+        parse_target(bad)
+
+
+def test_node_and_random_targets_need_no_admin():
+    env = make_env()
+    assert resolve_target(env, "node:3") == 3
+    picks = [resolve_target(env, "random") for _ in range(20)]
+    again = make_env()
+    assert picks == [resolve_target(again, "random") for _ in range(20)]       # seeded
+    assert set(picks) <= {1, 2, 3} and len(set(picks)) > 1
+    with pytest.raises(FaultError, match="no node 4"):
+        resolve_target(env, "node:4")
+
+
+def test_admin_targets_are_resolved_with_the_run_tag():
+    admin = FakeAdmin(controller=2, coordinator=3, leader=1)
+    env = make_env(admin)
+    assert resolve_target(env, "controller") == 2
+    assert resolve_target(env, "coordinator:{tag}.eos-0") == 3
+    assert resolve_target(env, "leader:{tag}-a:0") == 1
+    assert ("coordinator", "r1.eos-0") in admin.asked and ("leader", "r1-a", 0) in admin.asked
+    assert {resolve_target(env, "not-controller") for _ in range(20)} == {1, 3}
+
+
+def test_a_retriable_metadata_error_is_asked_again():
+    admin = FakeAdmin(leader=0)
+    answers = iter([UnknownTopicOrPartitionError("not yet"), None])
+
+    def leader_of(topic, partition):
+        error = next(answers)
+        if error:
+            raise error
+        return admin.leader
+    admin.leader_of = leader_of
+    assert resolve_target(make_env(admin), "leader:{tag}-a:0") == 0          # node 0 is a node too
+
+
+def test_unresolvable_admin_targets_say_why():
+    with pytest.raises(FaultError, match="r1-a-0 has no leader"):
+        resolve_target(make_env(FakeAdmin(leader=None)), "leader:{tag}-a:0")
+    with pytest.raises(FaultError, match="only|but the active controller"):
+        resolve_target(make_env(FakeAdmin(controller=1), nodes=(1,)), "not-controller")
+
+
+# ---- construction -----------------------------------------------------------------------------------------
+def test_every_kind_of_the_catalog_is_a_fault_class():
+    assert set(faults.FAULT_CLASSES) == set(FAULT_KINDS) == set(EXAMPLE_PARAMS)
+
+
+@pytest.mark.parametrize("kind", sorted(FAULT_KINDS))
+def test_every_kind_is_built_from_its_params(kind):
+    fault = make_fault(kind, EXAMPLE_PARAMS[kind])
+    assert fault.kind == kind and isinstance(fault.params, FAULT_KINDS[kind])
+
+
+def test_bad_params_and_unknown_kinds_are_refused():
+    with pytest.raises(ValidationError, match="target"):
+        make_fault("kill-broker", {"target": "the-big-one"})
+    with pytest.raises(ValidationError, match="extra"):
+        make_fault("network", {"toxic": "latency", "latency": 5})
+    with pytest.raises(KeyError, match="unknown fault kind"):
+        make_fault("meteor", {})
+
+
+# ---- heal: idempotent, safe without start ----------------------------------------------------------------
+def _env_for(kind):
+    return make_env(FakeAdmin(), run=FakeRun([TXP_SPEC]))
+
+
+@pytest.mark.parametrize("kind", sorted(FAULT_KINDS))
+def test_heal_twice_does_the_same_and_raises_nothing(kind, fake_hanging):
+    env = _env_for(kind)
+    fault = make_fault(kind, EXAMPLE_PARAMS[kind])
+    started = fault.start(env)
+    assert started
+    first, second = fault.heal(env), fault.heal(env)
+    assert first == second and "skipped" not in first
+    if env.run.paused:
+        pytest.fail(f"{kind} left {env.run.paused} paused")
+
+
+@pytest.mark.parametrize("kind", sorted(FAULT_KINDS))
+def test_heal_without_start_touches_no_node_or_process(kind, fake_hanging):
+    env = _env_for(kind)
+    fault = make_fault(kind, EXAMPLE_PARAMS[kind])
+    fault.heal(env)
+    assert {c[0] for c in env.backend.calls} <= {"heal_network", "start", "wait_registered"}
+    assert env.run.calls == [] and not [c for c in fake_hanging if c[0] == "inject"]
+
+
+def test_broker_faults_act_on_the_resolved_node_and_heal_it():
+    env = make_env(FakeAdmin(coordinator=3))
+    fault = make_fault("kill-broker", {"target": "coordinator:{tag}.eos-0"})
+    assert fault.start(env) == {"node": 3, "target": "coordinator:r1.eos-0", "signal": "SIGKILL"}
+    assert fault.heal(env) == {"node": 3, "registered": True}
+    assert env.backend.calls == [("kill", 3), ("start", 3), ("wait_registered", 3, env.heal_timeout)]
+
+    env = make_env()
+    pause = make_fault("pause-broker", {"target": "node:1"})
+    pause.start(env), pause.heal(env)
+    assert env.backend.calls == [("pause", 1), ("resume", 1), ("wait_registered", 1, env.heal_timeout)]
+
+
+def test_a_failed_start_heals_only_what_it_may_have_done():
+    env = make_env(FakeAdmin(leader=None))
+    fault = make_fault("kill-broker", {"target": "leader:{tag}-a:0"})
+    with pytest.raises(FaultError):
+        fault.start(env)
+    assert fault.heal(env) == {"node": None, "skipped": "not started"} and env.backend.calls == []
+
+
+@pytest.mark.parametrize("params, toxic", [
+    ({"toxic": "latency", "latency_ms": 300, "jitter_ms": 50},
+     {"type": "latency", "attributes": {"latency": 300, "jitter": 50}}),
+    ({"toxic": "blackhole"}, {"name": "blackhole", "type": "timeout", "attributes": {"timeout": 0}}),
+    ({"toxic": "reset"}, {"type": "reset_peer", "attributes": {"timeout": 0}}),
+    ({"toxic": "bandwidth", "rate_kb": 16}, {"type": "bandwidth", "attributes": {"rate": 16}}),
+])
+def test_network_toxics(params, toxic):
+    env = make_env()
+    fault = make_fault("network", {"target": "node:2", "scope": "client", **params})
+    started = fault.start(env)
+    assert env.backend.calls == [("add_toxic", 2, "client", toxic)]
+    assert started["proxies"] == ["n2-client"] and started["toxiproxy"] == toxic
+    assert fault.heal(env) == {"node": 2, "toxics_removed": "all"}
+
+
+def test_isolate_heals_the_network_and_waits_for_the_node():
+    env = make_env()
+    fault = make_fault("isolate-broker", {"target": "node:2", "scope": "all"})
+    assert fault.start(env)["proxies"] == ["n2-all"]
+    fault.heal(env)
+    assert env.backend.calls == [("isolate", 2, "all"), ("heal_network",), ("wait_registered", 2, env.heal_timeout)]
+
+
+@pytest.mark.parametrize("clean, down", [(True, "stop"), (False, "kill")])
+def test_rolling_restart_goes_node_by_node(clean, down):
+    env = make_env()
+    fault = make_fault("rolling-restart", {"clean": clean, "pause_between_s": 0})
+    assert fault.start(env) == {"nodes": [1, 2, 3], "clean": clean}
+    t = env.heal_timeout
+    assert env.backend.calls == [c for n in (1, 2, 3) for c in ((down, n), ("start", n), ("wait_registered", n, t))]
+
+
+# ---- workload faults ------------------------------------------------------------------------------------------
+def test_zombie_producer_pauses_p_and_starts_its_successor_with_its_txn_id():
+    env = make_env(run=FakeRun([TXP_SPEC]))
+    fault = make_fault("zombie-producer", {"process": "txp-0"})
+    assert fault.workload_args() == {"txp-0": ("--on-fenced", "exit")}
+    started = fault.start(env)
+    assert started["txn_id"] == "r1.txp-0" and started["successor"] == "txp-0-zombie"
+    (_, paused), (_, spec) = env.run.calls
+    assert paused == "txp-0" and (spec.workload, spec.process) == ("txn-producer", "txp-0-zombie")
+    assert spec.args == ("--topics", "r1-a", "r1-b", "--on-fenced", "exit", "--txn-id", "r1.txp-0")
+    assert fault.heal(env)["resumed"] is True and env.run.paused == set()
+    assert "txp-0-zombie" in env.run.alive()
+
+
+def test_zombie_producer_keeps_an_explicit_txn_id():
+    spec = {**TXP_SPEC, "process": "eos-1", "workload": "processor",
+            "args": ("--txn-id", "shared", "--on-fenced", "exit")}
+    successor = faults.zombie_successor(spec, TAG)
+    assert successor.args == ("--on-fenced", "exit", "--txn-id", "shared")
+
+
+@pytest.mark.parametrize("spec, message", [
+    ({**TXP_SPEC, "args": ("--topics", "a", "b")}, "--on-fenced exit"),
+    ({**TXP_SPEC, "args": ("--on-fenced", "exit", "--on-fenced", "reinit")}, "--on-fenced exit"),
+    ({"workload": "storm", "process": "txp-0", "args": ()}, "zombie producer needs"),
+])
+def test_zombie_producer_refuses_a_process_it_cannot_fence(spec, message):
+    env = make_env(run=FakeRun([spec]))
+    fault = make_fault("zombie-producer", {"process": "txp-0"})
+    with pytest.raises(FaultError, match=message):
+        fault.start(env)
+    assert env.run.calls == []
+    with pytest.raises(FaultError, match="no workload process"):
+        make_fault("zombie-producer", {"process": "txp-9"}).start(env)
+
+
+def test_pause_workload_of_a_process_that_is_not_running():
+    env = make_env(run=FakeRun([]))
+    fault = make_fault("pause-workload", {"process": "txp-0"})
+    with pytest.raises(FaultError, match="not running"):
+        fault.start(env)
+    assert fault.heal(env)["resumed"] is False
+
+
+def test_workload_faults_need_a_run():
+    with pytest.raises(FaultError, match="needs a run"):
+        make_fault("storm", {"topic": "t"}).start(make_env())
+
+
+def test_storm_starts_a_storm_process_and_stops_it():
+    env = make_env(run=FakeRun([TXP_SPEC]))
+    fault = make_fault("storm", {"topic": "{tag}-storm", "rate": 5})
+    started = fault.start(env)
+    (_, spec), = env.run.calls
+    assert (spec.workload, spec.process, spec.args) == ("storm", started["process"], ("--topic", "r1-storm", "--rate", "5.0"))
+    assert fault.heal(env) == {"process": started["process"], "stopped": True}
+
+
+def test_hanging_transaction_is_aborted_by_its_producer_id(fake_hanging):
+    env = make_env()
+    fault = make_fault("hanging-transaction", {"topic": "{tag}-a", "partition": 0})
+    assert fault.start(env)["producer_id"] == 42
+    fault.heal(env)
+    (_, topic, partition, txn_id), abort = fake_hanging
+    assert (topic, partition) == ("r1-a", 0) and txn_id.startswith("txnlab-hanging-r1-")
+    assert abort == ("abort", "r1-a", 0, txn_id, 42)
+
+
+def test_hanging_transaction_half_injected_is_looked_up_by_its_txn_id(fake_hanging, monkeypatch):
+    def fail(*args, **kwargs):
+        fake_hanging.append(("inject", *args[1:3], kwargs["transactional_id"]))
+        raise TimeoutError("produce timed out")
+    monkeypatch.setattr(faults, "inject_hanging", fail)
+    fault = make_fault("hanging-transaction", {"topic": "t", "partition": 1})
+    with pytest.raises(TimeoutError):
+        fault.start(make_env())
+    fault.heal(make_env())
+    assert fake_hanging[-1] == ("abort", "t", 1, fake_hanging[0][3], None)
+
+
+# ---- backends ---------------------------------------------------------------------------------------------------
+class FakeToxiproxy:
+    api = "http://127.0.0.1:19700"
+
+    def __init__(self):
+        self.calls = []
+
+    def add_toxic(self, proxy, name, toxic_type, stream, attributes, toxicity=1.0):
+        self.calls.append((proxy, name, toxic_type, stream, attributes))
+
+    def reset(self):
+        self.calls.append(("reset",))
+
+
+def test_local_backend_adds_toxics_on_the_nodes_links(tmp_path):
+    backend = LocalBackend(LocalCluster.load(tmp_path, base_port=25000))
+    backend.cluster.toxiproxy = toxiproxy = FakeToxiproxy()
+    assert isinstance(backend, Backend) and backend.node_ids() == [1, 2, 3]
+    links = backend.add_toxic(2, "client", {"type": "latency", "attributes": {"latency": 10}, "streams": ["downstream"]})
+    assert links == ["n2-client"]
+    assert toxiproxy.calls == [("n2-client", "txnlab-latency-downstream", "latency", "downstream", {"latency": 10})]
+    assert backend.prometheus_url() == "http://127.0.0.1:25790"
+
+
+class FakeContainer:
+    def __init__(self, service, project, status, log):
+        self.name, self.status, self.log = f"{project}-{service}-1", status, log
+        self.labels = {backends.SERVICE_LABEL: service, backends.PROJECT_LABEL: project}
+
+    def _do(self, action, status, *args):
+        self.log.append((self.name, action, *args))
+        self.status = status
+
+    def kill(self, signal=None):
+        self._do("kill", "exited", signal)
+
+    def stop(self, timeout=None):
+        self._do("stop", "exited", timeout)
+
+    def start(self):
+        self._do("start", "running")
+
+    def pause(self):
+        self._do("pause", "paused")
+
+    def unpause(self):
+        self._do("unpause", "running")
+
+
+class FakeDocker:
+    """docker.DockerClient's containers.list(all=True, filters={"label": [...]}), over fake containers."""
+
+    def __init__(self, containers):
+        self.all, self.filters = containers, []
+        self.containers = self
+
+    def list(self, **kwargs):
+        assert kwargs["all"] is True                   # stopped containers too
+        labels = kwargs["filters"]["label"]
+        self.filters.append(labels)
+        return [c for c in self.all if {f"{k}={v}" for k, v in c.labels.items()} >= set(labels)]
+
+
+@pytest.fixture
+def docker_stack():
+    log = []
+    containers = [FakeContainer(f"kafka-{n}", "txnlab", "running", log) for n in (1, 2, 3)]
+    containers.append(FakeContainer("kafka-1", "other", "running", log))
+    backend = DockerBackend(client=FakeDocker(containers), project="txnlab")
+    backend.toxiproxy = FakeToxiproxy()
+    return backend, log
+
+
+def test_docker_backend_signals_the_compose_service_containers(docker_stack):
+    backend, log = docker_stack
+    assert isinstance(backend, Backend)
+    backend.kill(2)
+    backend.start(2)
+    backend.start(2)                                   # running: nothing to do
+    backend.pause(3)
+    backend.resume(3)
+    backend.resume(3)                                  # not paused: nothing to do
+    backend.stop(1)
+    assert log == [("txnlab-kafka-2-1", "kill", "SIGKILL"), ("txnlab-kafka-2-1", "start"),
+                   ("txnlab-kafka-3-1", "pause"), ("txnlab-kafka-3-1", "unpause"),
+                   ("txnlab-kafka-1-1", "stop", backends.DOCKER_STOP_TIMEOUT_S)]
+    assert backend.client.filters[0] == ["com.docker.compose.service=kafka-2", "com.docker.compose.project=txnlab"]
+
+
+def test_docker_backend_names_what_it_cannot_find(docker_stack):
+    backend, _ = docker_stack
+    with pytest.raises(BackendError, match="no node 7"):
+        backend.kill(7)
+    backend.project = "nope"
+    with pytest.raises(BackendError, match="0 containers of compose service kafka-1 of compose project nope"):
+        backend.kill(1)
+    backend.project = None
+    with pytest.raises(BackendError, match="2 containers .* name the compose project"):
+        backend.kill(1)
+
+
+def test_docker_backend_pause_needs_a_running_container(docker_stack):
+    backend, log = docker_stack
+    backend.kill(1)
+    with pytest.raises(BackendError, match="not running"):
+        backend.pause(1)
+
+
+def test_docker_backend_heal_unpauses_starts_and_waits(docker_stack, monkeypatch):
+    backend, log = docker_stack
+    monkeypatch.setattr(backends, "registered_brokers", lambda conn: [1, 2, 3])
+    monkeypatch.setattr(backends, "answers", lambda conn, address: log.append(("answers", address)) or True)
+    monkeypatch.setattr(backends, "elect_preferred_leaders", lambda conn: log.append(("elect",)))
+    backend.kill(1)
+    backend.pause(2)
+    log.clear()
+    backend.heal(timeout=1)
+    assert backend.toxiproxy.calls == [("reset",)]
+    assert log == [("txnlab-kafka-1-1", "start"), ("txnlab-kafka-2-1", "unpause"),
+                   *[("answers", f"127.0.0.1:1900{n}") for n in (1, 2, 3)], ("elect",)]
+
+
+def test_docker_backend_isolates_with_the_same_toxics_as_the_local_cluster(docker_stack):
+    backend, _ = docker_stack
+    links = backend.isolate(2, "client")
+    assert links == ["n2-client"]
+    assert [c[:4] for c in backend.toxiproxy.calls] == [("n2-client", f"txnlab-isolate-{s}", "timeout", s)
+                                                        for s in ("upstream", "downstream")]
+    assert backend.describe()["toxiproxy"] == "http://127.0.0.1:19700"
+    assert backend.prometheus_url() == "http://127.0.0.1:19790"
+
+
+def test_docker_backend_without_the_sdk_says_how_to_install_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "docker", None)
+    with pytest.raises(BackendError, match="pip install docker"):
+        DockerBackend().client
+
+
+def test_an_existing_cluster_refuses_node_and_network_faults_and_heals_as_a_no_op():
+    existing = SimpleNamespace(bootstrap="127.0.0.1:9", prometheus_url=None)
+    backend = backends.ExistingBackend(existing, environ={})
+    assert isinstance(backend, Backend) and backend.connection().bootstrap == "127.0.0.1:9"
+    env = FaultEnv(backend, None, backend.connection(), random.Random(1), TAG)
+    with pytest.raises(BackendError, match="cannot kill node 2 on an existing cluster"):
+        make_fault("kill-broker", {"target": "node:2"}).act(env, 2)
+    with pytest.raises(BackendError, match="latency toxic"):
+        make_fault("network", {}).act(env, 1)
+    backend.heal(), backend.heal_network(), backend.start(1), backend.resume(1)
