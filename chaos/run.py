@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from concurrent.futures import ThreadPoolExecutor
 import secrets
 import sys
 import time
@@ -96,6 +97,15 @@ class Run:
     def stop(self, process: str, timeout: float = 20.0) -> None:
         self.supervisor.stop(process, timeout=timeout)
 
+    def stop_all(self, timeout: float = 20.0) -> None:
+        """Every workload, resumed first (a stopped process cannot exit), all at once."""
+        names = self.supervisor.names()
+        for name in names:
+            self.supervisor.resume(name)
+        if names:
+            with ThreadPoolExecutor(max_workers=len(names)) as pool:
+                list(pool.map(lambda name: self.supervisor.stop(name, timeout=timeout), names))
+
     def pause(self, process: str) -> bool:
         return self.supervisor.pause(process)
 
@@ -116,9 +126,7 @@ class Run:
         if self.finished:
             return {}
         self.finished = True
-        for name in self.supervisor.names():
-            self.supervisor.resume(name)
-            self.supervisor.stop(name, timeout=20)
+        self.stop_all()
         completed = self.history.close()
         summary = {"operations": self.history.count, "completed_at_shutdown": completed,
                    "end_offsets": self._end_offsets()}

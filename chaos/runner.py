@@ -2,7 +2,8 @@
 
 Owns: executing a validated experiment: bring up (local) or check (existing, disposable) the cluster,
 start the workloads, steady-state probes before, the fault schedule on the run's clock with every fault
-start and heal recorded in the history (process "nemesis"), quiescence (heal everything, stop the
+start and heal recorded in the history (each fault its own process "nemesis-<n>"; heals run beside
+the schedule, so a slow restart delays no other fault; heal-all, quiescence and probes are "nemesis"), quiescence (heal everything, stop the
 workloads so their transactions finish, wait until LSO == HWM on the run's topics or record which
 partitions stay open), probes after, and experiment.json in the run directory.
 ALWAYS heals: every fault that started is healed (idempotently) and the backend heals the cluster
@@ -40,7 +41,9 @@ class ActiveFault:
     fault: Fault
     started: dict
     heal_at: float
+    process: str                             # this fault's logical process in the history: nemesis-<n>
     healed: bool = False
+    healer: threading.Thread | None = None
 
 
 @dataclass
@@ -101,6 +104,7 @@ class Experiment:
         self.schedule = build_schedule(spec, seed)
         self.backend = backend
         self.active: list[ActiveFault] = []
+        self._heal_lock = threading.Lock()
         self.result = ExperimentResult(spec.name, seed, None, [asdict(s) for s in self.schedule])
 
     # ---- the whole experiment ----------------------------------------------------------------------
@@ -159,48 +163,59 @@ class Experiment:
             while pending and pending[0].at_s <= now:
                 self._start_fault(pending.pop(0), run, env, started)
             for active in self.active:
-                if not active.healed and time.monotonic() >= active.heal_at:
-                    self._heal_fault(active, run, env)
+                if active.healer is None and time.monotonic() >= active.heal_at:
+                    active.healer = threading.Thread(target=self._heal_fault, args=(active, run, env), daemon=True)
+                    active.healer.start()        # heals run beside the schedule: a slow restart delays nothing
             if now - last_report >= 5:
                 last_report = now
                 self._report(run, now)
             time.sleep(0.2)
+        self._join_heals(run, env)
+
+    def _join_heals(self, run: Run, env: FaultEnv) -> None:
         for active in self.active:
+            if active.healer is not None:
+                active.healer.join()
             self._heal_fault(active, run, env)
 
     def _start_fault(self, scheduled: ScheduledFault, run: Run, env: FaultEnv, started: float) -> None:
         fault = make_fault(scheduled.kind, scheduled.params)
+        process = f"{NEMESIS}-{len(self.active)}"
         value = {"kind": scheduled.kind, "params": scheduled.params, "at_s": scheduled.at_s,
                  "duration_s": scheduled.duration_s}
-        run.history.record(NEMESIS, "invoke", "fault", value)
+        run.history.record(process, "invoke", "fault", value)
         try:
             done = fault.start(env)
         except Exception as exc:  # noqa: BLE001 - a fault that could not start is recorded, then healed
-            run.history.record(NEMESIS, "fail", "fault", {**value, "error": f"{type(exc).__name__}: {exc}"})
+            run.history.record(process, "fail", "fault", {**value, "error": f"{type(exc).__name__}: {exc}"})
             done = {"error": str(exc)}
         else:
-            run.history.record(NEMESIS, "ok", "fault", {**value, **done})
+            run.history.record(process, "ok", "fault", {**value, **done})
         self.progress(f"fault {scheduled.kind} {done}")
-        self.active.append(ActiveFault(scheduled, fault, done, started + scheduled.at_s + scheduled.duration_s))
+        self.active.append(ActiveFault(scheduled, fault, done, started + scheduled.at_s + scheduled.duration_s,
+                                       process))
         self.result.faults.append({"kind": scheduled.kind, "at_s": scheduled.at_s, "started": done})
 
     def _heal_fault(self, active: ActiveFault, run: Run, env: FaultEnv) -> None:
-        if active.healed:
-            return
-        active.healed = True
+        with self._heal_lock:
+            if active.healed:
+                return
+            active.healed = True
         value = {"kind": active.scheduled.kind, "started": active.started}
-        run.history.record(NEMESIS, "invoke", "heal", value)
+        run.history.record(active.process, "invoke", "heal", value)
         try:
             healed = active.fault.heal(env)
         except Exception as exc:  # noqa: BLE001 - the backend heal at the end still restores the cluster
-            run.history.record(NEMESIS, "fail", "heal", {**value, "error": f"{type(exc).__name__}: {exc}"})
+            run.history.record(active.process, "fail", "heal", {**value, "error": f"{type(exc).__name__}: {exc}"})
             return
-        run.history.record(NEMESIS, "ok", "heal", {**value, **healed})
+        run.history.record(active.process, "ok", "heal", {**value, **healed})
         self.progress(f"healed {active.scheduled.kind} {healed}")
 
     def _heal_everything(self, run: Run, env: FaultEnv) -> None:
         for active in self.active:
             try:
+                if active.healer is not None:
+                    active.healer.join()
                 self._heal_fault(active, run, env)
             except Exception:  # noqa: BLE001 - keep healing the rest (the history may be closed)
                 pass
@@ -223,9 +238,7 @@ class Experiment:
     def _quiesce(self, run: Run, env: FaultEnv) -> None:
         self.progress("quiescence: healing, letting workloads finish their transactions")
         self.backend.heal(timeout=180)
-        for name in run.supervisor.names():
-            run.resume(name)
-            run.stop(name, timeout=30)
+        run.stop_all(timeout=30)
         deadline = time.monotonic() + self.spec.quiescence.timeout_s
         stuck = probes.open_partitions(run.conn, run.info.topics)
         while stuck and time.monotonic() < deadline:

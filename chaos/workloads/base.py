@@ -12,6 +12,7 @@ environment, never in argv.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import random
 import signal
 import threading
@@ -51,6 +52,7 @@ class WorkloadContext:
                   deadline=time.monotonic() + args.duration if args.duration > 0 else None)
         signal.signal(signal.SIGTERM, lambda *_: ctx.stop.set())
         signal.signal(signal.SIGINT, lambda *_: ctx.stop.set())
+        faulthandler.register(signal.SIGUSR1, all_threads=True)   # `kill -USR1 <pid>`: stacks into the log
         return ctx
 
     def stopping(self) -> bool:

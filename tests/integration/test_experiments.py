@@ -33,7 +33,16 @@ def assert_healed(cluster) -> None:
 
 
 def nemesis(ops: list[dict], f: str, op_type: str = "ok") -> list[dict]:
-    return [op for op in ops if op["process"] == "nemesis" and op["f"] == f and op["type"] == op_type]
+    return [op for op in ops if op["process"].startswith("nemesis") and op["f"] == f and op["type"] == op_type]
+
+
+def drop_run_topics(cluster, result) -> None:
+    """Experiments restart brokers: keep the shared cluster small so restarts stay quick."""
+    from confluent_kafka.admin import AdminClient
+    topics = list(result.summary.get("end_offsets", {}))
+    if topics:
+        for future in AdminClient(cluster.connection().confluent()).delete_topics(topics).values():
+            future.result(30)
 
 
 @pytest.mark.parametrize("name", BUILTINS)
@@ -42,18 +51,19 @@ def test_builtin_experiment_short_mode(name, request, tmp_path):
     spec = load_spec(name, short=True)
     started = time.monotonic()
     result = Experiment(spec, seed=11, runs_dir=tmp_path, progress=print, backend=LocalBackend(cluster)).run()
+    request.addfinalizer(lambda: drop_run_topics(cluster, result))
     elapsed = time.monotonic() - started
     ops = read_history(result.run_dir).ops
-    workload_ops = [op for op in ops if op["process"] != "nemesis"]
+    workload_ops = [op for op in ops if not op["process"].startswith("nemesis")]
     faults, heals = nemesis(ops, "fault"), nemesis(ops, "heal")
     assert workload_ops and faults and len(heals) == len(nemesis(ops, "fault", "invoke")), (faults, heals)
-    first_fault, last_heal = faults[0]["time"], heals[-1]["time"]
+    first_fault, last_heal = faults[0]["time"], max(op["time"] for op in heals)
     assert any(op["time"] < first_fault for op in workload_ops) and any(op["time"] > first_fault
                                                                         for op in workload_ops)
     assert last_heal > first_fault and nemesis(ops, "heal-all")
     assert result.error is None, result.error
     assert_healed(cluster)
-    assert elapsed <= 150, f"short mode took {elapsed:.0f}s"
+    assert elapsed <= 100, f"short mode took {elapsed:.0f}s"
 
 
 def test_zombie_is_fenced_and_nothing_it_wrote_afterwards_is_visible(cluster, conn, tmp_path):
