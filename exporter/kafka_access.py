@@ -21,6 +21,7 @@ from typing import Any, Awaitable, Callable, Iterable
 
 import kafka.errors as Errors
 from kafka.admin import KafkaAdminClient
+from kafka.future import Future
 from kafka.protocol.admin.configs import DescribeConfigsRequest
 from kafka.protocol.admin.transactions import (DescribeProducersRequest, DescribeTransactionsRequest,
                                                ListTransactionsRequest)
@@ -191,7 +192,13 @@ class KafkaAccess:
         return self._client()._manager.run(coro_fn, *args)
 
     def _send(self, request: Any, node_id: int | None = None):
-        return self._client()._manager.send(request, node_id=node_id, request_timeout_ms=self.timeout_ms)
+        """A future of the response; a request that cannot even be sent fails its future, never raises."""
+        manager = self._client()._manager
+        try:
+            return manager.send(request, node_id=node_id, request_timeout_ms=self.timeout_ms)
+        except Errors.KafkaError as exc:     # e.g. UnknownBrokerIdError: the client's own metadata lags a restart
+            manager.cluster.request_update()
+            return Future().failure(exc)
 
     async def _gather(self, sends: list[tuple[Any, Any]]) -> list[tuple[Any, Any, BaseException | None]]:
         """Await futures that were all sent already; (key, response | None, error | None) each."""
@@ -212,6 +219,7 @@ class KafkaAccess:
         try:
             response = self._run(self._fetch_metadata)
         except Errors.KafkaError as exc:
+            self.close()                     # start over from the bootstrap servers next time
             raise KafkaUnavailable(f"metadata request failed: {error_name(exc)}") from exc
         self._metadata = self._parse_metadata(response)
         return self._metadata

@@ -41,7 +41,8 @@ def drop_run_topics(cluster, result) -> None:
     from confluent_kafka.admin import AdminClient
     topics = list(result.summary.get("end_offsets", {}))
     if topics:
-        for future in AdminClient(cluster.connection().confluent()).delete_topics(topics).values():
+        admin = AdminClient(cluster.connection().confluent())      # kept alive until the futures resolve
+        for future in admin.delete_topics(topics).values():
             future.result(30)
 
 

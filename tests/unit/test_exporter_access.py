@@ -134,3 +134,28 @@ def test_many_batches_to_one_broker_go_in_waves_and_none_is_lost():
     result = ProducersResult()
     drive(access._describe_producers({1: partitions}, result))
     assert sorted(result.producers) == partitions and not result.errors and len(access.sent) == 13
+
+
+def test_a_request_the_client_cannot_route_fails_its_item_not_the_collection():
+    class Unroutable(KafkaAccess):
+        def _client(self):
+            class Cluster:
+                updates = 0
+
+                def request_update(self):
+                    Cluster.updates += 1
+
+            class Manager:
+                cluster = Cluster()
+
+                def send(self, request, node_id=None, request_timeout_ms=None):
+                    if node_id == 2:
+                        raise Errors.UnknownBrokerIdError(2)
+                    return done(producers_response((0, 0, [])))
+            return type("Client", (), {"_manager": Manager()})()
+
+    access = Unroutable(ConnectionSettings(bootstrap="127.0.0.1:1"))
+    result = ProducersResult()
+    drive(access._describe_producers({1: [("t", 0)], 2: [("t", 1)]}, result))
+    assert ("t", 0) in result.producers
+    assert [(e.partition, e.whole_request) for e in result.errors] == [(1, True)]
