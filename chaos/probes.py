@@ -23,6 +23,9 @@ from cluster.admin import ClusterAdmin
 from cluster.connection import ConnectionSettings
 from cluster.probe import partition_offsets
 
+ERROR_GRACE_S = 10.0           # how long a probe that errors (rather than fails) is retried at least
+
+
 class ProbeError(ValueError):
     """A probe that cannot be evaluated (bad expectation, no Prometheus)."""
 
@@ -100,14 +103,19 @@ def evaluate(probe, conn: ConnectionSettings, nodes: list[int], topics: list[str
         check = _checker(probe, conn, nodes, topics, prometheus_url, tag)
     except ProbeError as exc:
         return ProbeResult(probe.name, False, None, str(exc))
-    deadline = time.monotonic() + probe.for_s + probe.within_s
+    started = time.monotonic()
+    deadline = started + probe.for_s + probe.within_s
     held_since, observed = None, None
     while True:
+        failed = False
         try:
             ok, observed = check()
-        except (requests.RequestException, ProbeError, OSError) as exc:
-            ok, observed = False, f"{type(exc).__name__}: {exc}"
+        except Exception as exc:  # noqa: BLE001 - a Kafka or HTTP error is "does not hold yet"
+            ok, observed, failed = False, f"{type(exc).__name__}: {exc}", True
         now = time.monotonic()
+        if failed and now < started + ERROR_GRACE_S:
+            time.sleep(1.0)                      # a transient error (a fresh topic's leader) is asked again
+            continue
         held_since = (held_since or now) if ok else None
         if held_since is not None and now - held_since >= probe.for_s:
             return ProbeResult(probe.name, True, observed)

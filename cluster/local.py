@@ -116,7 +116,8 @@ class LocalCluster:
             progress(f"removed {self.layout.state_dir}")
 
     def wait_ready(self, timeout: float = 120.0, progress: Progress = print) -> None:
-        """Until all brokers are registered and a transactional produce + commit round-trips."""
+        """Until all brokers are registered, a transactional produce + commit round-trips, and Prometheus
+        has scraped the stack's exporter reaching the cluster (so PromQL probes can be asked at once)."""
         deadline = time.monotonic() + timeout
         expected = self.layout.node_ids
         while sorted(self.registered_brokers()) != expected:
@@ -129,6 +130,19 @@ class LocalCluster:
         from cluster.smoke import transactional_round_trip
         transactional_round_trip(self.connection(), timeout=max(5.0, deadline - time.monotonic()))
         progress("transactional produce + commit round-trip ok")
+        wait_until(self._exporter_scraped, max(30.0, deadline - time.monotonic()),
+                   "Prometheus to scrape the exporter (kafkatxn_up == 1)", 0.5, ClusterError)
+        progress("prometheus scrapes the exporter")
+
+    def _exporter_scraped(self) -> bool:
+        url = (f"http://{LOOPBACK}:{self.layout.prometheus_port}/api/v1/query?query="
+               f"kafkatxn_up%7Bjob%3D%22txnlab-exporter%22%7D")
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                result = json.loads(response.read())["data"]["result"]
+        except (OSError, ValueError, KeyError):
+            return False
+        return bool(result) and result[0]["value"][1] == "1"
 
     def registered_brokers(self) -> list[int]:
         try:

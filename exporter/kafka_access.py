@@ -201,11 +201,14 @@ class KafkaAccess:
             return Future().failure(exc)
 
     async def _gather(self, sends: list[tuple[Any, Any]]) -> list[tuple[Any, Any, BaseException | None]]:
-        """Await futures that were all sent already; (key, response | None, error | None) each."""
+        """Await futures that were all sent already, each for at most the request timeout (a connection
+        still being set up must not hold a scrape); (key, response | None, error | None) each."""
         results = []
         for key, future in sends:
             try:
-                results.append((key, await future, None))
+                pending = not future.is_done
+                response = await (self._client()._manager.wait_for(future, self.timeout_ms) if pending else future)
+                results.append((key, response, None))
             except Exception as exc:  # noqa: BLE001 - per-broker failure becomes an ItemError
                 results.append((key, None, exc))
         return results

@@ -172,6 +172,10 @@ class ExporterService:
     def collect_background(self) -> Background:
         """One cycle: configs, producer state, coordinators, groups; then classify open transactions."""
         bg = self.background
+        try:
+            self.access.metadata(refresh=True)       # new topics and moved leaders, once per cycle
+        except Exception:  # noqa: BLE001 - each collection below records the failure itself
+            pass
         configs = self._timed("configs", self.access.broker_configs)
         producers = self._timed("producers", self.access.producers)
         transactions = self._timed("transactions", self.access.transactions)

@@ -33,8 +33,9 @@ def test_prometheus_scrapes_all_brokers(cluster):
 def test_prometheus_scrapes_the_txnlab_exporter_of_the_stack(cluster):
     wait_until(lambda: _prometheus_value(cluster, 'kafkatxn_up{job="txnlab-exporter"}') == 1, 60,
                "prometheus to scrape the exporter and the exporter to reach the cluster")
-    assert _prometheus_value(cluster, 'count(kafkatxn_broker_transaction_max_timeout_seconds)') == \
-        len(cluster.layout.node_ids)
+    # every broker's thresholds (DescribeConfigs, refreshed every exporter interval of 15 s)
+    wait_until(lambda: _prometheus_value(cluster, 'count(kafkatxn_broker_transaction_max_timeout_seconds)') ==
+               len(cluster.layout.node_ids), 60, "the exporter's broker thresholds for every broker")
 
 
 def _health(cluster, node):

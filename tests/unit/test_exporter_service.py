@@ -20,6 +20,7 @@ class FakeAccess:
         self.release = threading.Event()
         self.fail = False
         self.producer_calls = []
+        self.metadata_refreshes = 0
 
     def offsets(self) -> OffsetsResult:
         self.offsets_calls += 1
@@ -27,6 +28,9 @@ class FakeAccess:
         if self.fail:
             raise KafkaUnavailable("down")
         return OffsetsResult({TP: 5}, {TP: 9}, {TP: 1})
+
+    def metadata(self, refresh=False):
+        self.metadata_refreshes += refresh
 
     def broker_configs(self):
         return ConfigsResult(configs={1: {"transaction.max.timeout.ms": "1000"}})
