@@ -22,7 +22,9 @@ from chaos.ids import encode_value, headers
 from chaos.workloads.base import WorkloadContext, delivery_to, error_text
 
 
-FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED}
+# Our producer epoch is stale: another producer with our transactional.id initialised (or, with
+# transaction.version 2, the coordinator bumped the epoch when it aborted our timed-out transaction).
+FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
 
 
 def add_transactional_arguments(p: argparse.ArgumentParser) -> None:
@@ -104,7 +106,7 @@ class TransactionalClient:
                 self.producer.commit_transaction(self.args.request_timeout_s)
                 return "ok", {"offsets": self._offsets_of(value), "retried": error["error"]}
             except KafkaException as again:
-                error = {"error": error_text(again)}
+                err, error = again.args[0], {"error": error_text(again)}   # judge the latest error
         self.producer = None
         if err.code() in FENCED and getattr(self.args, "on_fenced", "reinit") == "exit":
             error["fenced"] = True
