@@ -5,7 +5,9 @@ for `for_s` seconds (`expect` is checked by the spec's Probe.holds), `{tag}` in 
 probes:
   brokers-registered        every node of the cluster is a registered broker
   lso-equals-hwm            on every topic of the run, LSO == HWM (no open transaction left)
-  no-hanging-transactions   no producer on the run's topics holds an open transaction (DescribeProducers)
+  no-hanging-transactions   no transaction on the run's topics stays open (same producer, same first
+                            offset, DescribeProducers) across two looks HANGING_CONFIRM_S apart: the
+                            workloads' own short transactions are not hanging ones
 Must not: change the cluster (probes only read), or import exporter/ (PromQL reads its series).
 """
 from __future__ import annotations
@@ -24,6 +26,7 @@ from cluster.connection import ConnectionSettings
 from cluster.probe import partition_offsets
 
 ERROR_GRACE_S = 10.0           # how long a probe that errors (rather than fails) is retried at least
+HANGING_CONFIRM_S = 5.0        # an open transaction seen again this much later is held, not in flight
 
 
 class ProbeError(ValueError):
@@ -59,7 +62,7 @@ def admin_check(kind: str, conn: ConnectionSettings, nodes: list[int], topics: l
         stuck = open_partitions(conn, topics)
         return not stuck, stuck
     if kind == "no-hanging-transactions":
-        held = open_transactions(conn, topics)
+        held = held_transactions(conn, topics)
         return not held, held
     raise ProbeError(f"unknown admin probe {kind!r}")
 
@@ -73,6 +76,17 @@ def open_partitions(conn: ConnectionSettings, topics: list[str]) -> list[str]:
         hwm = partition_offsets(conn, topic, list(range(n)), committed=False)
         stuck += [f"{topic}-{p}" for p in range(n) if lso[p] < hwm[p]]
     return stuck
+
+
+def held_transactions(conn: ConnectionSettings, topics: list[str], confirm_s: float = HANGING_CONFIRM_S,
+                      sleep: Callable[[float], None] = time.sleep) -> list[dict]:
+    """Open transactions on `topics` still open, unchanged, `confirm_s` after they were first seen."""
+    first = open_transactions(conn, topics)
+    if not first:
+        return []
+    sleep(confirm_s)
+    again = {(t["partition"], t["producer_id"], t["start_offset"]) for t in open_transactions(conn, topics)}
+    return [t for t in first if (t["partition"], t["producer_id"], t["start_offset"]) in again]
 
 
 def open_transactions(conn: ConnectionSettings, topics: list[str]) -> list[dict]:

@@ -14,6 +14,7 @@ connection manager and reads every item's error code.
 """
 from __future__ import annotations
 
+import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -170,44 +171,77 @@ class KafkaAccess:
         self.metadata_max_age_s = metadata_max_age_s
         self.topic_filter = topic_filter
         self._admin: KafkaAdminClient | None = None
+        self._lock = threading.Lock()
+        self._leases: dict[int, int] = {}          # id(client) -> runs using it now
+        self._retired: list[KafkaAdminClient] = []  # dropped clients still in use
         self._metadata: ClusterMetadata | None = None
 
     # ---- plumbing -----------------------------------------------------------------------------
+    # One client at a time serves every thread; a client that failed is retired, not closed under the
+    # feet of a request another thread is running on it: it is closed when its last lease ends.
     def _client(self) -> KafkaAdminClient:
-        if self._admin is None:
-            try:
-                self._admin = KafkaAdminClient(**self.conn.kafka_python(
-                    request_timeout_ms=self.timeout_ms, bootstrap_timeout_ms=self.timeout_ms,
-                    reconnect_backoff_max_ms=2000))
-            except Errors.KafkaError as exc:
-                raise KafkaUnavailable(f"no broker of {self.conn.describe()} answered: {error_name(exc)}") from exc
-        return self._admin
+        with self._lock:
+            if self._admin is None:
+                try:
+                    self._admin = KafkaAdminClient(**self.conn.kafka_python(
+                        request_timeout_ms=self.timeout_ms, bootstrap_timeout_ms=self.timeout_ms,
+                        reconnect_backoff_max_ms=2000))
+                except Errors.KafkaError as exc:
+                    raise KafkaUnavailable(f"no broker of {self.conn.describe()} answered: {error_name(exc)}") from exc
+            return self._admin
+
+    def _lease(self) -> KafkaAdminClient:
+        admin = self._client()
+        with self._lock:
+            self._leases[id(admin)] = self._leases.get(id(admin), 0) + 1
+        return admin
+
+    def _release(self, admin: KafkaAdminClient) -> None:
+        with self._lock:
+            left = self._leases.pop(id(admin), 1) - 1
+            if left:
+                self._leases[id(admin)] = left
+            retired_now = not left and admin in self._retired
+            if retired_now:
+                self._retired.remove(admin)
+        if retired_now:
+            admin.close()
 
     def close(self) -> None:
-        if self._admin is not None:
-            self._admin.close()
-            self._admin = None
+        """Drop the client (the next call bootstraps a new one); closed now, or when its last user ends."""
+        with self._lock:
+            admin, self._admin = self._admin, None
+            if admin is None:
+                return
+            if self._leases.get(id(admin)):
+                self._retired.append(admin)
+                return
+        admin.close()
 
     def _run(self, coro_fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
-        return self._client()._manager.run(coro_fn, *args)
+        """Run coro_fn(manager, *args) on the IO loop of a leased client."""
+        admin = self._lease()
+        try:
+            return admin._manager.run(coro_fn, admin._manager, *args)
+        finally:
+            self._release(admin)
 
-    def _send(self, request: Any, node_id: int | None = None):
+    def _send(self, manager: Any, request: Any, node_id: int | None = None):
         """A future of the response; a request that cannot even be sent fails its future, never raises."""
-        manager = self._client()._manager
         try:
             return manager.send(request, node_id=node_id, request_timeout_ms=self.timeout_ms)
         except Errors.KafkaError as exc:     # e.g. UnknownBrokerIdError: the client's own metadata lags a restart
             manager.cluster.request_update()
             return Future().failure(exc)
 
-    async def _gather(self, sends: list[tuple[Any, Any]]) -> list[tuple[Any, Any, BaseException | None]]:
+    async def _gather(self, manager: Any, sends: list[tuple[Any, Any]]) -> list[tuple[Any, Any, BaseException | None]]:
         """Await futures that were all sent already, each for at most the request timeout (a connection
         still being set up must not hold a scrape); (key, response | None, error | None) each."""
         results = []
         for key, future in sends:
             try:
                 pending = not future.is_done
-                response = await (self._client()._manager.wait_for(future, self.timeout_ms) if pending else future)
+                response = await (manager.wait_for(future, self.timeout_ms) if pending else future)
                 results.append((key, response, None))
             except Exception as exc:  # noqa: BLE001 - per-broker failure becomes an ItemError
                 results.append((key, None, exc))
@@ -227,11 +261,11 @@ class KafkaAccess:
         self._metadata = self._parse_metadata(response)
         return self._metadata
 
-    async def _fetch_metadata(self):
+    async def _fetch_metadata(self, m):
         request = MetadataRequest(topics=None, allow_auto_topic_creation=False,
                                   include_cluster_authorized_operations=False,
                                   include_topic_authorized_operations=False)
-        return await self._client()._manager.wait_for(self._send(request), self.timeout_ms)
+        return await m.wait_for(self._send(m, request), self.timeout_ms)
 
     def _parse_metadata(self, response: Any) -> ClusterMetadata:
         brokers = {b.node_id: f"{b.host}:{b.port}" for b in response.brokers}
@@ -264,11 +298,11 @@ class KafkaAccess:
         if errors:
             self._metadata = None            # leadership moved or a broker is gone: refresh next time
 
-    async def _list_offsets(self, grouped: dict[int, list[Partition]], isolation: IsolationLevel,
+    async def _list_offsets(self, m, grouped: dict[int, list[Partition]], isolation: IsolationLevel,
                             into: dict[Partition, int], errors: list[ItemError]) -> None:
-        sends = [((leader, tps), self._send(self._list_offsets_request(tps, isolation), leader))
+        sends = [((leader, tps), self._send(m, self._list_offsets_request(tps, isolation), leader))
                  for leader, tps in grouped.items()]
-        for (leader, tps), response, exc in await self._gather(sends):
+        for (leader, tps), response, exc in await self._gather(m, sends):
             if exc is not None:
                 errors.extend(ItemError(error_name(exc), broker=leader, topic=t, partition=p, whole_request=True)
                               for t, p in tps)
@@ -302,7 +336,7 @@ class KafkaAccess:
         self._forget_metadata_after(result.errors)
         return result
 
-    async def _describe_producers(self, grouped: dict[int, list[Partition]], result: ProducersResult) -> None:
+    async def _describe_producers(self, m, grouped: dict[int, list[Partition]], result: ProducersResult) -> None:
         """Batches to every broker at once, in waves of IN_FLIGHT per broker (the client refuses more)."""
         batches = {leader: chunks(sorted(tps), self.producers_batch) for leader, tps in grouped.items()}
         for wave in range(max((len(b) for b in batches.values()), default=0) // IN_FLIGHT + 1):
@@ -312,11 +346,11 @@ class KafkaAccess:
                     request = DescribeProducersRequest(topics=[
                         DescribeProducersRequest.TopicRequest(name=t, partition_indexes=ps)
                         for t, ps in _by_topic(batch).items()])
-                    sends.append(((leader, batch), self._send(request, leader)))
-            await self._collect_producers(sends, result)
+                    sends.append(((leader, batch), self._send(m, request, leader)))
+            await self._collect_producers(m, sends, result)
 
-    async def _collect_producers(self, sends: list, result: ProducersResult) -> None:
-        for (leader, batch), response, exc in await self._gather(sends):
+    async def _collect_producers(self, m, sends: list, result: ProducersResult) -> None:
+        for (leader, batch), response, exc in await self._gather(m, sends):
             if exc is not None:
                 result.errors.extend(ItemError(error_name(exc), broker=leader, topic=t, partition=p, whole_request=True)
                                      for t, p in batch)
@@ -350,10 +384,10 @@ class KafkaAccess:
         self._run(self._describe_transactions, dict(ids_by_coordinator), result)
         return result
 
-    async def _list_transactions(self, brokers: list[int], result: TransactionsResult) -> None:
-        sends = [(b, self._send(ListTransactionsRequest(state_filters=[], producer_id_filters=[]), b))
+    async def _list_transactions(self, m, brokers: list[int], result: TransactionsResult) -> None:
+        sends = [(b, self._send(m, ListTransactionsRequest(state_filters=[], producer_id_filters=[]), b))
                  for b in brokers]
-        for broker, response, exc in await self._gather(sends):
+        for broker, response, exc in await self._gather(m, sends):
             err = error_name(exc) if exc is not None else _item_error(response.error_code)
             if err:
                 result.coordinators_failed.add(broker)
@@ -362,11 +396,11 @@ class KafkaAccess:
             result.listings.extend(TransactionListing(t.transactional_id, t.producer_id, t.transaction_state, broker)
                                    for t in response.transaction_states)
 
-    async def _describe_transactions(self, ids_by_coordinator: dict[int, list[str]],
+    async def _describe_transactions(self, m, ids_by_coordinator: dict[int, list[str]],
                                      result: TransactionsResult) -> None:
-        sends = [((b, ids), self._send(DescribeTransactionsRequest(transactional_ids=ids), b))
+        sends = [((b, ids), self._send(m, DescribeTransactionsRequest(transactional_ids=ids), b))
                  for b, ids in ids_by_coordinator.items() if ids]
-        for (broker, ids), response, exc in await self._gather(sends):
+        for (broker, ids), response, exc in await self._gather(m, sends):
             if exc is not None:
                 result.coordinators_failed.add(broker)
                 result.errors.extend(ItemError(error_name(exc), broker=broker, item=i, whole_request=True) for i in ids)
@@ -394,12 +428,12 @@ class KafkaAccess:
         self._run(self._describe_configs, list(meta.brokers), list(names), result)
         return result
 
-    async def _describe_configs(self, brokers: list[int], names: list[str], result: ConfigsResult) -> None:
+    async def _describe_configs(self, m, brokers: list[int], names: list[str], result: ConfigsResult) -> None:
         resource = DescribeConfigsRequest.DescribeConfigsResource
-        sends = [(b, self._send(DescribeConfigsRequest(
+        sends = [(b, self._send(m, DescribeConfigsRequest(
             resources=[resource(resource_type=BROKER_RESOURCE, resource_name=str(b), configuration_keys=names)],
             include_synonyms=False, include_documentation=False), b)) for b in brokers]
-        for broker, response, exc in await self._gather(sends):
+        for broker, response, exc in await self._gather(m, sends):
             if exc is not None:
                 result.errors.append(ItemError(error_name(exc), broker=broker, whole_request=True))
                 continue
@@ -414,12 +448,20 @@ class KafkaAccess:
     def group_offsets(self, group_filter: Callable[[str], bool] = lambda g: True) -> GroupOffsetsResult:
         """Committed offsets of every consumer group (allowed topics only)."""
         result = GroupOffsetsResult()
-        admin = self._client()
+        admin = self._lease()
+        try:
+            self._fetch_group_offsets(admin, group_filter, result)
+        finally:
+            self._release(admin)
+        return result
+
+    def _fetch_group_offsets(self, admin: KafkaAdminClient, group_filter: Callable[[str], bool],
+                             result: GroupOffsetsResult) -> None:
         try:
             groups = sorted(g["group_id"] for g in admin.list_groups() if group_filter(g["group_id"]))
         except Errors.KafkaError as exc:
             result.errors.append(ItemError(error_name(exc), whole_request=True))
-            return result
+            return
         try:
             fetched = admin.list_group_offsets(groups) if groups else {}
         except Errors.KafkaError:
@@ -427,7 +469,6 @@ class KafkaAccess:
         for group, offsets in fetched.items():
             result.committed[group] = {(tp.topic, tp.partition): meta.offset for tp, meta in offsets.items()
                                        if meta.offset >= 0 and self.topic_filter(tp.topic)}
-        return result
 
     @staticmethod
     def _group_offsets_one_by_one(admin: KafkaAdminClient, groups: list[str], result: GroupOffsetsResult) -> dict:
@@ -460,5 +501,5 @@ class KafkaAccess:
                     if err is not Errors.NoError:
                         raise err(f"abort of {tp[0]}-{tp[1]} producer {producer_id} failed")
 
-    async def _send_and_wait(self, request: Any, node_id: int):
-        return await self._client()._manager.wait_for(self._send(request, node_id), self.timeout_ms)
+    async def _send_and_wait(self, m, request: Any, node_id: int):
+        return await m.wait_for(self._send(m, request, node_id), self.timeout_ms)

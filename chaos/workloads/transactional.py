@@ -4,7 +4,8 @@ attempt's records in a transaction, and the one rule for what an error means for
 Owns: init_transactions (recorded as an `init` operation), producing an attempt's writes with their
 ids in value and headers, delivery offsets, commit with one retry on a retriable error, and the
 outcome of a failure:
-  - an abortable error: abort, outcome `fail` (the commit, if asked, was refused);
+  - an abortable error: abort, outcome `fail` (the commit, if asked, was refused); an abort that fails
+    is judged by its own error (a producer paused past a fencing learns it is fenced here);
   - a retriable error during commit: commit once more, `ok` or else `info`;
   - anything else (fenced, fatal, timed out): drop the producer (the next init_transactions fences it
     and aborts what it left), outcome `info` during the commit, `fail` before it (nothing asked to commit);
@@ -95,13 +96,14 @@ class TransactionalClient:
     def _after_error(self, exc: KafkaException, committing: bool, value: dict) -> tuple[str, dict]:
         err = exc.args[0]
         error = {"error": error_text(exc)}
-        if err.txn_requires_abort():
+        outcome = "info" if committing else "fail"
+        if err.code() not in FENCED and err.txn_requires_abort():
             try:
                 self.producer.abort_transaction(self.args.request_timeout_s)
-            except KafkaException:
-                self.producer = None
-            return "fail", error
-        if committing and err.retriable():
+                return "fail", error
+            except KafkaException as again:   # e.g. fenced: a zombie learns it here, after a pause
+                err, error, outcome = again.args[0], {"error": error_text(again), "after": error["error"]}, "fail"
+        elif err.code() not in FENCED and committing and err.retriable():
             try:
                 self.producer.commit_transaction(self.args.request_timeout_s)
                 return "ok", {"offsets": self._offsets_of(value), "retried": error["error"]}
@@ -111,4 +113,4 @@ class TransactionalClient:
         if err.code() in FENCED and getattr(self.args, "on_fenced", "reinit") == "exit":
             error["fenced"] = True
             self.ctx.stop.set()              # a fenced instance is a zombie: it must stop, not fence back
-        return ("info" if committing else "fail"), error
+        return outcome, error

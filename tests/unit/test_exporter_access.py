@@ -38,7 +38,7 @@ class ScriptedAccess(KafkaAccess):
         self.script = script
         self.sent: list[tuple[int, object]] = []
 
-    def _send(self, request, node_id=None):
+    def _send(self, manager, request, node_id=None):
         self.sent.append((node_id, request))
         answer = self.script[node_id].pop(0)
         return done(error=answer) if isinstance(answer, Exception) else done(answer)
@@ -57,7 +57,7 @@ def test_describe_producers_keeps_good_partitions_and_counts_bad_ones():
     access = ScriptedAccess({1: [producers_response((0, 0, [(10, -1), (11, 5)]), (1, NOT_LEADER, []))],
                              2: [Errors.KafkaConnectionError("broker down")]})
     result = ProducersResult()
-    drive(access._describe_producers({1: [("t", 0), ("t", 1)], 2: [("t", 2)]}, result))
+    drive(access._describe_producers(None, {1: [("t", 0), ("t", 1)], 2: [("t", 2)]}, result))
     assert [p.producer_id for p in result.producers[("t", 0)]] == [10, 11]
     assert result.producers[("t", 0)][1].txn_start_offset == 5
     assert ("t", 1) not in result.producers and ("t", 2) not in result.producers
@@ -69,7 +69,7 @@ def test_describe_producers_keeps_good_partitions_and_counts_bad_ones():
 def test_describe_producers_batches_per_broker():
     access = ScriptedAccess({1: [producers_response((0, 0, []), (1, 0, [])), producers_response((2, 0, []))]})
     result = ProducersResult()
-    drive(access._describe_producers({1: [("t", 0), ("t", 1), ("t", 2)]}, result))
+    drive(access._describe_producers(None, {1: [("t", 0), ("t", 1), ("t", 2)]}, result))
     assert len(access.sent) == 2 and sorted(result.producers) == [("t", 0), ("t", 1), ("t", 2)]
     assert chunks(list(range(5)), 2) == [[0, 1], [2, 3], [4]]
 
@@ -85,7 +85,7 @@ def offsets_response(*partitions):
 def test_list_offsets_per_partition_errors():
     access = ScriptedAccess({1: [offsets_response((0, 0, 42), (1, UNKNOWN_TP, -1))]})
     into, errors = {}, []
-    drive(access._list_offsets({1: [("t", 0), ("t", 1)]}, IsolationLevel.READ_COMMITTED, into, errors))
+    drive(access._list_offsets(None, {1: [("t", 0), ("t", 1)]}, IsolationLevel.READ_COMMITTED, into, errors))
     assert into == {("t", 0): 42}
     assert [(e.partition, e.error) for e in errors] == [(1, "UNKNOWN_TOPIC_OR_PARTITION")]
     request = access.sent[0][1]
@@ -111,7 +111,7 @@ def test_list_transactions_tolerates_a_loading_coordinator_and_a_dead_broker():
     access = ScriptedAccess({1: [list_response(0, ("a", 7, "Ongoing"), ("b", 8, "Empty"))],
                              2: [list_response(LOADING)], 3: [Errors.KafkaTimeoutError("slow")]})
     result = TransactionsResult()
-    drive(access._list_transactions([1, 2, 3], result))
+    drive(access._list_transactions(None, [1, 2, 3], result))
     assert [(l.transactional_id, l.coordinator) for l in result.listings] == [("a", 1), ("b", 1)]
     assert result.coordinators_failed == {2, 3}
     assert {e.broker: e.whole_request for e in result.errors} == {2: False, 3: True}
@@ -120,7 +120,7 @@ def test_list_transactions_tolerates_a_loading_coordinator_and_a_dead_broker():
 def test_describe_transactions_unknown_id_does_not_hide_the_others():
     access = ScriptedAccess({1: [describe_response((0, "a", "Ongoing", 7), (TXN_ID_NOT_FOUND, "gone", "", -1))]})
     result = TransactionsResult()
-    drive(access._describe_transactions({1: ["a", "gone"]}, result))
+    drive(access._describe_transactions(None, {1: ["a", "gone"]}, result))
     assert result.descriptions["a"].partitions == frozenset({("t", 0)})
     assert result.descriptions["a"].state == "Ongoing" and result.descriptions["a"].producer_id == 7
     assert result.unknown_ids == {"gone"}
@@ -132,30 +132,49 @@ def test_many_batches_to_one_broker_go_in_waves_and_none_is_lost():
     access = ScriptedAccess({1: [producers_response((i, 0, [(i, -1)])) for i in range(13)]})
     access.producers_batch = 1
     result = ProducersResult()
-    drive(access._describe_producers({1: partitions}, result))
+    drive(access._describe_producers(None, {1: partitions}, result))
     assert sorted(result.producers) == partitions and not result.errors and len(access.sent) == 13
 
 
 def test_a_request_the_client_cannot_route_fails_its_item_not_the_collection():
-    class Unroutable(KafkaAccess):
-        def _client(self):
-            class Cluster:
-                updates = 0
+    class Cluster:
+        updates = 0
 
-                def request_update(self):
-                    Cluster.updates += 1
+        def request_update(self):
+            Cluster.updates += 1
 
-            class Manager:
-                cluster = Cluster()
+    class Manager:
+        cluster = Cluster()
 
-                def send(self, request, node_id=None, request_timeout_ms=None):
-                    if node_id == 2:
-                        raise Errors.UnknownBrokerIdError(2)
-                    return done(producers_response((0, 0, [])))
-            return type("Client", (), {"_manager": Manager()})()
+        def send(self, request, node_id=None, request_timeout_ms=None):
+            if node_id == 2:
+                raise Errors.UnknownBrokerIdError(2)
+            return done(producers_response((0, 0, [])))
 
-    access = Unroutable(ConnectionSettings(bootstrap="127.0.0.1:1"))
+    access = KafkaAccess(ConnectionSettings(bootstrap="127.0.0.1:1"))
     result = ProducersResult()
-    drive(access._describe_producers({1: [("t", 0)], 2: [("t", 1)]}, result))
+    drive(access._describe_producers(Manager(), {1: [("t", 0)], 2: [("t", 1)]}, result))
     assert ("t", 0) in result.producers
     assert [(e.partition, e.whole_request) for e in result.errors] == [(1, True)]
+    assert Cluster.updates == 1
+
+
+class FakeClient:
+    def __init__(self):
+        self.closed = False
+
+    def close(self):
+        self.closed = True
+
+
+def test_a_client_dropped_while_another_thread_uses_it_is_closed_only_when_that_use_ends():
+    access = KafkaAccess(ConnectionSettings(bootstrap="127.0.0.1:1"))
+    first = access._admin = FakeClient()
+    leased = access._lease()                  # a scrape is running on it
+    access.close()                            # the background thread saw a metadata failure
+    assert leased is first and not first.closed and access._admin is None
+    second = access._admin = FakeClient()     # the next call bootstraps a new client
+    access._release(leased)
+    assert first.closed and not second.closed
+    access.close()                            # nobody uses the new one: closed at once
+    assert second.closed and not access._leases and not access._retired

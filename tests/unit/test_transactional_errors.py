@@ -1,0 +1,81 @@
+"""How a transactional workload judges a client error: the outcome it records and whether it stops."""
+import argparse
+import threading
+from types import SimpleNamespace
+
+from confluent_kafka import KafkaError, KafkaException
+
+from chaos.workloads.transactional import TransactionalClient
+
+
+class Producer:
+    """Answers abort/commit with the given exceptions (None: succeeds) and records the calls."""
+
+    def __init__(self, abort=None, commit=None):
+        self.abort, self.commit, self.calls = abort, commit, []
+
+    def abort_transaction(self, timeout):
+        self.calls.append("abort")
+        if self.abort:
+            raise self.abort
+
+    def commit_transaction(self, timeout):
+        self.calls.append("commit")
+        if self.commit:
+            raise self.commit
+
+
+def client(producer, on_fenced="exit"):
+    ctx = SimpleNamespace(run_tag="t", process="txp-0", stop=threading.Event())
+    args = argparse.Namespace(request_timeout_s=1.0, on_fenced=on_fenced, txn_id=None)
+    c = TransactionalClient(ctx, args)
+    c.producer = producer
+    return c
+
+
+def error(code, **flags):
+    return KafkaException(KafkaError(code, "test", **flags))
+
+
+VALUE = {"writes": [{"id": "a"}]}
+
+
+def test_abortable_error_aborts_and_records_fail():
+    c = client(Producer())
+    outcome, extra = c._after_error(error(KafkaError._TIMED_OUT, txn_requires_abort=True), True, VALUE)
+    assert (outcome, c.producer.calls, c.ctx.stop.is_set()) == ("fail", ["abort"], False)
+    assert "fenced" not in extra
+
+
+def test_a_fenced_abort_after_an_abortable_error_stops_a_zombie():
+    producer = Producer(abort=error(KafkaError._FENCED, fatal=True))
+    c = client(producer)
+    outcome, extra = c._after_error(error(KafkaError._TIMED_OUT, txn_requires_abort=True), True, VALUE)
+    assert outcome == "fail" and extra["fenced"] and c.ctx.stop.is_set() and c.producer is None
+    assert extra["after"].startswith("_TIMED_OUT")
+
+
+def test_fenced_with_reinit_drops_the_producer_but_keeps_running():
+    c = client(Producer(), on_fenced="reinit")
+    outcome, extra = c._after_error(error(KafkaError.PRODUCER_FENCED, fatal=True), True, VALUE)
+    assert (outcome, c.producer, c.ctx.stop.is_set(), "fenced" in extra) == ("info", None, False, False)
+
+
+def test_retriable_commit_error_is_retried_once_and_judged_by_the_retry():
+    c = client(Producer(commit=error(KafkaError.INVALID_PRODUCER_EPOCH)))
+    outcome, extra = c._after_error(error(KafkaError.REQUEST_TIMED_OUT, retriable=True), True, VALUE)
+    assert outcome == "info" and extra["fenced"] and c.ctx.stop.is_set()
+
+
+def test_retriable_commit_error_that_commits_on_retry_is_ok():
+    producer = Producer()
+    c = client(producer)
+    c.offsets = {"a": 7}
+    outcome, extra = c._after_error(error(KafkaError.REQUEST_TIMED_OUT, retriable=True), True, VALUE)
+    assert (outcome, extra["offsets"], producer.calls) == ("ok", [7], ["commit"])
+
+
+def test_an_error_before_the_commit_is_fail_not_info():
+    c = client(Producer())
+    outcome, _ = c._after_error(error(KafkaError._TRANSPORT), False, VALUE)
+    assert outcome == "fail" and c.producer is None
