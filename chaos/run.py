@@ -1,9 +1,11 @@
 """A run: its directory, its one history writer, and the workload processes it starts, stops and pauses.
 
-Owns: the run directory layout (history/, spec.json, cluster.json, end_offsets.json, logs/, pids/),
+Owns: the run directory layout (history/, spec.json, cluster.json, end_offsets.json, group_offsets.json,
+logs/, pids/),
 starting each workload as its own process (`python -m chaos.workloads ...`, through the one process
 supervisor, so it can be stopped, killed or paused by pid), and finishing a run: stop every workload,
-complete outstanding invokes as info, record the end offsets (HWM and LSO) of every topic the run used.
+complete outstanding invokes as info, record the end offsets (HWM and LSO) of every topic the run used
+and the committed offsets of the run's consumer groups (those named "<run tag>.*").
 Must not: decide what a run should do (experiment specs and schedules are the runner's, issue 5), or
 check the history (spark_analysis/ does).
 """
@@ -133,6 +135,7 @@ class Run:
         self._write("spec.json", asdict(self.info))
         self._write("cluster.json", self._cluster_info())
         self._write("end_offsets.json", summary["end_offsets"])
+        self._write("group_offsets.json", self._group_offsets())
         self.progress(f"run finished: {summary['operations']} operations, {completed} completed as info at shutdown")
         return summary
 
@@ -147,11 +150,25 @@ class Run:
             offsets[topic] = {str(p): {"hwm": hwm[p], "lso": lso[p]} for p in range(n)}
         return offsets
 
+    def _group_offsets(self) -> dict:
+        """{group: {topic: {partition: committed offset}}} of the run's groups on the run's topics."""
+        with ClusterAdmin(self.conn) as admin:
+            groups = sorted(g["group_id"] for g in admin.client.list_groups()
+                            if g["group_id"].startswith(f"{self.info.run_tag}."))
+            committed = admin.client.list_group_offsets(groups) if groups else {}
+        out: dict = {}
+        for group, offsets in committed.items():
+            for tp, meta in offsets.items():
+                if meta.offset >= 0 and tp.topic in self.info.topics:
+                    out.setdefault(group, {}).setdefault(tp.topic, {})[str(tp.partition)] = meta.offset
+        return out
+
     def _cluster_info(self) -> dict:
         with ClusterAdmin(self.conn) as admin:
             brokers = admin.registered_brokers()
             controller = admin.active_controller()
-        return {"connection": self.conn.describe(), "brokers": brokers, "active_controller": controller,
+        return {"connection": self.conn.describe(), "bootstrap": self.conn.bootstrap, "brokers": brokers,
+                "active_controller": controller,
                 "versions": pinned()}
 
     def _write(self, name: str, data: object) -> None:

@@ -92,6 +92,13 @@ def compose_document(layout: ClusterLayout) -> dict:
         "command": ["--bootstrap", layout.bootstrap, "--listen-address", "127.0.0.1",
                     "--port", str(layout.exporter_port)],
         "environment": ["TXNLAB_KAFKA_SASL_USERNAME", "TXNLAB_KAFKA_SASL_PASSWORD"], "restart": "unless-stopped"}
+    # The Spark verification job, run on demand on a stored run (`docker compose run --rm verify
+    # /runs/<run>`): a Kafka client like the exporter, so on the host network too.
+    services["verify"] = {
+        "build": {"context": ".", "dockerfile": "compose/verify.Dockerfile"}, "image": "txnlab/verify:dev",
+        "network_mode": "host", "profiles": ["verify"], "volumes": ["./runs:/runs"],
+        "environment": ["TXNLAB_KAFKA_BOOTSTRAP=" + layout.bootstrap, "TXNLAB_KAFKA_SASL_USERNAME",
+                        "TXNLAB_KAFKA_SASL_PASSWORD"]}
     services["prometheus"] = {
         "image": "prom/prometheus:v2.53.2", "network_mode": "host",
         "command": ["--config.file=/etc/prometheus/prometheus.yml", "--web.enable-lifecycle",

@@ -37,6 +37,24 @@ def partition_offsets(conn: ConnectionSettings, topic: str, partitions: list[int
     return {tp.partition: f.result(timeout).offset for tp, f in futures.items()}
 
 
+def log_start_offsets(conn: ConnectionSettings, topic: str, partitions: list[int],
+                      timeout: float = 10.0) -> dict[int, int]:
+    """ListOffsets(earliest) per partition: where the log starts (> 0 once records were deleted)."""
+    admin = AdminClient(conn.confluent(**QUIET))
+    futures = admin.list_offsets({TopicPartition(topic, p): OffsetSpec.earliest() for p in partitions},
+                                 request_timeout=timeout)
+    return {tp.partition: f.result(timeout).offset for tp, f in futures.items()}
+
+
+def topic_partitions(conn: ConnectionSettings, topic: str, timeout: float = 10.0) -> list[int] | None:
+    """The partitions of `topic`, or None when the cluster does not know it."""
+    metadata = AdminClient(conn.confluent(**QUIET)).list_topics(topic, timeout=timeout)
+    found = metadata.topics.get(topic)
+    if found is None or found.error is not None:
+        return None
+    return sorted(found.partitions)
+
+
 def read_to_end(conn: ConnectionSettings, topic: str, committed: bool, timeout: float = 30.0) -> list[Record]:
     """Every record of topic visible at the isolation level, read until each partition's position
     reaches its end (LSO for read_committed, high watermark otherwise)."""

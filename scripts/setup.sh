@@ -46,7 +46,8 @@ fi
 
 # 3. Apache Kafka (broker + tools jars) and the Prometheus JMX agent from Maven Central.
 LIBS="$TXNLAB_HOME/dist/kafka-$KAFKA_VERSION/libs"
-want=$(cat versions.env cluster/pom.xml | sha256sum | cut -c1-16)
+want=$(echo "$KAFKA_VERSION $SCALA_BINARY_VERSION $LOG4J_VERSION $JMX_EXPORTER_VERSION" | cat - cluster/pom.xml \
+  | sha256sum | cut -c1-16)
 if ! stamp_ok "$LIBS/.txnlab-stamp" "$want"; then
   step "Kafka $KAFKA_VERSION jars from Maven Central into $LIBS"
   rm -rf "$LIBS"; mkdir -p "$LIBS"
@@ -56,6 +57,21 @@ if ! stamp_ok "$LIBS/.txnlab-stamp" "$want"; then
     || fail "maven could not fetch the Kafka jars: is Maven Central reachable? (mvn -f cluster/pom.xml dependency:tree)"
   ls "$LIBS"/kafka_"$SCALA_BINARY_VERSION"-"$KAFKA_VERSION".jar >/dev/null || fail "kafka jar missing after download"
   echo "$want" > "$LIBS/.txnlab-stamp"
+fi
+
+# 3b. Spark's Kafka connector for the verification job (PySpark itself comes with the virtualenv).
+SPARK_JARS="$TXNLAB_HOME/dist/spark-kafka-$SPARK_KAFKA_VERSION"
+want=$(echo "$SPARK_KAFKA_VERSION $SPARK_TOKEN_PROVIDER_VERSION $SCALA_BINARY_VERSION" \
+  | cat - spark_analysis/pom.xml | sha256sum | cut -c1-16)
+if ! stamp_ok "$SPARK_JARS/.txnlab-stamp" "$want"; then
+  step "Spark Kafka connector $SPARK_KAFKA_VERSION from Maven Central into $SPARK_JARS"
+  rm -rf "$SPARK_JARS"; mkdir -p "$SPARK_JARS"
+  mvn -q -B -f spark_analysis/pom.xml dependency:copy-dependencies -DincludeScope=runtime \
+    -DoutputDirectory="$SPARK_JARS" -Dspark.kafka.version="$SPARK_KAFKA_VERSION" \
+    -Dspark.token.version="$SPARK_TOKEN_PROVIDER_VERSION" -Dscala.binary.version="$SCALA_BINARY_VERSION" \
+    || fail "maven could not fetch Spark's Kafka connector: is Maven Central reachable? (mvn -f spark_analysis/pom.xml dependency:tree)"
+  ls "$SPARK_JARS"/spark-sql-kafka-0-10_*.jar >/dev/null || fail "spark-sql-kafka jar missing after download"
+  echo "$want" > "$SPARK_JARS/.txnlab-stamp"
 fi
 
 # 4. Toxiproxy server, built from the Go module proxy.

@@ -184,6 +184,37 @@ def cmd_chaos_run(args: argparse.Namespace) -> int:
     return 0 if result.steady else 1
 
 
+def cmd_verify(args: argparse.Namespace) -> int:
+    from cluster.connection import ConnectionSettings
+    from spark_analysis import submit
+    conn = ConnectionSettings.from_env(bootstrap=args.bootstrap) if args.bootstrap else None
+    out = args.out or args.run_dir / "verify"
+    code = submit.run(args.run_dir, conn, master=args.master, driver_memory=args.driver_memory, out=out,
+                      examples=args.examples, conf=tuple(args.conf or ()))
+    report = out / "report.json"
+    if args.json and report.exists():
+        print(report.read_text(), end="")
+    elif report.exists():
+        print(f"{json.loads(report.read_text())['valid']}  {report}  {out / 'report.html'}")
+    return code if report.exists() or code else 2
+
+
+def _add_verify_command(sub) -> None:
+    verify = sub.add_parser("verify", help="prove a run's outputs with Spark: duplicates, aborted reads, lost "
+                            "writes, torn transactions, exactly-once processing (exit 0 valid, 1 anomalies, 2 unknown)")
+    verify.add_argument("run_dir", type=Path, help="a run directory (runs/<...>) with history/ and end_offsets.json")
+    verify.add_argument("--master", default="local[*]", help="Spark master: local[*] (default) or spark://host:port")
+    verify.add_argument("--driver-memory", default="2g")
+    verify.add_argument("--out", type=Path, default=None, help="where report.json and report.html go "
+                        "(default RUN_DIR/verify)")
+    verify.add_argument("--examples", type=int, default=10, help="examples kept per check")
+    verify.add_argument("--bootstrap", help="Kafka bootstrap (default $TXNLAB_KAFKA_BOOTSTRAP, else the run's "
+                        "cluster.json); SASL/TLS settings from TXNLAB_KAFKA_* variables")
+    verify.add_argument("--conf", action="append", metavar="KEY=VALUE", help="extra Spark conf (repeatable)")
+    verify.add_argument("--json", action="store_true", help="print report.json")
+    verify.set_defaults(func=cmd_verify)
+
+
 def _local_bootstrap(args: argparse.Namespace) -> str | None:
     import os
     if os.environ.get("TXNLAB_KAFKA_BOOTSTRAP"):
@@ -305,6 +336,7 @@ def build_parser() -> argparse.ArgumentParser:
     exporter.set_defaults(func=cmd_exporter)
     _add_txn_commands(sub)
     _add_chaos_commands(sub)
+    _add_verify_command(sub)
     demo = sub.add_parser("demo", help="the main job: cluster up, transactional workload, summary")
     demo.add_argument("--state-dir", type=Path, default=None)
     demo.add_argument("--transactions", type=int, default=20)
@@ -318,7 +350,8 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from chaos.hanging import InjectionError
     from chaos.spec import SpecError
     from exporter.kafka_access import KafkaUnavailable
-    return (InjectionError, KafkaUnavailable, SpecError)
+    from spark_analysis.submit import SetupError
+    return (InjectionError, KafkaUnavailable, SpecError, SetupError)
 
 
 def main(argv: list[str] | None = None) -> int:

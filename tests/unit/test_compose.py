@@ -68,3 +68,14 @@ def test_exporter_service_and_prometheus_scrape_it():
     prometheus = yaml.safe_load((REPO_ROOT / "compose" / "prometheus.yml").read_text())
     jobs = {job["job_name"]: job["static_configs"][0]["targets"] for job in prometheus["scrape_configs"]}
     assert jobs["txnlab-exporter"] == [f"127.0.0.1:{layout.exporter_port}"]
+
+
+def test_verify_service_runs_the_spark_job_with_the_connector_setup_uses():
+    layout = compose.compose_layout()
+    doc = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())
+    verify = doc["services"]["verify"]
+    dockerfile = (REPO_ROOT / verify["build"]["dockerfile"]).read_text()
+    assert verify["profiles"] == ["verify"] and "./runs:/runs" in verify["volumes"]
+    assert f"TXNLAB_KAFKA_BOOTSTRAP={layout.bootstrap}" in verify["environment"]
+    assert "spark_analysis/pom.xml" in dockerfile and 'ENTRYPOINT ["txnlab", "verify"]' in dockerfile
+    assert "SPARK_KAFKA_VERSION" in dockerfile and "openjdk-17-jre-headless" in dockerfile

@@ -1,0 +1,143 @@
+"""The verification job (run by spark-submit; `txnlab verify` is the thin wrapper, submit.py).
+
+    spark-submit --jars <connector jars> spark_analysis/job.py RUN_DIR [--out DIR] [--examples N]
+
+Owns: the thin main: evidence first (evidence.py), then the run's frames (load.py), the checks and the
+verdict (verdict.py), report.json and report.html in <RUN_DIR>/verify/ (or --out), a one-line summary per
+check on stderr, the exit code (0 valid, 1 anomalies, 2 unknown or error). The Kafka connection comes from
+TXNLAB_KAFKA_* variables (secrets never on the command line), the bootstrap by default from the run's
+cluster.json.
+Must not: hold record-sized data on the driver.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from cluster.connection import ConnectionSettings
+from spark_analysis import load, page, verdict
+from spark_analysis.evidence import Evidence, check_topics, load_run_files
+from spark_analysis.schemas import TRANSACTIONAL_F
+
+GROUP_OFFSETS_SCHEMA = "group string, topic string, partition int, committed long"
+END_OFFSETS_SCHEMA = "topic string, partition int, lso long, hwm long"
+
+
+STARTED = time.monotonic()
+
+
+def progress(message: str) -> None:
+    print(f"[verify +{time.monotonic() - STARTED:5.1f}s] {message}", file=sys.stderr, flush=True)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="spark_analysis.job")
+    p.add_argument("run_dir", type=Path)
+    p.add_argument("--out", type=Path, default=None, help="where report.json/html go (default RUN_DIR/verify)")
+    p.add_argument("--examples", type=int, default=10, help="examples per check")
+    p.add_argument("--bootstrap", default=None)
+    return p.parse_args(argv)
+
+
+def connection(run_dir: Path, bootstrap: str | None) -> ConnectionSettings:
+    if not bootstrap and not os.environ.get("TXNLAB_KAFKA_BOOTSTRAP"):
+        info = run_dir / "cluster.json"
+        bootstrap = json.loads(info.read_text()).get("bootstrap") if info.exists() else None
+    conn = ConnectionSettings.from_env(bootstrap=bootstrap)
+    if not conn.bootstrap:
+        raise SystemExit("no Kafka bootstrap: pass --bootstrap or set TXNLAB_KAFKA_BOOTSTRAP")
+    return conn
+
+
+def gather_evidence(run_dir: Path, conn: ConnectionSettings) -> Evidence:
+    evidence = load_run_files(run_dir)
+    if evidence.end_offsets:
+        try:
+            check_topics(conn, evidence)
+        except Exception as exc:  # noqa: BLE001 - an unreachable cluster is missing evidence, not a crash
+            evidence.gaps.append(f"cannot read the topics from {conn.describe()}: {type(exc).__name__}: {exc}")
+    return evidence
+
+
+def build_frames(spark: SparkSession, ops: DataFrame, evidence: Evidence, conn: ConnectionSettings) -> verdict.Frames:
+    copiers = load.copier_topics(ops)
+    copier_data = sorted({t for r in copiers.collect() for t in (r["input"], r["output"]) if t})
+    options = load.kafka_options(conn.java_properties())
+    lso = {t: {p: o["lso"] for p, o in parts.items()} for t, parts in evidence.end_offsets.items()}
+    hwm = {t: {p: o["hwm"] for p, o in parts.items()} for t, parts in evidence.end_offsets.items()}
+    committed = load.records_of(load.read_view(spark, options, lso, "read_committed"), "committed", copier_data)
+    uncommitted = load.records_of(load.read_view(spark, options, hwm, "read_uncommitted"), "uncommitted",
+                                  copier_data)
+    groups = [(g, t, int(p), o) for g, topics in evidence.group_offsets.items() for t, parts in topics.items()
+              for p, o in parts.items()]
+    ends = [(t, int(p), o["lso"], o["hwm"]) for t, parts in evidence.end_offsets.items() for p, o in parts.items()]
+    return verdict.Frames(
+        committed=committed, uncommitted=uncommitted, writes=load.writes_of(ops), observed=load.observed_reads(ops),
+        consumed=load.consumed_inputs(ops), group_offsets=spark.createDataFrame(groups, GROUP_OFFSETS_SCHEMA),
+        sends=load.tool_sends(ops), copiers=copiers, end_offsets=spark.createDataFrame(ends, END_OFFSETS_SCHEMA))
+
+
+def history_counts(ops: DataFrame, evidence: Evidence) -> dict:
+    corrupt = load.corrupt_lines(ops).count()
+    if corrupt:
+        evidence.gaps.append(f"the history has {corrupt} damaged line(s) (torn or not JSON)")
+    attempts = {r["type"]: r["count"] for r in ops.where(F.col("f").isin(*TRANSACTIONAL_F) & (F.col("type") != "invoke")
+                                                           & F.col("value.attempt").isNotNull())
+                .groupBy("type").count().collect()}
+    return {"operations": ops.count(), "damaged_lines": corrupt, "attempts": attempts}
+
+
+def verify(spark: SparkSession, args: argparse.Namespace) -> dict:
+    started = time.monotonic()
+    run_dir = args.run_dir.resolve()
+    conn = connection(run_dir, args.bootstrap)
+    progress(f"run {run_dir.name}: checking the evidence against {conn.describe()}")
+    evidence = gather_evidence(run_dir, conn)
+    ops = load.read_history(spark, run_dir).cache()
+    counts = history_counts(ops, evidence)
+    progress(f"history: {counts['operations']} operations, attempts {counts['attempts']}")
+    if evidence.complete:
+        progress("reading the topics (read_committed and read_uncommitted) and running the checks")
+        frames = build_frames(spark, ops, evidence, conn)
+        results = verdict.run_checks(frames, args.examples, progress)
+        counts["records"] = {"read_committed": frames.committed.count(), "read_uncommitted": frames.uncommitted.count()}
+    else:
+        progress("evidence incomplete: " + "; ".join(evidence.gaps))
+        results = verdict.unknown_checks(evidence.gaps)
+    valid = verdict.overall(results["checks"])
+    return {"run": str(run_dir), "valid": valid, "evidence": {"complete": evidence.complete, "gaps": evidence.gaps},
+            "counts": counts, **{k: v for k, v in results.items() if k != "gaps"},
+            "topics": sorted(evidence.end_offsets), "seconds": round(time.monotonic() - started, 1)}
+
+
+def write_report(report: dict, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True, default=str) + "\n")
+    (out / "report.html").write_text(page.render(report))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    spark = SparkSession.builder.appName("txnlab-verify").getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    try:
+        report = verify(spark, args)
+    finally:
+        spark.stop()
+    out = args.out or args.run_dir / "verify"
+    write_report(report, out)
+    for name, check in report["checks"].items():
+        progress(f"{name:<24} {check['valid']!s:<8} {'' if check['count'] is None else check['count']}")
+    progress(f"valid: {report['valid']}  ({out / 'report.json'})")
+    return verdict.exit_code(report["valid"])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

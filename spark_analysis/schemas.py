@@ -1,0 +1,48 @@
+"""The shapes the checks work on: the history as Spark reads it, record values, and the normalised frames.
+
+Owns: the explicit schema of a history line (chaos/history.py writes it; every field any workload puts
+in `value` that a check reads), the schema of a txnlab record value (chaos/ids.py), and the column
+contract of the frames the checks take:
+  records   view, topic, partition, offset, id, attempt, producer, input, text, kind, value_hash
+            (kind: "txnlab" a record a txnlab workload wrote, "copier" a value on a Java copier topic (input
+             or output: the Java tools write plain values),
+             "foreign" anything else: not JSON, no id, another writer)
+  writes    attempt, process, f, outcome, id, topic, partition, input, group
+            (outcome: ok | fail | info of the attempt; null when the history holds no completion)
+  attempts  attempt, process, f, outcome, expected (distinct ids the attempt wrote)
+Must not: read files or Kafka (load.py does), or decide anything (checks.py does).
+"""
+from __future__ import annotations
+
+from pyspark.sql.types import (ArrayType, BooleanType, DoubleType, IntegerType, LongType, StringType, StructField,
+                               StructType)
+
+WRITE = StructType([StructField("topic", StringType()), StructField("partition", IntegerType()),
+                    StructField("id", StringType()), StructField("input", StringType())])
+POSITION = StructType([StructField("topic", StringType()), StructField("partition", IntegerType()),
+                       StructField("offset", LongType()), StructField("id", StringType())])
+
+OP_VALUE = StructType([
+    StructField("attempt", StringType()), StructField("producer", StringType()),
+    StructField("txn_id", StringType()), StructField("group", StringType()),
+    StructField("abort", BooleanType()), StructField("writes", ArrayType(WRITE)),
+    StructField("offsets", ArrayType(LongType())), StructField("inputs", ArrayType(POSITION)),
+    StructField("commit_offsets", ArrayType(POSITION)), StructField("error", StringType()),
+    StructField("fenced", BooleanType()), StructField("reason", StringType()),
+    StructField("isolation", StringType()), StructField("records", ArrayType(POSITION)),
+    # Kafka's Java tools (chaos/workloads/java_copier.py): VerifiableProducer sends and the JVM's args
+    StructField("id", StringType()), StructField("topic", StringType()), StructField("partition", IntegerType()),
+    StructField("offset", LongType()), StructField("tool", StringType()), StructField("args", ArrayType(StringType())),
+])
+
+HISTORY = StructType([
+    StructField("time", LongType()), StructField("wall", DoubleType()), StructField("process", StringType()),
+    StructField("type", StringType()), StructField("f", StringType()), StructField("value", OP_VALUE),
+    StructField("_corrupt_record", StringType()),
+])
+
+RECORD_VALUE = StructType([StructField("id", StringType()), StructField("attempt", StringType()),
+                           StructField("producer", StringType()), StructField("input", StringType())])
+
+TRANSACTIONAL_F = ("txn", "process")     # history f of an attempt that writes records in a transaction
+OUTCOMES = ("ok", "fail", "info")

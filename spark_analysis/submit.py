@@ -1,0 +1,83 @@
+"""`txnlab verify`: the thin wrapper that runs the verification job through spark-submit.
+
+Owns: locating PySpark's spark-submit and the Kafka connector jars (setup puts them in
+<TXNLAB_HOME>/dist/spark-kafka-<version>/; only those PySpark does not ship are passed), the command line
+(master, driver memory, loopback-only driver, quiet logging with the console progress bar), and the
+environment (the repo on PYTHONPATH, this Python for the driver and workers, the Kafka connection as
+TXNLAB_KAFKA_* variables so no secret is on a command line).
+Must not: verify anything itself (job.py does, inside Spark).
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from cluster.connection import ConnectionSettings
+from cluster.versions import REPO_ROOT, pinned, txnlab_home
+
+HERE = Path(__file__).resolve().parent
+
+
+class SetupError(RuntimeError):
+    """Something `make setup` installs is missing."""
+
+
+def connector_dir() -> Path:
+    return txnlab_home() / "dist" / f"spark-kafka-{pinned()['SPARK_KAFKA_VERSION']}"
+
+
+def pyspark_home() -> Path:
+    import pyspark
+    return Path(pyspark.__file__).resolve().parent
+
+
+def connector_jars() -> list[Path]:
+    """The connector's jars that PySpark does not already ship (by artifact name)."""
+    folder = connector_dir()
+    jars = sorted(folder.glob("*.jar"))
+    if not any(j.name.startswith("spark-sql-kafka") for j in jars):
+        raise SetupError(f"Spark's Kafka connector is not in {folder}: run `make setup` (scripts/setup.sh)")
+    shipped = {_artifact(j) for j in (pyspark_home() / "jars").glob("*.jar")}
+    return [j for j in jars if _artifact(j) not in shipped]
+
+
+def _artifact(jar: Path) -> str:
+    """commons-pool2-2.13.1.jar -> commons-pool2"""
+    name = jar.stem
+    parts = name.split("-")
+    while parts and parts[-1][:1].isdigit():
+        parts.pop()
+    return "-".join(parts) or name
+
+
+def command(run_dir: Path, master: str = "local[*]", driver_memory: str = "2g", out: Path | None = None,
+            examples: int = 10, conf: tuple[str, ...] = ()) -> list[str]:
+    cmd = [str(pyspark_home() / "bin" / "spark-submit"), "--master", master, "--driver-memory", driver_memory,
+           "--jars", ",".join(str(j) for j in connector_jars()),
+           "--driver-java-options", f"-Dlog4j2.configurationFile=file:{HERE / 'log4j2.properties'}",
+           "--conf", "spark.ui.enabled=false", "--conf", f"spark.ui.showConsoleProgress={str(sys.stderr.isatty()).lower()}",
+           "--conf", "spark.driver.bindAddress=127.0.0.1", "--conf", "spark.driver.host=127.0.0.1",
+           "--conf", "spark.sql.shuffle.partitions=8"]
+    for item in conf:
+        cmd += ["--conf", item]
+    cmd += [str(HERE / "job.py"), str(run_dir), "--examples", str(examples)]
+    return cmd + (["--out", str(out)] if out else [])
+
+
+def environment(conn: ConnectionSettings | None) -> dict[str, str]:
+    env = dict(os.environ)
+    if conn is not None:                     # these settings replace any TXNLAB_KAFKA_* we were given
+        env = {k: v for k, v in env.items() if not k.startswith("TXNLAB_KAFKA_")} | conn.to_env()
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
+    env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    return env
+
+
+def run(run_dir: Path, conn: ConnectionSettings | None, **options) -> int:
+    """Run the job; its progress and Spark's warnings go to our stderr. Returns its exit code."""
+    if not (Path(run_dir) / "history").is_dir():
+        raise SetupError(f"{run_dir} is not a run directory (no history/)")
+    return subprocess.run(command(Path(run_dir), **options), env=environment(conn), stdout=sys.stderr).returncode

@@ -1,0 +1,76 @@
+"""The verdict rules, the run files a verification needs, the HTML page, and how spark-submit is called."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from spark_analysis import page, submit, verdict
+from spark_analysis.evidence import load_run_files
+
+
+def test_any_anomaly_makes_the_run_invalid_and_missing_evidence_makes_it_unknown_never_valid():
+    assert verdict.overall({"a": {"valid": True}, "b": {"valid": True}}) is True
+    assert verdict.overall({"a": {"valid": True}, "b": {"valid": False}, "c": {"valid": "unknown"}}) is False
+    assert verdict.overall({"a": {"valid": True}, "b": {"valid": "unknown"}}) == "unknown"
+    assert [verdict.exit_code(v) for v in (True, False, "unknown")] == [0, 1, 2]
+
+
+def test_incomplete_evidence_leaves_every_check_unknown():
+    report = verdict.unknown_checks(["topic t no longer exists"])
+    assert {c["valid"] for c in report["checks"].values()} == {"unknown"}
+    assert set(report["checks"]) == {c.name for c in verdict.CHECKS}
+    assert verdict.overall(report["checks"]) == "unknown"
+
+
+def test_a_run_that_did_not_finish_is_a_gap(tmp_path):
+    (tmp_path / "history").mkdir()
+    (tmp_path / "history" / "part-00000.jsonl").write_text("{}\n")
+    evidence = load_run_files(tmp_path)
+    assert not evidence.complete and "end_offsets.json" in evidence.gaps[0]
+    (tmp_path / "end_offsets.json").write_text(json.dumps({"t": {"0": {"hwm": 3, "lso": 3}}}))
+    assert load_run_files(tmp_path).complete and load_run_files(tmp_path).group_offsets == {}
+
+
+def report(valid, gaps=()):
+    checks = verdict.unknown_checks(list(gaps))["checks"] if gaps else {
+        c.name: {"valid": True, "count": 0, "description": c.description, "examples": [], "seconds": 0.1}
+        for c in verdict.CHECKS}
+    if valid is False:
+        checks["duplicate"] = {"valid": False, "count": 1, "description": "d", "seconds": 0.1,
+                               "examples": [{"id": "r.p.0.<1>", "copies": 2, "positions": [{"offset": 1}]}]}
+    return {"run": "/runs/x", "valid": valid, "evidence": {"complete": not gaps, "gaps": list(gaps)},
+            "counts": {"operations": 5, "records": {"read_committed": 3}}, "checks": checks,
+            "info_attempts": {"committed": 1, "aborted": 0, "torn": 0}, "unrecognised": {"count": 0, "examples": []},
+            "topics": ["t"], "seconds": 1.0}
+
+
+def test_the_page_shows_the_verdict_the_checks_and_escaped_examples():
+    html = page.render(report(False))
+    assert ">anomalies<" in html and "duplicate" in html and "r.p.0.&lt;1&gt;" in html and "<1>" not in html
+    assert "records.read_committed" in html
+    unknown = page.render(report("unknown", gaps=["topic t no longer exists"]))
+    assert ">unknown<" in unknown and "topic t no longer exists" in unknown
+
+
+def test_only_connector_jars_pyspark_lacks_are_passed(tmp_path, monkeypatch):
+    monkeypatch.setattr(submit, "connector_dir", lambda: tmp_path)
+    with pytest.raises(submit.SetupError, match="make setup"):
+        submit.connector_jars()
+    for name in ("spark-sql-kafka-0-10_2.13-4.2.0.jar", "kafka-clients-3.9.2.jar", "scala-library-2.13.15.jar"):
+        (tmp_path / name).write_text("")
+    assert [j.name for j in submit.connector_jars()] == ["kafka-clients-3.9.2.jar", "spark-sql-kafka-0-10_2.13-4.2.0.jar"]
+    assert submit._artifact(Path("commons-pool2-2.13.1.jar")) == "commons-pool2"
+
+
+def test_the_command_keeps_the_driver_on_loopback_and_secrets_off_the_command_line(tmp_path, monkeypatch):
+    from cluster.connection import ConnectionSettings
+    monkeypatch.setattr(submit, "connector_jars", lambda: [Path("/j/a.jar"), Path("/j/b.jar")])
+    cmd = submit.command(tmp_path, master="spark://127.0.0.1:7077", conf=("spark.executor.memory=1g",))
+    assert cmd[cmd.index("--master") + 1] == "spark://127.0.0.1:7077" and "/j/a.jar,/j/b.jar" in cmd
+    assert "spark.driver.bindAddress=127.0.0.1" in cmd and "spark.executor.memory=1g" in cmd
+    conn = ConnectionSettings(bootstrap="127.0.0.1:9093", security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
+                              sasl_username="u", sasl_password="s3cret")
+    env = submit.environment(conn)
+    assert env["TXNLAB_KAFKA_SASL_PASSWORD"] == "s3cret" and not any("s3cret" in part for part in cmd)
