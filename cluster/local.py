@@ -40,6 +40,9 @@ def default_state_dir() -> Path:
     return versions.txnlab_home() / "cluster"
 
 
+ALERT_RULES = versions.REPO_ROOT / "dashboards" / "alerts" / "txnlab.rules.yml"
+
+
 class LocalCluster:
     """One local cluster, described by a ClusterLayout and remembered in state_dir/cluster.json."""
 
@@ -359,9 +362,11 @@ class LocalCluster:
         progress(f"exporter up on http://{LOOPBACK}:{self.layout.exporter_port}/metrics")
 
     def prometheus_config(self) -> str:
-        """prometheus.yml of the local stack: the brokers' JMX agents and the txnlab exporter."""
+        """prometheus.yml of the local stack: the brokers' JMX agents and the txnlab exporter, evaluated
+        against txnlab's alerting rules (dashboards/alerts/, the same file the compose stack loads)."""
         targets = ", ".join(f"'{LOOPBACK}:{self.layout.jmx_port(n)}'" for n in self.layout.node_ids)
         return (f"global:\n  scrape_interval: {PROMETHEUS_SCRAPE_INTERVAL}\n  evaluation_interval: {PROMETHEUS_SCRAPE_INTERVAL}\n"
+                f"rule_files:\n  - '{ALERT_RULES}'\n"
                 f"scrape_configs:\n  - job_name: kafka-jmx\n    static_configs:\n      - targets: [{targets}]\n"
                 f"  - job_name: txnlab-exporter\n    static_configs:\n"
                 f"      - targets: ['{LOOPBACK}:{self.layout.exporter_port}']\n")

@@ -4,7 +4,7 @@
 
 Owns: the thin main: evidence first (evidence.py), then the run's frames (load.py), the checks and the
 verdict (verdict.py), report.json and report.html in <RUN_DIR>/verify/ (or --out), a one-line summary per
-check on stderr, the exit code (0 valid, 1 anomalies, 2 unknown or error). The Kafka connection comes from
+check on stderr, the exit code (0 valid, 1 anomalies, 2 unknown or error: a crash is never exit 1). The Kafka connection comes from
 TXNLAB_KAFKA_* variables (secrets never on the command line), the bootstrap by default from the run's
 cluster.json.
 Must not: hold record-sized data on the driver.
@@ -16,6 +16,7 @@ import json
 import os
 import sys
 import time
+import traceback
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -25,6 +26,10 @@ from cluster.connection import ConnectionSettings
 from spark_analysis import load, page, verdict
 from spark_analysis.evidence import Evidence, check_topics, load_run_files
 from spark_analysis.schemas import TRANSACTIONAL_F
+
+class JobError(Exception):
+    """A run this job cannot verify at all (exit 2, one line)."""
+
 
 GROUP_OFFSETS_SCHEMA = "group string, topic string, partition int, committed long"
 END_OFFSETS_SCHEMA = "topic string, partition int, lso long, hwm long"
@@ -50,10 +55,10 @@ def connection(run_dir: Path, bootstrap: str | None) -> ConnectionSettings:
     if not bootstrap and not os.environ.get("TXNLAB_KAFKA_BOOTSTRAP"):
         info = run_dir / "cluster.json"
         bootstrap = json.loads(info.read_text()).get("bootstrap") if info.exists() else None
-    conn = ConnectionSettings.from_env(bootstrap=bootstrap)
-    if not conn.bootstrap:
-        raise SystemExit("no Kafka bootstrap: pass --bootstrap or set TXNLAB_KAFKA_BOOTSTRAP")
-    return conn
+    if not (bootstrap or os.environ.get("TXNLAB_KAFKA_BOOTSTRAP")):
+        raise JobError(f"no Kafka bootstrap: {run_dir / 'cluster.json'} has none; pass --bootstrap or set "
+                         "TXNLAB_KAFKA_BOOTSTRAP")
+    return ConnectionSettings.from_env(bootstrap=bootstrap)
 
 
 def gather_evidence(run_dir: Path, conn: ConnectionSettings) -> Evidence:
@@ -117,6 +122,15 @@ def verify(spark: SparkSession, args: argparse.Namespace) -> dict:
             "topics": sorted(evidence.end_offsets), "seconds": round(time.monotonic() - started, 1)}
 
 
+def run_job(args: argparse.Namespace) -> dict:
+    spark = SparkSession.builder.appName("txnlab-verify").getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    try:
+        return verify(spark, args)
+    finally:
+        spark.stop()
+
+
 def write_report(report: dict, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True, default=str) + "\n")
@@ -125,12 +139,15 @@ def write_report(report: dict, out: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    spark = SparkSession.builder.appName("txnlab-verify").getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
     try:
-        report = verify(spark, args)
-    finally:
-        spark.stop()
+        report = run_job(args)
+    except JobError as exc:
+        progress(f"error: {exc}")
+        return 2
+    except Exception:  # noqa: BLE001 - exit 1 means anomalies: a crash must not look like one
+        traceback.print_exc()
+        progress("error: the verification job failed (above); the verdict is unknown")
+        return 2
     out = args.out or args.run_dir / "verify"
     write_report(report, out)
     for name, check in report["checks"].items():

@@ -189,6 +189,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from spark_analysis import submit
     conn = ConnectionSettings.from_env(bootstrap=args.bootstrap) if args.bootstrap else None
     out = args.out or args.run_dir / "verify"
+    (out / "report.json").unlink(missing_ok=True)      # a stale report must not stand in for this run's
     code = submit.run(args.run_dir, conn, master=args.master, driver_memory=args.driver_memory, out=out,
                       examples=args.examples, conf=tuple(args.conf or ()))
     report = out / "report.json"
@@ -196,7 +197,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         print(report.read_text(), end="")
     elif report.exists():
         print(f"{json.loads(report.read_text())['valid']}  {report}  {out / 'report.html'}")
-    return code if report.exists() or code else 2
+    return code if report.exists() and code in (0, 1, 2) else 2
 
 
 def _add_verify_command(sub) -> None:

@@ -39,6 +39,8 @@ def add_transactional_arguments(p: argparse.ArgumentParser) -> None:
 class TransactionalClient:
     """Subclasses set self.txn_id and call transact(value, before_commit)."""
 
+    producer_config: dict = {"linger.ms": 5}     # batching knobs (a benchmark batches harder)
+
     def __init__(self, ctx: WorkloadContext, args: argparse.Namespace):
         self.ctx, self.args = ctx, args
         self.txn_id = getattr(args, "txn_id", None) or f"{ctx.run_tag}.{ctx.process}"
@@ -51,7 +53,7 @@ class TransactionalClient:
         self.ctx.invoke("init", {"txn_id": self.txn_id})
         try:
             producer = Producer(self.ctx.conn.confluent(**{
-                "transactional.id": self.txn_id, "enable.idempotence": True, "log_level": 3, "linger.ms": 5,
+                "transactional.id": self.txn_id, "enable.idempotence": True, "log_level": 3, **self.producer_config,
                 "transaction.timeout.ms": self.args.transaction_timeout_ms,
                 "socket.timeout.ms": int(self.args.request_timeout_s * 1000)}))
             producer.init_transactions(self.args.request_timeout_s * 3)

@@ -74,3 +74,21 @@ def test_the_command_keeps_the_driver_on_loopback_and_secrets_off_the_command_li
                               sasl_username="u", sasl_password="s3cret")
     env = submit.environment(conn)
     assert env["TXNLAB_KAFKA_SASL_PASSWORD"] == "s3cret" and not any("s3cret" in part for part in cmd)
+
+
+def test_a_run_without_any_bootstrap_is_a_one_line_error_not_a_crash(tmp_path, monkeypatch):
+    from spark_analysis import job
+    monkeypatch.delenv("TXNLAB_KAFKA_BOOTSTRAP", raising=False)
+    with pytest.raises(job.JobError, match="no Kafka bootstrap"):
+        job.connection(tmp_path, None)
+    (tmp_path / "cluster.json").write_text(json.dumps({"bootstrap": "127.0.0.1:9"}))
+    assert job.connection(tmp_path, None).bootstrap == "127.0.0.1:9"
+
+
+def test_a_crashing_job_exits_2_never_1(monkeypatch, tmp_path):
+    from spark_analysis import job
+
+    def boom(args):
+        raise RuntimeError("spark fell over")
+    monkeypatch.setattr(job, "run_job", boom)
+    assert job.main([str(tmp_path)]) == 2

@@ -1,0 +1,110 @@
+"""The Prometheus alerting rules for transactional health, as data rendered to alerts/txnlab.rules.yml.
+
+Owns: every alert's expression, `for`, severity and runbook annotations (what it means, what to run),
+and the two knobs a team sets once: the producer-state budget (producer ids per broker the heap can
+hold) and the exporter's collection interval (staleness). Thresholds come from the brokers' own
+configs as the exporter exports them (kafkatxn_broker_*), with Kafka's defaults when they are absent.
+Must not: import anything of txnlab's (dashboards/ stands apart; it knows metric names only).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import yaml
+
+MAX_TIMEOUT = "scalar(max(kafkatxn_broker_transaction_max_timeout_seconds) or vector(900))"
+EXPIRY = "scalar(max(kafkatxn_broker_producer_id_expiration_seconds) or vector(86400))"
+RUNBOOK = "docs/alerts.md#"
+
+
+@dataclass(frozen=True)
+class Knobs:
+    producer_budget: int = 200_000          # producer ids per broker before its heap is at risk
+    exporter_interval_s: float = 15.0       # the exporter's collection.interval_seconds
+
+
+def alert(name: str, expr: str, for_: str, severity: str, summary: str, description: str, run: str) -> dict:
+    return {"alert": name, "expr": expr, "for": for_, "labels": {"severity": severity},
+            "annotations": {"summary": summary, "description": description, "runbook": run,
+                            "runbook_url": RUNBOOK + name.lower()}}
+
+
+def transaction_alerts() -> list[dict]:
+    return [
+        alert("HangingTransaction", "kafkatxn_hanging_transaction_info > 0", "0s", "critical",
+              "Hanging transaction on {{ $labels.topic }}-{{ $labels.partition }}",
+              "Producer {{ $labels.producer_id }} (epoch {{ $labels.producer_epoch }}) holds a transaction open "
+              "from offset {{ $labels.start_offset }} that its coordinator does not track ({{ $labels.reason }}). "
+              "read_committed consumers of this partition are stuck at the LSO until it is aborted.",
+              "txnlab txn hanging; then txnlab txn abort --topic {{ $labels.topic }} --partition "
+              "{{ $labels.partition }} --producer-id {{ $labels.producer_id }} --yes"),
+        alert("LSOStuck",
+              "(kafkatxn_partition_lso_lag > 0) and on(topic, partition) "
+              f"((time() - kafkatxn_partition_lso_last_advance_timestamp_seconds) > {MAX_TIMEOUT})",
+              "0s", "critical",
+              "LSO of {{ $labels.topic }}-{{ $labels.partition }} stuck for longer than transaction.max.timeout.ms",
+              "The last stable offset is {{ $value }} records behind the high watermark and has not moved for "
+              "longer than any transaction may stay open: read_committed consumers are blocked.",
+              "txnlab txn hanging (a hanging transaction?); txnlab txn list (a coordinator that cannot finish?)"),
+        alert("OpenTransactionTooOld",
+              f"(max by (coordinator) (time() - kafkatxn_transaction_oldest_start_timestamp_seconds{{state=\"Ongoing\"}})"
+              f" > {MAX_TIMEOUT}) or (sum by (topic) (kafkatxn_late_transactions) > 0)",
+              "1m", "warning",
+              "A transaction has been open longer than transaction.max.timeout.ms",
+              "{{ if $labels.coordinator }}Coordinator {{ $labels.coordinator }}{{ else }}Topic {{ $labels.topic }}"
+              "{{ end }}: an open transaction is older than the longest timeout the brokers allow; its coordinator "
+              "should have aborted it.",
+              "txnlab txn list (oldest first); txnlab txn hanging"),
+        alert("CoordinatorTransactionsOverTimeout", "sum by (coordinator) (kafkatxn_transactions_over_timeout) > 0",
+              "2m", "warning",
+              "Coordinator {{ $labels.coordinator }} holds transactions past their own timeout",
+              "{{ $value }} Ongoing transactions are older than their transaction.timeout.ms and were not aborted: "
+              "the coordinator's abort of expired transactions is not keeping up or is failing.",
+              "txnlab txn list; the coordinator broker's server.log (TransactionCoordinator)"),
+        alert("TransactionMarkerQueue",
+              "max by (instance) (kafka_coordinator_transaction_transactionmarkerchannelmanager_unknowndestinationqueuesize"
+              " + kafka_coordinator_transaction_transactionmarkerchannelmanager_logappendretryqueuesize) > 0",
+              "5m", "warning",
+              "Transaction markers queued on {{ $labels.instance }}",
+              "The coordinator cannot deliver commit/abort markers (unknown partition leaders or failing "
+              "appends): transactions stay open on their partitions and LSOs stall.",
+              "txnlab cluster status; partition leadership of the topics in txnlab txn list"),
+    ]
+
+
+def producer_state_alerts(knobs: Knobs) -> list[dict]:
+    return [alert(
+        "ProducerStateGrowth",
+        f"predict_linear(kafkatxn_broker_active_producers[30m], {EXPIRY}) > {knobs.producer_budget}",
+        "15m", "warning",
+        "Producer state on broker {{ $labels.broker }} heads past its budget",
+        f"At the current growth rate, producer ids on this broker exceed {knobs.producer_budget} within the "
+        "producer.id.expiration.ms horizon (ids expire only after it): broker heap at risk.",
+        "Find the clients creating producers (short-lived idempotent producers); lower producer.id.expiration.ms "
+        "or set producer.id.quota.window (KIP-936)")]
+
+
+def exporter_alerts(knobs: Knobs) -> list[dict]:
+    stale = int(max(60, 4 * knobs.exporter_interval_s))
+    return [
+        alert("ExporterDown", "up{job=\"txnlab-exporter\"} == 0 or absent(up{job=\"txnlab-exporter\"}) "
+              "or kafkatxn_up == 0", "1m", "critical",
+              "txnlab exporter down or not reaching Kafka",
+              "Transaction, LSO and producer-state alerts are blind while this fires.",
+              "txnlab cluster status; the exporter's /healthz and log"),
+        alert("ExporterStale", f"time() - kafkatxn_collector_last_success_timestamp_seconds > {stale}", "1m",
+              "warning", "Exporter collector {{ $labels.collector }} has not succeeded for over "
+              f"{stale}s", "Cached transaction and producer-state series are stale.",
+              "kafkatxn_collector_errors_total by error; the exporter's log")]
+
+
+def rule_groups(knobs: Knobs = Knobs()) -> dict:
+    return {"groups": [
+        {"name": "txnlab-transactions", "rules": transaction_alerts()},
+        {"name": "txnlab-producer-state", "rules": producer_state_alerts(knobs)},
+        {"name": "txnlab-exporter", "rules": exporter_alerts(knobs)}]}
+
+
+def render(knobs: Knobs = Knobs()) -> str:
+    header = "# Generated by `python -m dashboards.build` from dashboards/rules.py: edit that, not this.\n"
+    return header + yaml.safe_dump(rule_groups(knobs), sort_keys=False, width=120)
