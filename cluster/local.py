@@ -368,8 +368,15 @@ class LocalCluster:
         return (f"global:\n  scrape_interval: {PROMETHEUS_SCRAPE_INTERVAL}\n  evaluation_interval: {PROMETHEUS_SCRAPE_INTERVAL}\n"
                 f"rule_files:\n  - '{ALERT_RULES}'\n"
                 f"scrape_configs:\n  - job_name: kafka-jmx\n    static_configs:\n      - targets: [{targets}]\n"
+                f"        labels: {{cluster: '{self.cluster_label}'}}\n"
                 f"  - job_name: txnlab-exporter\n    static_configs:\n"
-                f"      - targets: ['{LOOPBACK}:{self.layout.exporter_port}']\n")
+                f"      - targets: ['{LOOPBACK}:{self.layout.exporter_port}']\n"
+                f"        labels: {{cluster: '{self.cluster_label}'}}\n")
+
+    @property
+    def cluster_label(self) -> str:
+        """The `cluster` label every series of this stack carries (dashboards are templated by it)."""
+        return self.layout.state_dir.name
 
     def _check_port_plan(self) -> None:
         """The plan must avoid the kernel's ephemeral ports (a client socket could take one), and on a

@@ -8,6 +8,7 @@ COPY exporter exporter
 COPY chaos chaos
 COPY spark_analysis spark_analysis
 COPY report report
+COPY dashboards dashboards
 RUN pip install --no-cache-dir . && rm -rf /root/.cache
 USER nobody
 ENTRYPOINT ["python", "-m", "exporter"]

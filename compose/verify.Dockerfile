@@ -20,6 +20,7 @@ COPY exporter exporter
 COPY chaos chaos
 COPY spark_analysis spark_analysis
 COPY report report
+COPY dashboards dashboards
 RUN pip install --no-cache-dir . && rm -rf /root/.cache
 COPY --from=connector /jars /tmp/jars
 RUN set -a && . ./versions.env && mkdir -p "$TXNLAB_HOME/dist" \

@@ -1,6 +1,7 @@
 """Regenerate what dashboards/ commits: `python -m dashboards.build [--check]`.
 
-Owns: writing alerts/txnlab.rules.yml from rules.py (the knobs as options), and --check, which fails
+Owns: writing alerts/txnlab.rules.yml from rules.py (the knobs as options) and grafana/*.json from
+boards.py, and --check, which fails
 when a committed file differs from what the code renders (tests run it).
 Must not: import anything of txnlab's outside dashboards/.
 """
@@ -10,13 +11,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from dashboards import rules
+from dashboards import boards, rules
 
 HERE = Path(__file__).resolve().parent
 
 
 def rendered(knobs: rules.Knobs) -> dict[Path, str]:
-    return {HERE / "alerts" / "txnlab.rules.yml": rules.render(knobs)}
+    files = {HERE / "alerts" / "txnlab.rules.yml": rules.render(knobs)}
+    files.update({HERE / "grafana" / f"{name}.json": boards.render(name) for name in boards.BOARDS})
+    return files
 
 
 def main(argv: list[str] | None = None) -> int:
