@@ -125,7 +125,8 @@ def exporter_health() -> gd.Dashboard:
                f"time() - min(kafkatxn_collector_last_success_timestamp_seconds{{{SEL}}})", unit="s"),
         series("Collector duration", [query(f"kafkatxn_collector_duration_seconds{{{SEL}}}", "{{collector}}")], unit="s"),
         series("Collector errors per second", [query(
-            f"sum by (collector, error) (rate(kafkatxn_collector_errors_total{{{SEL}}}[5m]))", "{{collector}} {{error}}")]),
+            f"sum by (collector, error) (rate(kafkatxn_collector_errors_total{{{SEL}}}[5m])) "
+            f"or sum by (collector) (0 * kafkatxn_collector_up{{{SEL}}})", "{{collector}} {{error}}")]),
     ], topic=False)
 
 
@@ -134,7 +135,7 @@ def chaos_run() -> gd.Dashboard:
                  "A chaos experiment as it runs: workload rates, LSO lag, transactions, alerts; fault windows "
                  "are annotations tagged txnlab-fault.", [
         series("Records written per second by topic", [query(
-            f"sum by (topic) (rate(kafka_server_brokertopicmetrics_messagesin_total{{{TSEL}}}[1m]))", "{{topic}}")],
+            f"sum by (topic) (rate(kafka_server_brokertopicmetrics_messagesinpersec_total{{{TSEL}}}[1m]))", "{{topic}}")],
             unit="wps", w=24),
         series("Max LSO lag by topic", [query(f"max by (topic) (kafkatxn_partition_lso_lag{{{TSEL}}})", "{{topic}}")]),
         series("Open and hanging transactions", [
