@@ -32,14 +32,16 @@ def _visible(committed: DataFrame) -> DataFrame:
 def id_index(committed: DataFrame, writes: DataFrame) -> DataFrame:
     """One row per id the history wrote or the committed view holds: the shuffle the per-id checks share.
     id, attempt, process, outcome, topic, partition (from the history; null for an id it never wrote),
-    copies (committed records carrying the id), positions (up to 5 of them)."""
+    copies (committed records carrying the id), positions (up to 5 of them, sorted), producer (the
+    records' own)."""
     seen = _visible(committed).groupBy("id").agg(
         F.count(F.lit(1)).alias("copies"), F.first("attempt", ignorenulls=True).alias("record_attempt"),
+        F.first("producer", ignorenulls=True).alias("producer"),
         F.slice(F.sort_array(F.collect_list(F.struct(*POSITION))), 1, 5).alias("positions"))
     written = writes.where(F.col("id").isNotNull()).select("id", "attempt", "process", "outcome", "topic", "partition")
     return written.join(seen, on="id", how="full") \
         .select("id", F.coalesce("attempt", "record_attempt").alias("attempt"), "process", "outcome", "topic",
-                "partition", F.coalesce("copies", F.lit(0)).alias("copies"), "positions",
+                "partition", F.coalesce("copies", F.lit(0)).alias("copies"), "positions", "producer",
                 F.col("process").isNotNull().alias("written"))
 
 
@@ -73,11 +75,12 @@ def info_resolutions(index: DataFrame) -> DataFrame:
                            .when(F.col("visible") == 0, "aborted").otherwise("torn"))
 
 
-def nonmonotonic_sends(committed: DataFrame) -> DataFrame:
-    """Within (producer, topic, partition), offsets must follow (attempt number, index in the attempt)."""
-    first = _visible(committed).where(F.col("producer").isNotNull()) \
-        .withColumn("n", F.row_number().over(Window.partitionBy("id", "topic", "partition").orderBy("offset"))) \
-        .where(F.col("n") == 1) \
+def nonmonotonic_sends(index: DataFrame) -> DataFrame:
+    """Within (producer, topic, partition), offsets must follow (attempt number, index in the attempt);
+    the first copy of each id counts (a later duplicate is a duplicate, not a reorder)."""
+    first = index.where((F.col("copies") > 0) & F.col("producer").isNotNull()) \
+        .select("id", "producer", F.col("positions")[0].alias("at")) \
+        .select("id", "producer", "at.topic", "at.partition", "at.offset") \
         .withColumn("seq", F.struct(_id_part(1).alias("attempt_no"), _id_part(2).alias("index"))) \
         .where(F.col("seq.attempt_no").isNotNull() & F.col("seq.index").isNotNull())
     order = Window.partitionBy("producer", "topic", "partition").orderBy("offset")

@@ -19,6 +19,7 @@ import time
 import traceback
 from pathlib import Path
 
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -105,7 +106,7 @@ def verify(spark: SparkSession, args: argparse.Namespace) -> dict:
     conn = connection(run_dir, args.bootstrap)
     progress(f"run {run_dir.name}: checking the evidence against {conn.describe()}")
     evidence = gather_evidence(run_dir, conn)
-    ops = load.read_history(spark, run_dir).cache()
+    ops = load.read_history(spark, run_dir).persist(StorageLevel.DISK_ONLY)   # parsed once; big, so not in heap
     counts = history_counts(ops, evidence)
     progress(f"history: {counts['operations']} operations, attempts {counts['attempts']}")
     if evidence.complete:

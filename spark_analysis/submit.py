@@ -52,14 +52,14 @@ def _artifact(jar: Path) -> str:
     return "-".join(parts) or name
 
 
-def command(run_dir: Path, master: str = "local[*]", driver_memory: str = "2g", out: Path | None = None,
+def command(run_dir: Path, master: str = "local[*]", driver_memory: str = "4g", out: Path | None = None,
             examples: int = 10, conf: tuple[str, ...] = ()) -> list[str]:
     cmd = [str(pyspark_home() / "bin" / "spark-submit"), "--master", master, "--driver-memory", driver_memory,
            "--jars", ",".join(str(j) for j in connector_jars()),
            "--driver-java-options", f"-Dlog4j2.configurationFile=file:{HERE / 'log4j2.properties'}",
            "--conf", "spark.ui.enabled=false", "--conf", f"spark.ui.showConsoleProgress={str(sys.stderr.isatty()).lower()}",
            "--conf", "spark.driver.bindAddress=127.0.0.1", "--conf", "spark.driver.host=127.0.0.1",
-           "--conf", "spark.sql.shuffle.partitions=8"]
+           "--conf", "spark.sql.shuffle.partitions=64"]    # adaptive execution coalesces them on small runs
     for item in conf:
         cmd += ["--conf", item]
     cmd += [str(HERE / "job.py"), str(run_dir), "--examples", str(examples)]

@@ -51,7 +51,7 @@ CHECKS = (
     Check("torn_transaction", "an attempt (ok, fail or info) of which only a part is visible",
           lambda f, index: checks.torn_transactions(index)),
     Check("nonmonotonic_send", "a producer's records out of order within a partition",
-          lambda f, index: checks.nonmonotonic_sends(f.committed)),
+          lambda f, index: checks.nonmonotonic_sends(index)),
     Check("inconsistent_offsets", "two reads disagree about what one offset holds",
           lambda f, index: checks.inconsistent_offsets(f.committed, f.uncommitted, f.observed)),
     Check("exactly_once_processing", "each consumed input has exactly one committed output and the group's "

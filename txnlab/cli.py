@@ -205,7 +205,7 @@ def _add_verify_command(sub) -> None:
                             "writes, torn transactions, exactly-once processing (exit 0 valid, 1 anomalies, 2 unknown)")
     verify.add_argument("run_dir", type=Path, help="a run directory (runs/<...>) with history/ and end_offsets.json")
     verify.add_argument("--master", default="local[*]", help="Spark master: local[*] (default) or spark://host:port")
-    verify.add_argument("--driver-memory", default="2g")
+    verify.add_argument("--driver-memory", default="4g", help="the driver's heap (in local mode also the executors')")
     verify.add_argument("--out", type=Path, default=None, help="where report.json and report.html go "
                         "(default RUN_DIR/verify)")
     verify.add_argument("--examples", type=int, default=10, help="examples kept per check")

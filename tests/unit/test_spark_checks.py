@@ -121,16 +121,16 @@ def test_info_attempts_resolve_all_or_nothing(spark):
 
 # ---- nonmonotonic sends ---------------------------------------------------------------------------------
 def test_nonmonotonic_send_planted(spark):
-    got = checks.nonmonotonic_sends(records(spark, [rec(0, "r.p.1.0"), rec(1, "r.p.2.0"), rec(2, "r.p.1.1")]))
+    got = checks.nonmonotonic_sends(index(spark, [rec(0, "r.p.1.0"), rec(1, "r.p.2.0"), rec(2, "r.p.1.1")], []))
     assert [(r["id"], r["previous_id"], r["offset"]) for r in got.collect()] == [("r.p.1.1", "r.p.2.0", 2)]
 
 
 def test_nonmonotonic_send_clean_and_null(spark):
     clean = [rec(0, "r.p.1.0"), rec(1, "r.p.1.1"), rec(2, "r.p.2.0"), rec(3, "r.q.0.0"), rec(4, "r.p.1.0")]
-    assert ids(checks.nonmonotonic_sends(records(spark, clean))) == []    # a later duplicate is not a reorder
-    assert ids(checks.nonmonotonic_sends(records(spark, [rec(0, None, text="a"), rec(1, None, text="b")]))) == []
+    assert ids(checks.nonmonotonic_sends(index(spark, clean, []))) == []    # a later duplicate is not a reorder
+    assert ids(checks.nonmonotonic_sends(index(spark, [rec(0, None, text="a"), rec(1, None, text="b")], []))) == []
     odd = [rec(0, "r.p.3.0"), ("committed", "t", 0, 1, "not-an-id", None, "p", None, None, "txnlab", 1)]
-    assert ids(checks.nonmonotonic_sends(records(spark, odd))) == []     # an id of another scheme: no crash
+    assert ids(checks.nonmonotonic_sends(index(spark, odd, []))) == []     # an id of another scheme: no crash
 
 
 # ---- inconsistent offsets -------------------------------------------------------------------------------
