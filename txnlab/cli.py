@@ -216,6 +216,17 @@ def _add_verify_command(sub) -> None:
     verify.set_defaults(func=cmd_verify)
 
 
+def cmd_chaos_annotate(args: argparse.Namespace) -> int:
+    from chaos.annotations import fault_windows, post_to_grafana
+    windows = fault_windows(args.run_dir)
+    for w in windows:
+        print(f"{w.start:.0f}-{w.end:.0f}  {w.process}  {w.label}")
+    if args.grafana:
+        posted = post_to_grafana(windows, args.grafana, args.run_dir.name)
+        err.print(f"posted {posted} fault windows to {args.grafana} (tag txnlab-fault)")
+    return 0
+
+
 def _local_bootstrap(args: argparse.Namespace) -> str | None:
     import os
     if os.environ.get("TXNLAB_KAFKA_BOOTSTRAP"):
@@ -298,6 +309,11 @@ def _add_chaos_commands(sub) -> None:
     wl.set_defaults(func=cmd_chaos_workload)
     lst = csub.add_parser("list", help="the built-in experiments")
     lst.set_defaults(func=cmd_chaos_list)
+    annotate = csub.add_parser("annotate", help="a run's fault windows (from its history); with --grafana, posted "
+                               "as annotations tagged txnlab-fault (token: $TXNLAB_GRAFANA_TOKEN)")
+    annotate.add_argument("run_dir", type=Path)
+    annotate.add_argument("--grafana", help="Grafana base URL, e.g. http://127.0.0.1:19850")
+    annotate.set_defaults(func=cmd_chaos_annotate)
     run = csub.add_parser("run", help="run an experiment: a spec file or a built-in name; always heals")
     run.add_argument("spec", help="a YAML spec file or a built-in name (txnlab chaos list)")
     run.add_argument("--seed", type=int, default=0, help="seed of the random schedule and targets")
