@@ -1,7 +1,7 @@
 """Loading a run for the checks: its history (JSON lines) and its output topics straight from Kafka.
 
 Owns: reading <run>/history/*.jsonl with the explicit schema (PERMISSIVE: a damaged line becomes a
-`_corrupt_record`, counted, never a crash); the frames derived from it (writes, attempts, observed reads,
+`_corrupt_record`, counted, never a crash); the frames derived from it (writes, observed reads,
 the Java tools' sends and topics); reading a topic in both isolation levels with Spark's Kafka connector,
 bounded by the end offsets the run recorded (read_committed to the LSO, read_uncommitted to the HWM);
 turning Kafka rows into the `records` frame (schemas.py). All of it lazy: nothing record-sized reaches
@@ -49,10 +49,6 @@ def writes_of(ops: DataFrame) -> DataFrame:
     return invoked.join(outcomes, on="attempt", how="left").select(
         "attempt", "process", "f", "outcome", F.col("w.id").alias("id"), F.col("w.topic").alias("topic"),
         F.col("w.partition").alias("partition"), F.col("w.input").alias("input"), "group")
-
-
-def attempts_of(writes: DataFrame) -> DataFrame:
-    return writes.groupBy("attempt", "process", "f", "outcome").agg(F.countDistinct("id").alias("expected"))
 
 
 def observed_reads(ops: DataFrame) -> DataFrame:

@@ -9,7 +9,6 @@ contract of the frames the checks take:
              "foreign" anything else: not JSON, no id, another writer)
   writes    attempt, process, f, outcome, id, topic, partition, input, group
             (outcome: ok | fail | info of the attempt; null when the history holds no completion)
-  attempts  attempt, process, f, outcome, expected (distinct ids the attempt wrote)
 Must not: read files or Kafka (load.py does), or decide anything (checks.py does).
 """
 from __future__ import annotations
