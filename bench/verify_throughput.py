@@ -54,7 +54,7 @@ from multiprocessing.connection import Connection, wait as wait_readable
 from pathlib import Path
 
 import psutil
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from chaos.history import ROLL_LINES, encode, make_op

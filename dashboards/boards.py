@@ -18,11 +18,12 @@ from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models.dashboard import DataSourceRef, VariableRefresh
 from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 
+from dashboards.rules import expiry, max_timeout
+
 DS = DataSourceRef(type_val="prometheus", uid="${datasource}")
 SEL = 'cluster=~"$cluster"'
 TSEL = 'cluster=~"$cluster", topic=~"$topic"'
-MAX_TIMEOUT = f'scalar(max(kafkatxn_broker_transaction_max_timeout_seconds{{{SEL}}}) or vector(900))'
-EXPIRY = f'scalar(max(kafkatxn_broker_producer_id_expiration_seconds{{{SEL}}}) or vector(86400))'
+MAX_TIMEOUT, EXPIRY = max_timeout(SEL), expiry(SEL)
 
 
 # ---- building blocks -----------------------------------------------------------------------------------

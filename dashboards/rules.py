@@ -12,8 +12,21 @@ from dataclasses import dataclass
 
 import yaml
 
-MAX_TIMEOUT = "scalar(max(kafkatxn_broker_transaction_max_timeout_seconds) or vector(900))"
-EXPIRY = "scalar(max(kafkatxn_broker_producer_id_expiration_seconds) or vector(86400))"
+def broker_threshold(metric: str, kafka_default: int, selector: str = "") -> str:
+    """A broker config the exporter exports, as a PromQL scalar; Kafka's default when it is missing."""
+    return f"scalar(max({metric}{{{selector}}}) or vector({kafka_default}))" if selector else \
+        f"scalar(max({metric}) or vector({kafka_default}))"
+
+
+def max_timeout(selector: str = "") -> str:
+    return broker_threshold("kafkatxn_broker_transaction_max_timeout_seconds", 900, selector)
+
+
+def expiry(selector: str = "") -> str:
+    return broker_threshold("kafkatxn_broker_producer_id_expiration_seconds", 86400, selector)
+
+
+MAX_TIMEOUT, EXPIRY = max_timeout(), expiry()
 RUNBOOK = "docs/alerts.md#"
 
 
