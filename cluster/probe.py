@@ -10,13 +10,16 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, IsolationLevel, Producer, TopicPartition
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from cluster.connection import ConnectionSettings
 from cluster.smoke import ensure_topic
 
 QUIET = {"log_level": 3}
+# A leader that just took over (after a restart, an isolation, a preferred-leader election) answers these
+# until its high watermark has caught up (KIP-207): ask again, within the caller's timeout.
+TRANSIENT = {KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE}
 
 
 @dataclass(frozen=True)
@@ -29,12 +32,20 @@ class Record:
 
 def partition_offsets(conn: ConnectionSettings, topic: str, partitions: list[int], committed: bool,
                       timeout: float = 10.0) -> dict[int, int]:
-    """ListOffsets(latest) per partition: the LSO with committed=True, else the high watermark."""
+    """ListOffsets(latest) per partition: the LSO with committed=True, else the high watermark. Transient
+    leader errors are asked again until `timeout`."""
     admin = AdminClient(conn.confluent(**QUIET))
     level = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
-    futures = admin.list_offsets({TopicPartition(topic, p): OffsetSpec.latest() for p in partitions},
-                                 isolation_level=level, request_timeout=timeout)
-    return {tp.partition: f.result(timeout).offset for tp, f in futures.items()}
+    deadline = time.monotonic() + timeout
+    while True:
+        futures = admin.list_offsets({TopicPartition(topic, p): OffsetSpec.latest() for p in partitions},
+                                     isolation_level=level, request_timeout=timeout)
+        try:
+            return {tp.partition: f.result(timeout).offset for tp, f in futures.items()}
+        except KafkaException as exc:
+            if exc.args[0].code() not in TRANSIENT or time.monotonic() >= deadline:
+                raise
+        time.sleep(0.5)
 
 
 def log_start_offsets(conn: ConnectionSettings, topic: str, partitions: list[int],
