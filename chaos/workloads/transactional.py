@@ -74,13 +74,23 @@ class TransactionalClient:
             self._produce(value)
             before_commit()
             if abort:
-                self.producer.abort_transaction(timeout)
-                return "fail", {"error": "deliberate abort"}
+                return self._abort_deliberately(timeout)
             committing = True
             self.producer.commit_transaction(timeout)
             return "ok", {"offsets": self._offsets_of(value)}
         except KafkaException as exc:
             return self._after_error(exc, committing, value)
+
+    def _abort_deliberately(self, timeout: float) -> tuple[str, dict]:
+        """A deliberate abort; a retriable error (a pause made it time out) is retried once, so a producer
+        fenced meanwhile learns it from the retry instead of silently starting over."""
+        try:
+            self.producer.abort_transaction(timeout)
+        except KafkaException as exc:
+            if not exc.args[0].retriable():
+                raise
+            self.producer.abort_transaction(timeout)      # its error, if any, is judged by _after_error
+        return "fail", {"error": "deliberate abort"}
 
     def _offsets_of(self, value: dict) -> list[int]:
         return [self.offsets.get(w["id"], -1) for w in value["writes"]]

@@ -79,3 +79,38 @@ def test_an_error_before_the_commit_is_fail_not_info():
     c = client(Producer())
     outcome, _ = c._after_error(error(KafkaError._TRANSPORT), False, VALUE)
     assert outcome == "fail" and c.producer is None
+
+
+class AbortingProducer(Producer):
+    """A producer whose aborts fail with the given exceptions, in order."""
+
+    def __init__(self, *aborts):
+        super().__init__()
+        self.aborts = list(aborts)
+
+    def begin_transaction(self):
+        pass
+
+    def produce(self, *args, **kwargs):
+        pass
+
+    def flush(self, timeout):
+        return 0
+
+    def abort_transaction(self, timeout):
+        self.calls.append("abort")
+        if self.aborts:
+            raise self.aborts.pop(0)
+
+
+def test_a_deliberate_abort_that_times_out_is_retried_and_a_fencing_then_stops_a_zombie():
+    c = client(AbortingProducer(error(KafkaError._TIMED_OUT, retriable=True), error(KafkaError._FENCED, fatal=True)))
+    producer = c.producer
+    outcome, extra = c.transact({"writes": [], "attempt": "a"}, abort=True)
+    assert producer.calls == ["abort", "abort"] and outcome == "fail" and extra["fenced"] and c.ctx.stop.is_set()
+
+
+def test_a_deliberate_abort_that_succeeds_on_retry_is_a_plain_fail():
+    c = client(AbortingProducer(error(KafkaError._TIMED_OUT, retriable=True)))
+    outcome, extra = c.transact({"writes": [], "attempt": "a"}, abort=True)
+    assert (outcome, extra) == ("fail", {"error": "deliberate abort"}) and not c.ctx.stop.is_set()
