@@ -62,7 +62,7 @@ class TxnCollector:
         yield from health_families(svc.health, view.reachable, self.version)
         yield from offsets_families(view, per_partition)
         yield from producer_families(bg.producers, per_partition)
-        yield from transaction_families(bg.transactions, svc.clock(), metrics.top_transactions)
+        yield from transaction_families(bg.transactions, svc.clock(), metrics.top_transactions, bg.collected_at)
         yield from hanging_families(bg, metrics.hanging_info_limit)
         yield from config_families(bg.configs)
         yield from group_families(bg.groups, view, per_partition)
@@ -195,7 +195,10 @@ def _broker_producers(res: ProducersResult, active: dict) -> Iterator[Metric]:
 
 
 # ---- coordinators (cached) -------------------------------------------------------------------------------
-def transaction_families(res: TransactionsResult | None, now: float, top_n: int) -> Iterator[Metric]:
+def transaction_families(res: TransactionsResult | None, now: float, top_n: int,
+                         collected_at: float | None = None) -> Iterator[Metric]:
+    """Ages are at scrape time; "over its timeout" is judged when the states were read (collected_at): a
+    transaction Ongoing and young then may well have ended since, and must not count as overdue."""
     if res is None:
         return
     counts: dict[tuple[str, str], int] = defaultdict(int)
@@ -210,12 +213,13 @@ def transaction_families(res: TransactionsResult | None, now: float, top_n: int)
     starts: dict[tuple[str, str], int] = {}
     over: dict[str, int] = {str(b): 0 for b in {lst.coordinator for lst in res.listings}}
     now_ms = now * 1000
+    read_ms = (collected_at if collected_at is not None else now) * 1000
     for d in res.descriptions.values():
         if d.start_time_ms < 0:
             continue
         key = (str(d.coordinator), d.state)
         starts[key] = min(starts.get(key, d.start_time_ms), d.start_time_ms)
-        if d.state == "Ongoing" and now_ms - d.start_time_ms > d.timeout_ms:
+        if d.state == "Ongoing" and read_ms - d.start_time_ms > d.timeout_ms:
             over[str(d.coordinator)] = over.get(str(d.coordinator), 0) + 1
     for labels, start in sorted(starts.items()):
         oldest.add_metric(list(labels), start / 1000)

@@ -111,6 +111,22 @@ def test_coordinator_states_and_over_timeout():
     assert get("kafkatxn_transaction_age_seconds", coordinator="1", transactional_id="a", state="Ongoing") == 60
 
 
+def test_over_timeout_is_judged_when_the_states_were_read_not_at_scrape_time():
+    """A transaction 8 s into a 10 s timeout when the background loop read it, scraped 12 s later: it has
+    most likely ended since; counting it overdue made CoordinatorTransactionsOverTimeout go pending at
+    every busy moment."""
+    listings = [TransactionListing("a", 1, "Ongoing", 1)]
+    descriptions = {"a": TransactionDescription("a", 1, "Ongoing", 1, 0, 10_000, int((NOW - 20) * 1000), frozenset())}
+    bg = Background(transactions=TransactionsResult(listings=listings, descriptions=descriptions),
+                    collected_at=NOW - 12)
+    get, _ = scrape(FakeService(offsets_view(), bg))
+    assert get("kafkatxn_transactions_over_timeout", coordinator="1") == 0
+    assert get("kafkatxn_transaction_age_seconds", coordinator="1", transactional_id="a", state="Ongoing") == 20
+    bg = Background(transactions=TransactionsResult(listings=listings, descriptions=descriptions), collected_at=NOW - 5)
+    get, _ = scrape(FakeService(offsets_view(), bg))
+    assert get("kafkatxn_transactions_over_timeout", coordinator="1") == 1
+
+
 def test_hanging_families_carry_what_an_abort_needs():
     txn = OpenTransaction("orders", 0, 77, 3, 9, 95, int((NOW - 40) * 1000))
     verdict = Verdict(txn, None, PARTITION_NOT_IN_TRANSACTION)
