@@ -93,6 +93,9 @@ def make_backend(spec: ExperimentSpec, progress: Progress) -> Backend:
                                     features=local.feature_overrides() or None)
         cluster.up(progress=lambda m: progress(f"cluster: {m}"), timeout=240)
         return LocalBackend(cluster)
+    if spec.cluster.compose is not None:
+        from chaos.backends import DockerBackend
+        return DockerBackend(project=spec.cluster.compose.project)
     from chaos.backends import ExistingBackend
     return ExistingBackend(spec.cluster.existing)
 

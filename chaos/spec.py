@@ -13,6 +13,7 @@ The model:
     description: what it breaks and why
     cluster:                              # exactly one of
       local: {state_dir, base_port, nodes, broker_config: {k: v}, features: {k: v}, hanging_drill: false}
+      compose: {project: txnlab}          # the docker-compose stack, up already (Docker SDK: pip install docker)
       existing: {bootstrap: "host:9092", disposable: true, prometheus_url: "http://host:9090"}
     workloads:                            # >= 1, planned as `txnlab chaos workload` plans them alone
       - {workload: txn-producer, instances: 2, options: ["--records", "5"]}
@@ -150,19 +151,25 @@ class ExistingClusterSpec(_Strict):
         return value
 
 
+class ComposeClusterSpec(_Strict):
+    """txnlab's docker-compose stack, already up (`docker compose up -d`): node i is service kafka-<i>."""
+    project: str | None = Field(None, pattern=r"^[a-z0-9][a-z0-9_-]*$")
+
+
 class ClusterSpec(_Strict):
     local: LocalClusterSpec | None = None
+    compose: ComposeClusterSpec | None = None
     existing: ExistingClusterSpec | None = None
 
     @model_validator(mode="after")
     def _exactly_one(self) -> "ClusterSpec":
-        if (self.local is None) == (self.existing is None):
-            _fail([("", "give exactly one of local or existing")])
+        if sum(x is not None for x in (self.local, self.compose, self.existing)) != 1:
+            _fail([("", "give exactly one of local, compose or existing")])
         return self
 
     @property
     def has_prometheus(self) -> bool:
-        return self.local is not None or bool(self.existing and self.existing.prometheus_url)
+        return self.local is not None or self.compose is not None or bool(self.existing and self.existing.prometheus_url)
 
 
 # ---- workloads ---------------------------------------------------------------------------------------

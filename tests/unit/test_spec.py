@@ -78,8 +78,8 @@ def fault(kind: str, at_s: float = 10, duration_s: float = 5, **params) -> dict:
     ({"cluster": {"existing": {"bootstrap": "kafka:9092", "disposable": False}}}, "cluster.existing.disposable"),
     ({"cluster": {"existing": {"bootstrap": "kafka", "disposable": True}}}, "cluster.existing.bootstrap"),
     ({"cluster": {"local": {}, "existing": {"bootstrap": "k:1", "disposable": True}}},
-     "cluster: give exactly one of local or existing"),
-    ({"cluster": {}}, "cluster: give exactly one of local or existing"),
+     "cluster: give exactly one of local, compose or existing"),
+    ({"cluster": {}}, "cluster: give exactly one of local, compose or existing"),
     ({"workloads": []}, "workloads: List should have at least 1 item"),
     ({"workloads": [{"workload": "txn-produce"}]}, "workloads[0].workload: unknown workload 'txn-produce' (did you"),
     ({"workloads": [{"workload": "txn-producer", "instances": 0}]}, "workloads[0].instances"),
@@ -260,3 +260,14 @@ def test_topics_and_processes_follow_the_solo_plan():
     assert set(spec.topics()) == {"{tag}-a", "{tag}-b", "{tag}-in-a", "{tag}-in-b", "{tag}-out"}
     assert [p.process for p in spec.processes()] == ["txp-0", "obs-rc", "obs-ru", "feeder", "eos-0"]
     assert isinstance(spec, ExperimentSpec)
+
+
+def test_the_compose_stack_is_a_cluster_of_its_own_with_a_docker_backend():
+    from chaos.backends import DockerBackend
+    from chaos.runner import make_backend
+    spec = parse_spec(minimal_spec(cluster={"compose": {"project": "txnlab"}}))
+    backend = make_backend(spec, progress=lambda m: None)      # the Docker SDK is reached only when a fault acts
+    assert isinstance(backend, DockerBackend) and backend.project == "txnlab"
+    assert spec.cluster.has_prometheus
+    with pytest.raises(SpecError, match="cluster.compose.project"):
+        parse_spec(minimal_spec(cluster={"compose": {"project": "Bad Name"}}))
