@@ -1,10 +1,11 @@
 """The verification job (run by spark-submit; `txnlab verify` is the thin wrapper, submit.py).
 
-    spark-submit --jars <connector jars> spark_analysis/job.py RUN_DIR [--out DIR] [--examples N]
+    spark-submit --jars <connector jars> spark_analysis/job.py RUN_DIR [RUN_DIR ...] [--out DIR] [--examples N]
 
-Owns: the thin main: evidence first (evidence.py), then the run's frames (load.py), the checks and the
-verdict (verdict.py), report.json and report.html in <RUN_DIR>/verify/ (or --out), a one-line summary per
-check on stderr, the exit code (0 valid, 1 anomalies, 2 unknown or error: a crash is never exit 1). The Kafka connection comes from
+Owns: the thin main: per run, evidence first (evidence.py), then the run's frames (load.py), the checks and
+the verdict (verdict.py), report.json and report.html in <RUN_DIR>/verify/ (or --out, for one run), a
+one-line summary per check on stderr, the exit code (0 valid, 1 anomalies, 2 unknown or error: a crash is
+never exit 1; for several runs the worst). Several runs share one Spark session (one JVM start). The Kafka connection comes from
 TXNLAB_KAFKA_* variables (secrets never on the command line), the bootstrap by default from the run's
 cluster.json.
 Must not: hold record-sized data on the driver.
@@ -45,11 +46,15 @@ def progress(message: str) -> None:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="spark_analysis.job")
-    p.add_argument("run_dir", type=Path)
-    p.add_argument("--out", type=Path, default=None, help="where report.json/html go (default RUN_DIR/verify)")
+    p.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR")
+    p.add_argument("--out", type=Path, default=None, help="where report.json/html go (default RUN_DIR/verify; "
+                   "one run only)")
     p.add_argument("--examples", type=int, default=10, help="examples per check")
     p.add_argument("--bootstrap", default=None)
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.out is not None and len(args.run_dirs) > 1:
+        p.error("--out takes one run; several runs write to their own RUN_DIR/verify")
+    return args
 
 
 def connection(run_dir: Path, bootstrap: str | None) -> ConnectionSettings:
@@ -100,9 +105,9 @@ def history_counts(ops: DataFrame, evidence: Evidence) -> dict:
     return {"operations": ops.count(), "damaged_lines": corrupt, "attempts": attempts}
 
 
-def verify(spark: SparkSession, args: argparse.Namespace) -> dict:
+def verify(spark: SparkSession, run_dir: Path, args: argparse.Namespace) -> dict:
     started = time.monotonic()
-    run_dir = args.run_dir.resolve()
+    run_dir = run_dir.resolve()
     conn = connection(run_dir, args.bootstrap)
     progress(f"run {run_dir.name}: checking the evidence against {conn.describe()}")
     evidence = gather_evidence(run_dir, conn)
@@ -123,13 +128,23 @@ def verify(spark: SparkSession, args: argparse.Namespace) -> dict:
             "topics": sorted(evidence.end_offsets), "seconds": round(time.monotonic() - started, 1)}
 
 
-def run_job(args: argparse.Namespace) -> dict:
-    spark = SparkSession.builder.appName("txnlab-verify").getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
+def verify_or_error(spark: SparkSession, run_dir: Path, args: argparse.Namespace) -> tuple[dict | None, int]:
+    """One run's report and exit code; a run that cannot be verified is exit 2 and does not stop the others."""
     try:
-        return verify(spark, args)
-    finally:
-        spark.stop()
+        report = verify(spark, run_dir, args)
+    except JobError as exc:
+        progress(f"error: {exc}")
+        return None, 2
+    except Exception:  # noqa: BLE001 - exit 1 means anomalies: a crash must not look like one
+        traceback.print_exc()
+        progress(f"error: the verification of {run_dir} failed (above); the verdict is unknown")
+        return None, 2
+    out = args.out or run_dir / "verify"
+    write_report(report, out)
+    for name, check in report["checks"].items():
+        progress(f"{name:<24} {check['valid']!s:<8} {'' if check['count'] is None else check['count']}")
+    progress(f"valid: {report['valid']}  ({out / 'report.json'})")
+    return report, verdict.exit_code(report["valid"])
 
 
 def write_report(report: dict, out: Path) -> None:
@@ -138,23 +153,28 @@ def write_report(report: dict, out: Path) -> None:
     (out / "report.html").write_text(page.render(report))
 
 
+def session() -> SparkSession:
+    return SparkSession.builder.appName("txnlab-verify").getOrCreate()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        report = run_job(args)
-    except JobError as exc:
-        progress(f"error: {exc}")
-        return 2
-    except Exception:  # noqa: BLE001 - exit 1 means anomalies: a crash must not look like one
+        spark = session()
+    except Exception:  # noqa: BLE001 - no Spark, no verdict: unknown, not anomalies
         traceback.print_exc()
-        progress("error: the verification job failed (above); the verdict is unknown")
+        progress("error: Spark did not start (above); the verdict is unknown")
         return 2
-    out = args.out or args.run_dir / "verify"
-    write_report(report, out)
-    for name, check in report["checks"].items():
-        progress(f"{name:<24} {check['valid']!s:<8} {'' if check['count'] is None else check['count']}")
-    progress(f"valid: {report['valid']}  ({out / 'report.json'})")
-    return verdict.exit_code(report["valid"])
+    spark.sparkContext.setLogLevel("WARN")
+    codes = []
+    try:
+        for index, run_dir in enumerate(args.run_dirs, 1):
+            if len(args.run_dirs) > 1:
+                progress(f"run {index}/{len(args.run_dirs)}: {run_dir}")
+            codes.append(verify_or_error(spark, run_dir, args)[1])
+    finally:
+        spark.stop()
+    return max(codes)
 
 
 if __name__ == "__main__":

@@ -52,7 +52,7 @@ def _artifact(jar: Path) -> str:
     return "-".join(parts) or name
 
 
-def command(run_dir: Path, master: str = "local[*]", driver_memory: str = "4g", out: Path | None = None,
+def command(run_dirs: Path | list[Path], master: str = "local[*]", driver_memory: str = "4g", out: Path | None = None,
             examples: int = 10, conf: tuple[str, ...] = ()) -> list[str]:
     cmd = [str(pyspark_home() / "bin" / "spark-submit"), "--master", master, "--driver-memory", driver_memory,
            "--jars", ",".join(str(j) for j in connector_jars()),
@@ -62,7 +62,8 @@ def command(run_dir: Path, master: str = "local[*]", driver_memory: str = "4g", 
            "--conf", "spark.sql.shuffle.partitions=64"]    # adaptive execution coalesces them on small runs
     for item in conf:
         cmd += ["--conf", item]
-    cmd += [str(HERE / "job.py"), str(run_dir), "--examples", str(examples)]
+    runs = [run_dirs] if isinstance(run_dirs, Path) else list(run_dirs)
+    cmd += [str(HERE / "job.py"), *map(str, runs), "--examples", str(examples)]
     return cmd + (["--out", str(out)] if out else [])
 
 
@@ -76,8 +77,11 @@ def environment(conn: ConnectionSettings | None) -> dict[str, str]:
     return env
 
 
-def run(run_dir: Path, conn: ConnectionSettings | None, **options) -> int:
-    """Run the job; its progress and Spark's warnings go to our stderr. Returns its exit code."""
-    if not (Path(run_dir) / "history").is_dir():
-        raise SetupError(f"{run_dir} is not a run directory (no history/)")
-    return subprocess.run(command(Path(run_dir), **options), env=environment(conn), stdout=sys.stderr).returncode
+def run(run_dirs: Path | list[Path], conn: ConnectionSettings | None, **options) -> int:
+    """Run the job over one or several runs (one Spark session); its progress and Spark's warnings go to our
+    stderr. Returns its exit code (for several runs the worst)."""
+    runs = [Path(run_dirs)] if isinstance(run_dirs, (str, Path)) else [Path(r) for r in run_dirs]
+    for run_dir in runs:
+        if not (run_dir / "history").is_dir():
+            raise SetupError(f"{run_dir} is not a run directory (no history/)")
+    return subprocess.run(command(runs, **options), env=environment(conn), stdout=sys.stderr).returncode

@@ -85,10 +85,46 @@ def test_a_run_without_any_bootstrap_is_a_one_line_error_not_a_crash(tmp_path, m
     assert job.connection(tmp_path, None).bootstrap == "127.0.0.1:9"
 
 
+class _FakeSpark:
+    class sparkContext:                      # noqa: N801 - mirrors SparkSession.sparkContext
+        @staticmethod
+        def setLogLevel(level):              # noqa: N802 - Spark's name
+            pass
+
+    def stop(self):
+        pass
+
+
 def test_a_crashing_job_exits_2_never_1(monkeypatch, tmp_path):
     from spark_analysis import job
 
-    def boom(args):
+    def boom(spark, run_dir, args):
         raise RuntimeError("spark fell over")
-    monkeypatch.setattr(job, "run_job", boom)
+    monkeypatch.setattr(job, "session", _FakeSpark)
+    monkeypatch.setattr(job, "verify", boom)
     assert job.main([str(tmp_path)]) == 2
+
+
+def test_several_runs_share_one_session_and_exit_with_the_worst(monkeypatch, tmp_path):
+    from spark_analysis import job
+    sessions, seen = [], []
+
+    def fake_verify(spark, run_dir, args):
+        seen.append((spark, run_dir.name))
+        if run_dir.name == "broken":
+            raise job.JobError("no history")
+        good = run_dir.name == "good"
+        check = {"valid": good, "count": 0 if good else 1, "description": "one id at two offsets", "examples": []}
+        return {"run": str(run_dir), "valid": good, "topics": ["t"], "seconds": 1.0, "counts": {"records": 3},
+                "evidence": {"complete": True, "gaps": []}, "checks": {"duplicates": check}}
+    monkeypatch.setattr(job, "session", lambda: sessions.append(_FakeSpark()) or sessions[-1])
+    monkeypatch.setattr(job, "verify", fake_verify)
+    runs = [tmp_path / name for name in ("good", "bad", "broken")]
+    assert job.main([str(r) for r in runs[:2]]) == 1
+    assert job.main([str(r) for r in runs]) == 2
+    assert len(sessions) == 2 and {s for s, _ in seen[:2]} == {sessions[0]}
+    assert json.loads((runs[0] / "verify" / "report.json").read_text())["valid"] is True
+    assert json.loads((runs[1] / "verify" / "report.json").read_text())["valid"] is False
+    assert not (runs[2] / "verify").exists()
+    with pytest.raises(SystemExit):
+        job.parse_args([str(runs[0]), str(runs[1]), "--out", str(tmp_path / "o")])
