@@ -87,8 +87,10 @@ fi
 # 5. Prometheus and promtool: Debian's package.
 have prometheus && have promtool || apt_install prometheus
 
-# 6. test-only tools: Debian's docker-compose validates docker-compose.yml (no engine needed).
+# 6. test-only tools: Debian's docker-compose validates docker-compose.yml (no engine needed); Debian's
+#    chromium renders the demo report to PNG headless (`python -m report.screenshot`).
 if [ "$WITH_TEST_TOOLS" = 1 ]; then
   have docker-compose || apt_install docker-compose
+  have chromium || apt_install chromium
 fi
 step "ready: Kafka $KAFKA_VERSION, toxiproxy $TOXIPROXY_VERSION, $(prometheus --version 2>&1 | head -1 | cut -d' ' -f1-3)"

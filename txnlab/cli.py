@@ -188,22 +188,29 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from cluster.connection import ConnectionSettings
     from spark_analysis import submit
     conn = ConnectionSettings.from_env(bootstrap=args.bootstrap) if args.bootstrap else None
-    out = args.out or args.run_dir / "verify"
-    (out / "report.json").unlink(missing_ok=True)      # a stale report must not stand in for this run's
-    code = submit.run(args.run_dir, conn, master=args.master, driver_memory=args.driver_memory, out=out,
+    if args.out and len(args.run_dirs) > 1:
+        print("txnlab verify: --out takes one run; several runs write to their own RUN_DIR/verify", file=sys.stderr)
+        return 2
+    outs = [args.out or run_dir / "verify" for run_dir in args.run_dirs]
+    for out in outs:
+        (out / "report.json").unlink(missing_ok=True)  # a stale report must not stand in for this run's
+    code = submit.run(args.run_dirs, conn, master=args.master, driver_memory=args.driver_memory, out=args.out,
                       examples=args.examples, conf=tuple(args.conf or ()))
-    report = out / "report.json"
-    if args.json and report.exists():
-        print(report.read_text(), end="")
-    elif report.exists():
-        print(f"{json.loads(report.read_text())['valid']}  {report}  {out / 'report.html'}")
-    return code if report.exists() and code in (0, 1, 2) else 2
+    reports = [out / "report.json" for out in outs]
+    found = [json.loads(r.read_text()) for r in reports if r.exists()]
+    if args.json and found:
+        print(json.dumps(found[0] if len(reports) == 1 else found, indent=2, sort_keys=True))
+    for report in (r for r in reports if r.exists() and not args.json):
+        print(f"{json.loads(report.read_text())['valid']}  {report}  {report.parent / 'report.html'}")
+    return code if all(r.exists() for r in reports) and code in (0, 1, 2) else 2
 
 
 def _add_verify_command(sub) -> None:
     verify = sub.add_parser("verify", help="prove a run's outputs with Spark: duplicates, aborted reads, lost "
                             "writes, torn transactions, exactly-once processing (exit 0 valid, 1 anomalies, 2 unknown)")
-    verify.add_argument("run_dir", type=Path, help="a run directory (runs/<...>) with history/ and end_offsets.json")
+    verify.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR",
+                        help="run directories (runs/<...>) with history/ and end_offsets.json; several share one "
+                        "Spark session")
     verify.add_argument("--master", default="local[*]", help="Spark master: local[*] (default) or spark://host:port")
     verify.add_argument("--driver-memory", default="4g", help="the driver's heap (in local mode also the executors')")
     verify.add_argument("--out", type=Path, default=None, help="where report.json and report.html go "
@@ -235,16 +242,73 @@ def _local_bootstrap(args: argparse.Namespace) -> str | None:
     return LocalCluster.load(args.state_dir).layout.bootstrap
 
 
+def _print_summary(report: dict) -> None:
+    from rich.table import Table
+    table = Table(title=f"txnlab report: {report['suite']}  overall {report['valid']}")
+    rows = report["summary"]
+    for column in (rows[0] if rows else {"experiment": ""}):
+        table.add_column(column)
+    colours = {"True": "green", "False": "red"}
+    for row in rows:
+        table.add_row(*[f"[{colours.get(str(v), 'yellow')}]{v}[/]" if k == "verdict" else str(v)
+                        for k, v in row.items()])
+    Console(width=None if sys.stdout.isatty() else 140).print(table)
+    for error in report["errors"]:
+        err.print(f"[red]error[/]: {error}")
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
-    """For now: bring the local cluster up and run the transactional smoke workload."""
-    from cluster.local import LocalCluster
-    cluster = LocalCluster.load(args.state_dir)
-    cluster.up(progress=lambda msg: err.print(f"[cyan]cluster[/]: {msg}"))
+    """The main job: the demo suite on local clusters, each run verified, then the report."""
+    from report.demo import Demo, DemoOptions, exit_code
+    options = DemoOptions(experiments=tuple(args.experiments or DemoOptions.experiments),
+                          transaction_versions=tuple(args.transaction_versions), runs_dir=args.runs_dir,
+                          keep=args.keep, seed=args.seed, verify=not args.no_verify)
     try:
-        return cmd_smoke(args)
-    finally:
-        if not args.keep:
-            cluster.down(progress=lambda msg: err.print(f"[cyan]cluster[/]: {msg}"))
+        options.check()
+    except ValueError as exc:
+        err.print(f"[red]txnlab demo[/]: {exc}")
+        return 2
+    report = Demo(options, progress=lambda msg: print(msg, file=sys.stderr, flush=True)).run()
+    _print_summary(report)
+    print(Path(report["directory"]) / "report.html")
+    return exit_code(report)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Rebuild report.html and report.json from a stored suite or run (no cluster needed)."""
+    from report import build
+    report = build.write(args.run_dir)
+    if args.json:
+        print((Path(args.run_dir) / "report.json").read_text(), end="")
+    else:
+        _print_summary(report)
+        print(Path(args.run_dir) / "report.html")
+    return 0
+
+
+def _versions(text: str) -> list[int]:
+    try:
+        return [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"transaction versions are numbers like 1,2, not {text!r}") from None
+
+
+def _add_demo_commands(sub) -> None:
+    demo = sub.add_parser("demo", help="the main job: a chaos suite on local clusters (coordinator kill, zombie, "
+                          "hanging-transaction drill, producer-state storm), verified with Spark, then a report")
+    demo.add_argument("--transaction-versions", type=_versions, default=[2], metavar="N[,N]",
+                      help="run the suite under these transaction.version levels (1,2 puts them side by side)")
+    demo.add_argument("--experiments", type=lambda t: [e for e in t.split(",") if e], default=None,
+                      metavar="NAME[,NAME]", help="built-in experiments to run (default: the demo suite)")
+    demo.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where the suite directory goes")
+    demo.add_argument("--seed", type=int, default=1)
+    demo.add_argument("--keep", action="store_true", help="leave the (last level's) clusters running afterwards")
+    demo.add_argument("--no-verify", action="store_true", help="skip the Spark verification (verdicts unknown)")
+    demo.set_defaults(func=cmd_demo)
+    report = sub.add_parser("report", help="rebuild report.html and report.json from a stored suite or run")
+    report.add_argument("run_dir", type=Path, help="a suite directory (runs/<id>-demo) or a run directory")
+    report.add_argument("--json", action="store_true", help="print report.json")
+    report.set_defaults(func=cmd_report)
 
 
 def _add_cluster_options(p: argparse.ArgumentParser) -> None:
@@ -354,11 +418,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_txn_commands(sub)
     _add_chaos_commands(sub)
     _add_verify_command(sub)
-    demo = sub.add_parser("demo", help="the main job: cluster up, transactional workload, summary")
-    demo.add_argument("--state-dir", type=Path, default=None)
-    demo.add_argument("--transactions", type=int, default=20)
-    demo.add_argument("--keep", action="store_true", help="leave the cluster running afterwards")
-    demo.set_defaults(func=cmd_demo)
+    _add_demo_commands(sub)
     return parser
 
 
@@ -367,8 +427,9 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from chaos.hanging import InjectionError
     from chaos.spec import SpecError
     from exporter.kafka_access import KafkaUnavailable
+    from report.build import ReportError
     from spark_analysis.submit import SetupError
-    return (InjectionError, KafkaUnavailable, SpecError, SetupError)
+    return (InjectionError, KafkaUnavailable, SpecError, SetupError, ReportError)
 
 
 def main(argv: list[str] | None = None) -> int:

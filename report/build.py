@@ -1,0 +1,216 @@
+"""report.json: one suite's (or one run's) report, built from what the runs stored, never from a live cluster.
+
+Owns: reading a suite directory (suite.json + its runs) or a single run directory, and assembling per run
+the experiment's outcome (probes, quiescence, faults as windows), the verification verdict and anomaly
+examples exactly as `txnlab verify` wrote them (RUN/verify/report.json), the Prometheus timelines and
+alerts the demo captured (RUN/prometheus.json), the alerts' detection latencies, and for suites run under
+several transaction.version levels the side-by-side comparison. `write` puts report.json, the timeline
+pictures and report.html in the suite directory.
+Must not: run experiments, Spark or Prometheus queries: `txnlab report` must work on a stored run.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import yaml
+
+from chaos.annotations import fault_windows
+from chaos.history import read_history
+from report import detection, series
+
+SUITE_FILE = "suite.json"
+EXAMPLES = 5
+ATTEMPT_F = ("txn", "process")      # history f of a transaction attempt (chaos/workloads/transactional.py)
+
+
+RULES_FILE = Path(__file__).resolve().parent.parent / "dashboards" / "alerts" / "txnlab.rules.yml"
+
+
+def rule_holds() -> dict[str, str]:
+    """How long each alert's condition must hold before it fires (`for`), from the rules Prometheus loads."""
+    try:
+        groups = yaml.safe_load(RULES_FILE.read_text())["groups"]
+    except (OSError, KeyError, TypeError, yaml.YAMLError):
+        return {}
+    return {r["alert"]: r.get("for", "0s") for g in groups for r in g["rules"] if "alert" in r}
+
+
+class ReportError(RuntimeError):
+    """The directory holds no suite or run to report on."""
+
+
+def _json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+
+
+def suite_of(directory: Path) -> dict:
+    """suite.json, or a one-run suite for a plain run directory."""
+    directory = Path(directory)
+    suite = _json(directory / SUITE_FILE)
+    if suite is not None:
+        return suite
+    if (directory / "history").is_dir():
+        spec = _json(directory / "spec.json") or {}
+        return {"id": directory.name, "transaction_versions": [None], "single_run": True,
+                "runs": [{"experiment": spec.get("name", directory.name), "transaction_version": None, "run_dir": "."}]}
+    raise ReportError(f"{directory} is neither a suite (no {SUITE_FILE}) nor a run directory (no history/)")
+
+
+def verdict_of(run_dir: Path) -> dict:
+    """The verification as `txnlab verify` left it; "unknown" (with why) when it never ran or crashed."""
+    found = _json(run_dir / "verify" / "report.json")
+    if found is None:
+        return {"valid": "unknown", "checks": {}, "gaps": ["not verified: no verify/report.json (the verification "
+                                                           "did not run or did not finish)"], "counts": {}}
+    checks = {name: {"valid": c["valid"], "count": c["count"], "description": c.get("description", "")}
+              for name, c in found["checks"].items()}
+    return {"valid": found["valid"], "checks": checks, "gaps": found["evidence"]["gaps"], "counts": found["counts"],
+            "seconds": found.get("seconds"), "info_attempts": found.get("info_attempts")}
+
+
+def anomalies_of(run_dir: Path) -> list[dict]:
+    found = _json(run_dir / "verify" / "report.json") or {"checks": {}}
+    return [{"check": name, "count": c["count"], "examples": c["examples"][:EXAMPLES]}
+            for name, c in found["checks"].items() if c.get("count") and c.get("examples")]
+
+
+def _windows(run_dir: Path, zero: float, tag: str | None) -> list[dict]:
+    return [{"kind": w.kind, "label": w.label.replace("{tag}", tag or "{tag}"), "process": w.process, "start": w.start, "end": w.end,
+             "start_s": round(w.start - zero, 1), "end_s": round(w.end - zero, 1)} for w in fault_windows(run_dir)]
+
+
+def _workload(run_dir: Path) -> dict:
+    """Transaction attempts by outcome and fenced instances, from the history."""
+    outcomes: dict[str, int] = {"ok": 0, "fail": 0, "info": 0}
+    fenced = set()
+    for op in read_history(run_dir).ops:
+        if op["process"].startswith("nemesis") or op["type"] == "invoke":
+            continue
+        value = op.get("value") or {}
+        if isinstance(value, dict) and value.get("attempt") is not None and op["f"] in ATTEMPT_F:
+            outcomes[op["type"]] = outcomes.get(op["type"], 0) + 1
+        if isinstance(value, dict) and value.get("fenced"):
+            fenced.add(op["process"])
+    return {"attempts": outcomes, "fenced_processes": sorted(fenced)}
+
+
+def run_report(run_dir: Path, experiment: str, transaction_version: int | None, image: str | None) -> dict:
+    run_dir = Path(run_dir)
+    outcome = _json(run_dir / "experiment.json") or {}
+    spec = _json(run_dir / "spec.json") or {}
+    zero = spec.get("started_wall") or min((op["wall"] for op in read_history(run_dir).ops), default=0.0)
+    windows = _windows(run_dir, zero, spec.get("run_tag"))
+    captured = series.load(run_dir)
+    probes = [{**p, "phase": phase} for phase in ("before", "after") for p in outcome.get(f"probes_{phase}", [])]
+    timelines = {}
+    for t in series.TIMELINES:
+        got = (captured or {}).get("timelines", {}).get(t.key)
+        timelines[t.key] = {"title": t.title, "unit": t.unit, "query": got["query"] if got else None,
+                            "series": got["series"] if got else [],
+                            "error": (captured or {}).get("errors", {}).get(t.key, None if captured else
+                                                                              "no prometheus.json in the run")}
+    alerts = (captured or {}).get("alerts", [])
+    holds = rule_holds()
+    return {
+        "experiment": experiment, "transaction_version": transaction_version, "run_dir": str(run_dir),
+        "run": run_dir.name, "tag": spec.get("run_tag"), "started": zero,
+        "window": {"start": (captured or {}).get("start", zero), "end": (captured or {}).get("end")},
+        "steady": bool(outcome) and not outcome.get("error") and all(p["ok"] for p in probes),
+        "error": outcome.get("error"), "probes": probes, "quiescence": outcome.get("quiescence", {}),
+        "faults": windows, "workload": _workload(run_dir),
+        "verify": verdict_of(run_dir), "anomalies": anomalies_of(run_dir),
+        "timelines": timelines,
+        "alerts": [vars(a) for a in detection.alert_spans(alerts)],
+        "detections": [{**row, "rule_for": holds.get(row["alert"])}
+                       for row in detection.as_rows(detection.detections(windows, alerts))],
+        "timeline_image": image,
+    }
+
+
+def overall(values: list) -> bool | str:
+    if values and all(v is True for v in values):
+        return True
+    return False if any(v is False for v in values) else "unknown"
+
+
+def _latency(d: dict) -> str:
+    if d["first_firing_s"] is not None:
+        return f"{d['alert']} firing +{d['first_firing_s']:.0f}s"
+    if d["first_pending_s"] is not None:
+        return f"{d['alert']} pending +{d['first_pending_s']:.0f}s"
+    hold = d.get("rule_for")
+    return f"{d['alert']} not raised" + (f" (must hold {hold})" if hold and hold != "0s" else "")
+
+
+def expected_alerts(run: dict) -> str:
+    """The alerts its faults are meant to raise, with their latency (the first one per alert)."""
+    seen: dict[str, str] = {}
+    for d in run["detections"]:
+        if d["expected"] and (d["alert"] not in seen or seen[d["alert"]].endswith("not raised")):
+            seen[d["alert"]] = _latency(d)
+    return "; ".join(seen.values()) or "none expected"
+
+
+def other_alerts(run: dict) -> str:
+    return ", ".join(sorted({d["alert"] for d in run["detections"] if not d["expected"] and d["detected"]})) or "-"
+
+
+def summary_rows(runs: list[dict]) -> list[dict]:
+    return [{"experiment": r["experiment"], "tv": r["transaction_version"] or "-",
+             "verdict": r["verify"]["valid"], "anomalies": sum(a["count"] for a in r["anomalies"]),
+             "commit/abort/info": "/".join(str(r["workload"]["attempts"].get(k, 0)) for k in ("ok", "fail", "info")),
+             "expected alerts": expected_alerts(r), "other alerts": other_alerts(r), "steady": r["steady"]}
+            for r in runs]
+
+
+def side_by_side(runs: list[dict], versions: list) -> list[dict]:
+    """Per experiment, what each transaction.version level showed (only when the suite ran under several)."""
+    if len([v for v in versions if v is not None]) < 2:
+        return []
+    rows = []
+    for name in dict.fromkeys(r["experiment"] for r in runs):
+        by = {}
+        for r in (r for r in runs if r["experiment"] == name):
+            lag = [p[1] for s in r["timelines"]["lso_lag"]["series"] for p in s["points"]]
+            by[str(r["transaction_version"])] = {
+                "verdict": r["verify"]["valid"], "anomalies": sum(a["count"] for a in r["anomalies"]),
+                "attempts": r["workload"]["attempts"], "fenced_processes": len(r["workload"]["fenced_processes"]),
+                "max_lso_lag": max(lag) if lag else None, "expected_alerts": expected_alerts(r),
+                "other_alerts": other_alerts(r),
+                "open_at_end": len(r["quiescence"].get("open_partitions", [])), "steady": r["steady"]}
+        rows.append({"experiment": name, "versions": by})
+    return rows
+
+
+def build(directory: Path) -> dict:
+    directory = Path(directory)
+    suite = suite_of(directory)
+    runs = []
+    for entry in suite["runs"]:
+        run_dir = (directory / entry["run_dir"]).resolve()
+        image = f"img/{entry.get('transaction_version') or 'run'}-{entry['experiment']}.png"
+        runs.append(run_report(run_dir, entry["experiment"], entry.get("transaction_version"), image))
+    versions = suite.get("transaction_versions", [None])
+    return {"suite": suite.get("id", directory.name), "directory": str(directory), "built": time.time(),
+            "started": suite.get("started"), "ended": suite.get("ended"), "kafka_version": suite.get("kafka_version"),
+            "transaction_versions": versions, "experiments": suite.get("experiments", [r["experiment"] for r in runs]),
+            "errors": suite.get("errors", []),
+            "valid": overall([r["verify"]["valid"] for r in runs]), "summary": summary_rows(runs),
+            "side_by_side": side_by_side(runs, versions), "runs": runs}
+
+
+def write(directory: Path) -> dict:
+    """report.json, img/*.png and report.html in the directory; returns the report."""
+    from report import html, plots                  # matplotlib only when pictures are drawn
+    directory = Path(directory)
+    report = build(directory)
+    for run in report["runs"]:
+        plots.save_timeline(run, directory / run["timeline_image"])
+    (directory / "report.json").write_text(json.dumps(report, indent=1, sort_keys=True, default=str) + "\n")
+    (directory / "report.html").write_text(html.render(report, directory))
+    return report

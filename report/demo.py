@@ -1,0 +1,210 @@
+"""`txnlab demo`: the main job. A suite of experiments on real local clusters, verified, then reported.
+
+Owns: the default suite and the demo's clusters (per transaction.version level a 3-node cluster and a
+1-node drill cluster for the hanging-transaction drill, each with its exporter and Prometheus loading the
+alert rules; their own state dirs and ports, so a dev or test cluster is never touched); running each
+experiment in its short mode, capturing its Prometheus timelines and alerts while the cluster is up,
+verifying the level's runs with Spark in one session before its clusters go, tearing down (all, or all but
+the last level's with keep), on a normal end, an error and Ctrl-C alike; the suite directory
+(runs/<id>-demo/suite.json, the runs under tv<N>/) and the report (report/build.py).
+Must not: define experiments (chaos/experiments/), checks (spark_analysis/) or the report's content.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from chaos.backends import LocalBackend
+from chaos.history import read_history
+from chaos.runner import Experiment
+from chaos.spec import load_spec
+from cluster.layout import HANGING_DRILL_BROKER_CONFIG
+from cluster.local import LocalCluster
+from cluster.versions import pinned, txnlab_home
+from report import build, series
+
+Progress = Callable[[str], None]
+DEFAULT_SUITE = ("coordinator-kill", "zombie-producer", "hanging-transaction-drill", "producer-state-storm")
+TRANSACTION_VERSIONS = (1, 2)
+DEMO_BASE_PORT = 25000
+DRILL_BASE_PORT = 26000
+# The drill cluster: hanging transactions can be injected (verification off), and a 15 s
+# transaction.max.timeout.ms lets LSOStuck (stuck for longer than the max timeout) fire within the drill.
+DRILL_BROKER_CONFIG = {**HANGING_DRILL_BROKER_CONFIG, "transaction.max.timeout.ms": "15000"}
+SPARK_CONF = ("spark.sql.shuffle.partitions=8",)   # demo runs are small: fewer, fuller shuffle partitions
+SETTLE_S = 6.0            # a scrape (5 s) and a rule evaluation after the run, before its timelines are read
+
+
+@dataclass
+class DemoOptions:
+    experiments: tuple[str, ...] = DEFAULT_SUITE
+    transaction_versions: tuple[int, ...] = (2,)
+    runs_dir: Path = Path("runs")
+    keep: bool = False
+    seed: int = 1
+    verify: bool = True
+    master: str = "local[*]"
+    base_port: int = DEMO_BASE_PORT
+    drill_base_port: int = DRILL_BASE_PORT
+    state_root: Path = field(default_factory=lambda: txnlab_home() / "demo")
+
+    def check(self) -> None:
+        unknown = [v for v in self.transaction_versions if v not in TRANSACTION_VERSIONS]
+        if unknown or not self.transaction_versions:
+            raise ValueError(f"transaction.version must be among {TRANSACTION_VERSIONS}, got {unknown or 'none'}")
+        for name in self.experiments:
+            load_spec(name, short=True)             # a SpecError names the experiment before anything starts
+
+
+class Demo:
+    def __init__(self, options: DemoOptions, progress: Progress = print):
+        options.check()
+        self.options, self.say = options, progress
+        self.started = time.time()
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        self.dir = Path(options.runs_dir).resolve() / f"{stamp}-demo"
+        self.dir.mkdir(parents=True, exist_ok=False)
+        self.suite = {"id": self.dir.name, "started": self.started, "ended": None, "seed": options.seed,
+                      "kafka_version": pinned()["KAFKA_VERSION"], "experiments": list(options.experiments),
+                      "transaction_versions": list(options.transaction_versions), "runs": [], "verify_exit": {},
+                      "errors": []}
+        self.clusters: dict[str, LocalCluster] = {}
+        self.total = len(options.experiments) * len(options.transaction_versions)
+
+    # ---- progress ---------------------------------------------------------------------------------------
+    def _step(self, message: str) -> None:
+        self.say(f"[demo {time.time() - self.started:5.0f}s] {message}")
+
+    def _save(self) -> None:
+        (self.dir / build.SUITE_FILE).write_text(json.dumps(self.suite, indent=2) + "\n")
+
+    # ---- clusters ----------------------------------------------------------------------------------------
+    def _cluster(self, which: str, tv: int) -> LocalCluster:
+        key = f"tv{tv}-{which}"
+        if key in self.clusters:
+            return self.clusters[key]
+        self._stop_other_levels(tv)
+        drill = which == "drill"
+        state = self.options.state_root / key
+        stale = LocalCluster.load(state)
+        if stale.supervisor.names():                  # a kept demo cluster of an earlier demo: start afresh
+            stale.down(purge=True, progress=lambda m: None)
+        cluster = LocalCluster.load(state, nodes=1 if drill else 3,
+                                    base_port=self.options.drill_base_port if drill else self.options.base_port,
+                                    broker_overrides=dict(DRILL_BROKER_CONFIG) if drill else None,
+                                    features={"transaction.version": str(tv)})
+        self._step(f"{which} cluster (transaction.version={tv}) coming up in {state}")
+        self.clusters[key] = cluster
+        cluster.up(progress=lambda m: self._step(f"  {which}: {m}"), timeout=240)
+        return cluster
+
+    def _stop_other_levels(self, tv: int) -> None:
+        """Another level's clusters use the same ports: they go first (a kept demo's too)."""
+        for key in [k for k in self.clusters if not k.startswith(f"tv{tv}-")]:
+            self._down(key)
+        root = self.options.state_root
+        for state in sorted(root.glob("tv*-*")) if root.exists() else []:
+            if not state.name.startswith(f"tv{tv}-") and state.name not in self.clusters:
+                leftover = LocalCluster.load(state)
+                if leftover.supervisor.names():
+                    leftover.down(purge=True, progress=lambda m: None)
+
+    def _down(self, key: str) -> None:
+        cluster = self.clusters.pop(key)
+        self._step(f"tearing down {key}")
+        cluster.down(purge=True, progress=lambda m: None)
+
+    # ---- the suite ---------------------------------------------------------------------------------------
+    def run(self) -> dict:
+        self._save()
+        self._step(f"suite {self.dir}: {', '.join(self.options.experiments)} under transaction.version "
+                   f"{', '.join(map(str, self.options.transaction_versions))}")
+        interrupted = None
+        try:
+            for tv in self.options.transaction_versions:
+                runs = [self._experiment(name, tv) for name in self.options.experiments]
+                if self.options.verify:
+                    self._verify(tv, [r for r in runs if r is not None])
+                last = tv == self.options.transaction_versions[-1]
+                if not (self.options.keep and last):
+                    for key in [k for k in self.clusters if k.startswith(f"tv{tv}-")]:
+                        self._down(key)
+        except KeyboardInterrupt as exc:
+            interrupted = exc
+            self.suite["errors"].append("interrupted (Ctrl-C): the report covers the runs that finished")
+        finally:
+            if not self.options.keep or interrupted:
+                for key in list(self.clusters):
+                    self._down(key)
+            self.suite["ended"] = time.time()
+            self._save()
+        self._step("building the report")
+        report = build.write(self.dir)
+        self._step(f"report: {self.dir / 'report.html'} (and report.json)")
+        if interrupted:
+            raise interrupted
+        return report
+
+    def _experiment(self, name: str, tv: int) -> Path | None:
+        index = len(self.suite["runs"]) + 1
+        spec = load_spec(name, short=True)
+        which = "drill" if spec.cluster.local is not None and spec.cluster.local.hanging_drill else "main"
+        entry = {"experiment": name, "transaction_version": tv, "cluster": which, "run_dir": None, "error": None}
+        self.suite["runs"].append(entry)
+        self._save()
+        self._step(f"experiment {index}/{self.total}: {name} (transaction.version={tv}, {spec.duration_s:.0f} s)")
+        try:
+            backend = LocalBackend(self._cluster(which, tv))
+            experiment = Experiment(spec, self.options.seed, self.dir / f"tv{tv}",
+                                    progress=lambda m: self._step(f"  {m}"), backend=backend)
+            try:
+                result = experiment.run()
+            finally:
+                run_dir = experiment.result.run_dir
+                if run_dir is not None:
+                    entry["run_dir"] = str(run_dir.relative_to(self.dir))
+                    self._capture(backend, run_dir)
+            entry["error"] = result.error
+        except KeyboardInterrupt:
+            raise
+        except Exception as exc:  # noqa: BLE001 - one experiment's failure is reported; the suite goes on
+            entry["error"] = f"{type(exc).__name__}: {exc}"
+            self.suite["errors"].append(f"{name} (transaction.version={tv}): {entry['error']}")
+            self._step(f"  {name} failed: {entry['error']}")
+        self._save()
+        return self.dir / entry["run_dir"] if entry["run_dir"] else None
+
+    def _capture(self, backend: LocalBackend, run_dir: Path) -> None:
+        try:
+            spec = json.loads((run_dir / "spec.json").read_text())
+            end = max((op["wall"] for op in read_history(run_dir).ops), default=time.time())
+            data = series.capture(backend.prometheus_url(), run_dir, spec["run_tag"], spec["started_wall"] - 5,
+                                  end + SETTLE_S, settle_s=SETTLE_S)
+            if data["errors"]:
+                self._step(f"  timelines missing: {data['errors']}")
+        except Exception as exc:  # noqa: BLE001 - the report says the timelines are missing
+            self._step(f"  could not capture the timelines: {exc}")
+
+    def _verify(self, tv: int, run_dirs: list[Path]) -> None:
+        if not run_dirs:
+            return
+        from spark_analysis import submit
+        self._step(f"verifying {len(run_dirs)} run(s) of transaction.version={tv} with Spark (one session)")
+        try:
+            code = submit.run(run_dirs, None, master=self.options.master, conf=SPARK_CONF)
+        except submit.SetupError as exc:
+            code = 2
+            self.suite["errors"].append(f"verification of transaction.version={tv} did not run: {exc}")
+        self.suite["verify_exit"][str(tv)] = code
+        self._step(f"verification of transaction.version={tv} done (exit {code})")
+        self._save()
+
+
+def exit_code(report: dict) -> int:
+    """As `txnlab verify`: 0 every run valid, 1 anomalies found, 2 unknown or an error."""
+    if report["valid"] is True and not report["errors"]:
+        return 0
+    return 1 if report["valid"] is False else 2

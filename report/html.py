@@ -1,0 +1,125 @@
+"""report.html: a suite's report as one self-contained page (report.json is its twin).
+
+Owns: the page: the overall verdict, the summary table, the transaction.version side-by-side (when the
+suite ran under several levels), and per run the verification checks, anomaly examples, the timeline
+picture (embedded, so the page travels alone), the alerts' detection latencies, the faults and the
+steady-state probes.
+Must not: compute anything report.json does not hold.
+"""
+from __future__ import annotations
+
+import base64
+import time
+from html import escape
+from pathlib import Path
+
+from spark_analysis.page import STYLE, badge, table
+
+EXTRA_STYLE = """
+.run{border-top:2px solid #d0d7de;margin-top:2rem;padding-top:.5rem}.muted{color:#57606a}
+img.timeline{width:100%;max-width:1100px;border:1px solid #d0d7de}.cols{display:flex;gap:2rem;flex-wrap:wrap}
+"""
+
+
+def _when(unix: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(unix)) if unix else "-"
+
+
+def _image(directory: Path, relative: str | None) -> str:
+    path = directory / relative if relative else None
+    if path is None or not path.exists():
+        return '<p class="muted">no timeline picture</p>'
+    data = base64.b64encode(path.read_bytes()).decode()
+    return f'<img class="timeline" alt="timeline" src="data:image/png;base64,{data}">'
+
+
+def _summary(report: dict) -> str:
+    rows = [{**r, "verdict": r["verdict"]} for r in report["summary"]]
+    head = "".join(f"<th>{escape(c)}</th>" for c in rows[0]) if rows else ""
+    body = "".join("<tr>" + "".join(f"<td>{badge(v) if k == 'verdict' else escape(str(v))}</td>"
+                                    for k, v in r.items()) + "</tr>" for r in rows)
+    return f"<h2>Summary</h2><table><tr>{head}</tr>{body}</table>"
+
+
+def _side_by_side(report: dict) -> str:
+    if not report["side_by_side"]:
+        return ""
+    versions = [str(v) for v in report["transaction_versions"]]
+    metrics = [("verdict", "verdict"), ("anomalies", "anomalies"), ("attempts", "attempts ok/fail/info"),
+               ("fenced_processes", "fenced processes"), ("max_lso_lag", "max LSO lag"),
+               ("expected_alerts", "expected alerts"), ("other_alerts", "other alerts"), ("open_at_end", "partitions open at end"), ("steady", "steady state")]
+    head = "<tr><th>experiment</th><th>measure</th>" + "".join(
+        f"<th>transaction.version={escape(v)}</th>" for v in versions) + "</tr>"
+    body = ""
+    for row in report["side_by_side"]:
+        for i, (key, label) in enumerate(metrics):
+            cells = ""
+            for v in versions:
+                value = row["versions"].get(v, {}).get(key, "-")
+                if key == "verdict":
+                    cells += f"<td>{badge(value)}</td>"
+                elif key == "attempts" and isinstance(value, dict):
+                    cells += f"<td>{value.get('ok', 0)}/{value.get('fail', 0)}/{value.get('info', 0)}</td>"
+                else:
+                    cells += f"<td>{escape(str(value))}</td>"
+            first = f'<td rowspan="{len(metrics)}"><b>{escape(row["experiment"])}</b></td>' if i == 0 else ""
+            body += f"<tr>{first}<td>{escape(label)}</td>{cells}</tr>"
+    return ("<h2>transaction.version side by side (KIP-890)</h2><p class='muted'>The same experiments on clusters "
+            "formatted at each level.</p>" f"<table>{head}{body}</table>")
+
+
+def _run(run: dict, directory: Path) -> str:
+    tv = run["transaction_version"]
+    title = f"{escape(run['experiment'])}" + (f" <span class='muted'>transaction.version={tv}</span>" if tv else "")
+    verify = run["verify"]
+    parts = [f'<div class="run"><h2>{title} {badge(verify["valid"])}</h2>',
+             f"<p class='muted'>run <code>{escape(run['run'])}</code>, started {_when(run['started'])}"
+             + (f"; error: {escape(run['error'])}" if run["error"] else "") + "</p>"]
+    if verify["gaps"]:
+        items = "".join(f"<li>{escape(g)}</li>" for g in verify["gaps"])
+        parts.append(f'<div class="gaps"><b>Evidence incomplete, so no check can be valid:</b><ul>{items}</ul></div>')
+    checks = [{"check": name, "verdict": badge(c["valid"]), "anomalies": c["count"], "what it checks": c["description"]}
+              for name, c in verify["checks"].items()]
+    if checks:
+        head = "".join(f"<th>{c}</th>" for c in checks[0])
+        body = "".join("<tr>" + "".join(f"<td>{v if k == 'verdict' else escape(str(v))}</td>" for k, v in c.items())
+                       + "</tr>" for c in checks)
+        parts.append(f"<h3>Verification (Spark)</h3><table><tr>{head}</tr>{body}</table>")
+    if run["anomalies"]:
+        for a in run["anomalies"]:
+            parts.append(f"<h3>{escape(a['check'])}: {a['count']} anomalies, first {len(a['examples'])}</h3>"
+                         + table(a["examples"]))
+    else:
+        parts.append("<p><b>Anomaly examples:</b> none: no check found an anomaly.</p>")
+    parts.append("<h3>Timeline</h3>" + _image(directory, run["timeline_image"]))
+    detections = [{"fault": d["fault"], "alert": d["alert"], "expected": d["expected"], "rule holds for": d["rule_for"],
+                   "pending after": "-" if d["first_pending_s"] is None else f"{d['first_pending_s']} s",
+                   "firing after": "-" if d["first_firing_s"] is None else f"{d['first_firing_s']} s"}
+                  for d in run["detections"]]
+    parts.append("<h3>Alert detection latency</h3>" + (table(detections) if detections else
+                 "<p class='muted'>no alert is expected for these faults and none went pending or firing.</p>"))
+    attempts = run["workload"]["attempts"]
+    faults = [{"fault": f["label"], "from": f"{f['start_s']} s", "to": f"{f['end_s']} s"} for f in run["faults"]]
+    probes = [{"phase": p["phase"], "probe": p["name"], "ok": p["ok"], "observed": p.get("observed")} for p in run["probes"]]
+    parts.append('<div class="cols"><div><h3>Faults</h3>' + (table(faults) or "<p>none</p>") + "</div>"
+                 "<div><h3>Workload</h3>" + table([{"committed": attempts.get("ok", 0), "aborted": attempts.get("fail", 0),
+                                                   "unknown (info)": attempts.get("info", 0),
+                                                   "fenced": ", ".join(run["workload"]["fenced_processes"]) or "-"}])
+                 + "</div><div><h3>Steady-state probes</h3>" + (table(probes) or "<p>none</p>") + "</div></div></div>")
+    return "".join(parts)
+
+
+def render(report: dict, directory: Path) -> str:
+    directory = Path(directory)
+    versions = ", ".join(str(v) for v in report["transaction_versions"] if v is not None) or "as configured"
+    head = [f"<h1>txnlab report {badge(report['valid'])}</h1>",
+            f"<p>Suite <code>{escape(report['suite'])}</code>: {len(report['runs'])} run(s) of "
+            f"{escape(', '.join(report['experiments']))}; Kafka {escape(str(report.get('kafka_version') or '-'))}, "
+            f"transaction.version {escape(versions)}; {_when(report.get('started'))} to {_when(report.get('ended'))}."
+            "</p>"]
+    if report["errors"]:
+        head.append('<div class="gaps"><b>Errors:</b><ul>' + "".join(f"<li>{escape(e)}</li>" for e in report["errors"])
+                    + "</ul></div>")
+    body = head + [_summary(report), _side_by_side(report)] + [_run(r, directory) for r in report["runs"]]
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>txnlab report {escape(report['suite'])}</title>"
+            f"<style>{STYLE}{EXTRA_STYLE}</style></head><body>{''.join(body)}</body></html>\n")

@@ -1,0 +1,93 @@
+"""The run timeline picture: Prometheus timelines stacked on one time axis, fault windows shaded.
+
+Owns: drawing one run's report entry (build.run_report) with matplotlib (Agg) to PNG: a row per
+timeline (series.TIMELINES) and a row of alert lanes (pending amber, firing red); seconds since the
+run's start on the x axis; every fault window shaded and labelled in every row. A timeline with no data
+says why instead of drawing an empty axis.
+Must not: query anything: it draws what the report holds.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402 - after choosing the backend
+
+FAULT_COLOURS = ("#f4a6a6", "#a6c8f4", "#b9e3a8", "#f4d6a6", "#d3b5ef")
+STATE_COLOURS = {"pending": "#f0b400", "firing": "#d62728"}
+LINE = "#1f5fa8"
+
+
+def _shade(ax, faults: list[dict], label: bool) -> None:
+    for i, f in enumerate(faults):
+        ax.axvspan(f["start_s"], f["end_s"], color=FAULT_COLOURS[i % len(FAULT_COLOURS)], alpha=0.45, lw=0)
+        if label:
+            ax.text(f["start_s"] + 0.3, 0.96, f["kind"], transform=ax.get_xaxis_transform(), fontsize=7, va="top",
+                    color="#6b1d1d", zorder=5)
+
+
+def _timeline(ax, timeline: dict, zero: float) -> None:
+    drawn = False
+    for s in timeline["series"]:
+        if s["points"]:
+            ax.plot([t - zero for t, _ in s["points"]], [v for _, v in s["points"]], color=LINE, lw=1.4)
+            drawn = True
+    if not drawn:
+        why = timeline.get("error") or "no samples in the run's window"
+        ax.text(0.5, 0.5, why, transform=ax.transAxes, ha="center", va="center", fontsize=8, color="#777777")
+    ax.set_ylabel(timeline["unit"], fontsize=7)
+    ax.set_title(timeline["title"], fontsize=8, loc="left")
+    ax.set_ylim(bottom=0, top=max(ax.get_ylim()[1], 1.0))
+
+
+def _alert_lanes(ax, alerts: list[dict], zero: float, end: float) -> None:
+    names = sorted({a["alert"] for a in alerts})
+    for row, name in enumerate(names):
+        for a in (a for a in alerts if a["alert"] == name):
+            if a["first_pending"] is not None:
+                stop = a["first_firing"] if a["first_firing"] is not None else a["last_active"]
+                ax.barh(row, max(stop - a["first_pending"], 1.0), left=a["first_pending"] - zero,
+                        color=STATE_COLOURS["pending"], height=0.6)
+            if a["first_firing"] is not None:
+                ax.barh(row, max(a["last_active"] - a["first_firing"], 1.0), left=a["first_firing"] - zero,
+                        color=STATE_COLOURS["firing"], height=0.6)
+    ax.set_yticks(range(len(names)), names, fontsize=7)
+    ax.set_ylim(-0.7, max(len(names), 1) - 0.3)
+    ax.set_title("Alerts (amber pending, red firing)", fontsize=8, loc="left")
+    if not names:
+        ax.set_yticks([])
+        ax.text(0.5, 0.5, "no alert was pending or firing", transform=ax.transAxes, ha="center", va="center",
+                fontsize=8, color="#777777")
+
+
+def timeline_figure(run: dict):
+    zero = run["started"]
+    end = (run["window"].get("end") or max([f["end"] for f in run["faults"]] + [zero + 1])) - zero
+    rows = list(run["timelines"].values())
+    fig, axes = plt.subplots(len(rows) + 1, 1, figsize=(10, 1.55 * (len(rows) + 1) + 0.6), sharex=True)
+    tv = run["transaction_version"]
+    fig.suptitle(f"{run['experiment']}" + (f"  (transaction.version={tv})" if tv else "") + f"  {run['run']}",
+                 fontsize=10, x=0.01, ha="left")
+    for i, (ax, timeline) in enumerate(zip(axes, rows)):
+        _shade(ax, run["faults"], label=i == 0)
+        _timeline(ax, timeline, zero)
+    _shade(axes[-1], run["faults"], label=False)
+    _alert_lanes(axes[-1], run["alerts"], zero, end)
+    axes[-1].set_xlim(0, max(end, 1))
+    axes[-1].set_xlabel("seconds since the run started (shaded: fault windows)", fontsize=8)
+    for ax in axes:
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.25)
+    fig.tight_layout()
+    return fig
+
+
+def save_timeline(run: dict, path: Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig = timeline_figure(run)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

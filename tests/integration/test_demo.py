@@ -1,0 +1,115 @@
+"""A shortened demo on real local clusters: two experiments (zombie producer, hanging-transaction drill)
+under transaction.version 1 and 2, each run verified with Spark. Every section of report.json must hold
+real data, the report's verdicts must agree with `txnlab verify` on the same runs, and the page must
+render in headless Chromium (not blank). The demo gets its own clusters (ports 28000/29000) and keeps the
+last level's up only until `txnlab verify` has read them."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cluster.local import LocalCluster
+from cluster.versions import txnlab_home
+from report import screenshot
+from report.demo import Demo, DemoOptions, exit_code
+
+EXPERIMENTS = ("zombie-producer", "hanging-transaction-drill")
+VERSIONS = (1, 2)
+ARTEFACTS = Path(os.environ.get("TXNLAB_ARTEFACTS", "/tmp/txnlab-artefacts")) / "demo"
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    state_root = txnlab_home() / "test-demo"
+    options = DemoOptions(experiments=EXPERIMENTS, transaction_versions=VERSIONS, keep=True, seed=3,
+                          runs_dir=tmp_path_factory.mktemp("demo-runs"), base_port=28000, drill_base_port=29000,
+                          state_root=state_root)
+    try:
+        runner = Demo(options)
+        report = runner.run()
+        yield runner, report
+    finally:
+        for state in sorted(state_root.glob("tv*-*")) if state_root.exists() else []:
+            LocalCluster.load(state).down(purge=True, progress=lambda m: None)
+        shutil.rmtree(state_root, ignore_errors=True)
+
+
+def runs_of(report: dict, **match) -> list[dict]:
+    return [r for r in report["runs"] if all(r[k] == v for k, v in match.items())]
+
+
+def test_every_section_of_the_json_twin_is_filled_from_real_data(demo):
+    runner, report = demo
+    twin = json.loads((runner.dir / "report.json").read_text())
+    assert twin["summary"] == report["summary"] and not twin["errors"], twin["errors"]
+    assert twin["transaction_versions"] == list(VERSIONS) and twin["kafka_version"] == "4.3.1"
+    assert [(r["experiment"], r["transaction_version"]) for r in twin["runs"]] == \
+        [(e, v) for v in VERSIONS for e in EXPERIMENTS]
+    for run in twin["runs"]:
+        where = f"{run['experiment']} tv{run['transaction_version']}"
+        assert run["verify"]["valid"] in (True, False) and run["verify"]["checks"], where      # verified, not unknown
+        assert set(run["verify"]["checks"]) >= {"duplicate", "aborted_read", "lost_write", "torn_transaction"}, where
+        assert isinstance(run["anomalies"], list), where
+        assert run["workload"]["attempts"]["ok"] > 0, where
+        assert run["faults"] and all(f["end"] > f["start"] for f in run["faults"]), where
+        for key in ("lso_lag", "open_transactions", "active_producers", "throughput"):
+            points = [p for s in run["timelines"][key]["series"] for p in s["points"]]
+            assert len(points) >= 10, (where, key, run["timelines"][key])
+        throughput = [p[1] for s in run["timelines"]["throughput"]["series"] for p in s["points"]]
+        assert max(throughput) > 0, where
+        assert (runner.dir / run["timeline_image"]).stat().st_size > 20_000, where
+        assert run["probes"] and run["quiescence"], where
+    for tv in VERSIONS:
+        zombie = runs_of(twin, experiment="zombie-producer", transaction_version=tv)[0]
+        assert zombie["workload"]["fenced_processes"], f"tv{tv}: the zombie was never told it was fenced"
+        drill = runs_of(twin, experiment="hanging-transaction-drill", transaction_version=tv)[0]
+        hanging = [p[1] for s in drill["timelines"]["hanging_transactions"]["series"] for p in s["points"]]
+        assert max(hanging) >= 1, f"tv{tv}: the exporter never saw the injected hanging transaction"
+        caught = {d["alert"]: d for d in drill["detections"] if d["expected"]}
+        assert caught["HangingTransaction"]["first_firing_s"] is not None, drill["detections"]
+        assert 0 <= caught["HangingTransaction"]["first_firing_s"] <= 60, caught
+        assert any(a["alert"] == "HangingTransaction" and a["first_firing"] for a in drill["alerts"])
+    assert [row["experiment"] for row in twin["side_by_side"]] == list(EXPERIMENTS)
+    for row in twin["side_by_side"]:
+        assert set(row["versions"]) == {str(v) for v in VERSIONS}
+        assert all(v["attempts"]["ok"] > 0 for v in row["versions"].values())
+    assert exit_code(twin) == (0 if twin["valid"] is True else 1)
+
+
+def test_the_reports_verdicts_agree_with_txnlab_verify_on_the_same_runs(demo):
+    runner, report = demo
+    last = runs_of(report, transaction_version=VERSIONS[-1])       # the kept clusters still hold their topics
+    dirs = [r["run_dir"] for r in last]
+    out = subprocess.run([sys.executable, "-m", "txnlab.cli", "verify", *dirs, "--json"], capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode in (0, 1), out.stderr[-3000:]
+    verified = {Path(r["run"]).name: r for r in json.loads(out.stdout)}
+    for run in last:
+        again = verified[Path(run["run_dir"]).name]
+        assert again["valid"] == run["verify"]["valid"], run["experiment"]
+        assert {k: c["count"] for k, c in again["checks"].items()} == \
+            {k: c["count"] for k, c in run["verify"]["checks"].items()}, run["experiment"]
+
+
+def test_txnlab_report_rebuilds_the_same_report_from_the_stored_suite(demo):
+    runner, report = demo
+    (runner.dir / "report.html").unlink()
+    proc = subprocess.run([sys.executable, "-m", "txnlab.cli", "report", str(runner.dir), "--json"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    rebuilt = json.loads(proc.stdout)
+    assert rebuilt["summary"] == report["summary"] and rebuilt["side_by_side"] == report["side_by_side"]
+    assert (runner.dir / "report.html").exists()
+
+
+def test_the_page_renders_in_headless_chromium_and_is_not_blank(demo):
+    runner, _ = demo
+    png = screenshot.render_png(runner.dir / "report.html", ARTEFACTS / "report.png", height=4000)
+    seen = screenshot.ink(png)
+    assert seen["non_white"] > 0.05 and seen["colours"] > 200, seen

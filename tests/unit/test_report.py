@@ -1,0 +1,168 @@
+"""The report built from stored runs: detection latencies (pure), the JSON twin's sections, the side-by-side
+of two transaction.version levels, the page and the timeline picture, `txnlab report` on a stored suite."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from chaos.history import HistoryWriter
+from report import build, detection, html, series
+
+T0 = 1_800_000_000.0
+
+
+def alert(name: str, state: str, start: float, end: float, **labels) -> dict:
+    return {"alert": name, "state": state, "labels": labels,
+            "points": [[t, 1.0] for t in range(int(start), int(end) + 1)]}
+
+
+def window(kind: str, start: float, end: float) -> dict:
+    return {"kind": kind, "label": kind, "start": start, "end": end}
+
+
+# ---- detection -------------------------------------------------------------------------------------------
+def test_an_expected_alert_gets_its_pending_and_firing_latency_from_its_fault():
+    found = detection.detections([window("hanging-transaction", T0 + 10, T0 + 40)],
+                                 [alert("HangingTransaction", "firing", T0 + 22, T0 + 45, topic="r1-a"),
+                                  alert("LSOStuck", "pending", T0 + 20, T0 + 27),
+                                  alert("LSOStuck", "firing", T0 + 28, T0 + 41)])
+    rows = {d.alert: d for d in found}
+    assert rows["HangingTransaction"].first_firing_s == 12.0 and rows["HangingTransaction"].first_pending_s is None
+    assert (rows["LSOStuck"].first_pending_s, rows["LSOStuck"].first_firing_s) == (10.0, 18.0)
+    assert all(d.expected and d.detected for d in found)
+
+
+def test_an_expected_alert_that_never_came_is_reported_undetected():
+    found = detection.detections([window("storm", T0, T0 + 30)], [])
+    assert [(d.alert, d.detected, d.expected) for d in found] == [("ProducerStateGrowth", False, True)]
+
+
+def test_an_unexpected_alert_belongs_to_the_fault_it_followed_and_is_counted_once():
+    faults = [window("kill-broker", T0 + 10, T0 + 20), window("kill-broker", T0 + 30, T0 + 40)]
+    found = detection.detections(faults, [alert("CoordinatorTransactionsOverTimeout", "pending", T0 + 33, T0 + 50)])
+    assert [(d.fault_start, d.alert, d.first_pending_s, d.expected) for d in found] == \
+        [(T0 + 30, "CoordinatorTransactionsOverTimeout", 3.0, False)]
+
+
+def test_an_alert_before_the_fault_does_not_count_as_detecting_it():
+    found = detection.detections([window("hanging-transaction", T0 + 50, T0 + 60)],
+                                 [alert("HangingTransaction", "firing", T0 + 5, T0 + 20)])
+    assert {d.alert: d.detected for d in found} == {"HangingTransaction": False, "LSOStuck": False}
+
+
+def test_alert_series_with_no_active_points_are_ignored():
+    assert detection.alert_spans([{"alert": "X", "state": "firing", "labels": {}, "points": []}]) == []
+    spans = series.alert_series([{"labels": {"alertname": "X", "alertstate": "pending", "topic": "t"},
+                                  "points": [[T0, 0.0], [T0 + 1, 1.0]]}])
+    assert spans == [{"alert": "X", "state": "pending", "labels": {"topic": "t"}, "points": [[T0 + 1, 1.0]]}]
+
+
+# ---- a stored run, as the demo leaves it ----------------------------------------------------------------
+def stored_run(root: Path, name: str, tv: int, valid=True, with_prometheus=True) -> Path:
+    run_dir = root / f"tv{tv}" / f"20260101-000000-{name}-r{tv}a"
+    run_dir.mkdir(parents=True)
+    history = HistoryWriter(run_dir)
+    (run_dir / "spec.json").write_text(json.dumps({"name": name, "run_tag": f"r{tv}a", "started_wall": time.time()}))
+    history.record("txp-0", "invoke", "txn", {"attempt": "a1"})
+    history.record("txp-0", "ok", "txn", {"attempt": "a1"})
+    history.record("txp-0", "invoke", "txn", {"attempt": "a2"})
+    history.record("txp-0", "fail", "txn", {"attempt": "a2", "fenced": True})
+    history.record("nemesis-0", "invoke", "fault", {"kind": "hanging-transaction", "params": {"topic": "{tag}-a"}})
+    history.record("nemesis-0", "invoke", "heal", {"kind": "hanging-transaction"})
+    history.record("nemesis-0", "ok", "heal", {"kind": "hanging-transaction"})
+    history.close()
+    (run_dir / "experiment.json").write_text(json.dumps({
+        "name": name, "error": None, "quiescence": {"lso_equals_hwm": True, "open_partitions": []},
+        "probes_before": [{"name": "brokers-registered", "ok": True, "observed": [1]}], "probes_after": []}))
+    check = {"valid": valid, "count": 0 if valid else 1, "description": "one id at two offsets",
+             "examples": [] if valid else [{"topic": "t", "partition": 0, "offset": 7, "id": "x"}]}
+    (run_dir / "verify").mkdir()
+    (run_dir / "verify" / "report.json").write_text(json.dumps({
+        "valid": valid, "checks": {"duplicate": check}, "evidence": {"complete": True, "gaps": []},
+        "counts": {"records": {"read_committed": 9}}, "seconds": 3.0}))
+    if with_prometheus:
+        ops = [json.loads(line) for p in sorted((run_dir / "history").iterdir()) for line in p.read_text().splitlines()]
+        start = ops[0]["wall"]
+        points = [[start + i, float(i % 3)] for i in range(10)]
+        data = {"prometheus": "http://127.0.0.1:9", "start": start - 5, "end": start + 20, "step": 2, "tag": "r",
+                "timelines": {t.key: {"query": t.query, "series": [{"labels": {}, "points": points}]}
+                              for t in series.TIMELINES},
+                "alerts": [alert("HangingTransaction", "firing", start + 2, start + 9)], "errors": {}}
+        (run_dir / series.FILE).write_text(json.dumps(data))
+    return run_dir
+
+
+def stored_suite(root: Path, versions=(1, 2)) -> Path:
+    runs = []
+    for tv in versions:
+        for name in ("zombie-producer", "hanging-transaction-drill"):
+            run_dir = stored_run(root, name, tv, valid=not (tv == 1 and name == "zombie-producer"))
+            runs.append({"experiment": name, "transaction_version": tv, "run_dir": str(run_dir.relative_to(root))})
+    (root / build.SUITE_FILE).write_text(json.dumps({
+        "id": root.name, "started": T0, "ended": T0 + 100, "kafka_version": "4.3.1",
+        "experiments": ["zombie-producer", "hanging-transaction-drill"], "transaction_versions": list(versions),
+        "runs": runs, "errors": []}))
+    return root
+
+
+def test_the_json_twin_holds_every_section_from_the_stored_runs(tmp_path):
+    report = build.build(stored_suite(tmp_path))
+    assert report["valid"] is False                       # one run found a duplicate
+    assert [(r["experiment"], r["tv"], r["verdict"]) for r in report["summary"]] == [
+        ("zombie-producer", 1, False), ("hanging-transaction-drill", 1, True),
+        ("zombie-producer", 2, True), ("hanging-transaction-drill", 2, True)]
+    bad = report["runs"][0]
+    assert bad["anomalies"] == [{"check": "duplicate", "count": 1,
+                                 "examples": [{"topic": "t", "partition": 0, "offset": 7, "id": "x"}]}]
+    assert bad["verify"]["checks"]["duplicate"] == {"valid": False, "count": 1, "description": "one id at two offsets"}
+    assert bad["workload"] == {"attempts": {"ok": 1, "fail": 1, "info": 0}, "fenced_processes": ["txp-0"]}
+    assert [f["label"] for f in bad["faults"]] == ["hanging-transaction topic=r1a-a"]
+    assert all(t["series"] and t["error"] is None for t in bad["timelines"].values())
+    assert {d["alert"]: d["detected"] for d in bad["detections"]} == {"HangingTransaction": True, "LSOStuck": False}
+    assert [row["experiment"] for row in report["side_by_side"]] == ["zombie-producer", "hanging-transaction-drill"]
+    assert report["side_by_side"][0]["versions"]["1"]["verdict"] is False
+    assert report["side_by_side"][0]["versions"]["2"]["verdict"] is True
+    assert report["side_by_side"][0]["versions"]["2"]["max_lso_lag"] == 2.0
+
+
+def test_one_level_has_no_side_by_side_and_a_missing_capture_or_verification_is_said(tmp_path):
+    run_dir = stored_run(tmp_path, "coordinator-kill", 2, with_prometheus=False)
+    (run_dir / "verify" / "report.json").unlink()
+    report = build.build(run_dir)
+    assert report["side_by_side"] == [] and report["valid"] == "unknown"
+    run = report["runs"][0]
+    assert run["verify"]["valid"] == "unknown" and "not verified" in run["verify"]["gaps"][0]
+    assert all(t["error"] == "no prometheus.json in the run" and not t["series"] for t in run["timelines"].values())
+
+
+def test_a_directory_without_a_suite_or_history_is_a_clear_error(tmp_path):
+    with pytest.raises(build.ReportError, match="neither a suite"):
+        build.build(tmp_path)
+
+
+def test_the_page_and_pictures_are_written_and_txnlab_report_rebuilds_them(tmp_path):
+    suite = stored_suite(tmp_path)
+    report = build.write(suite)
+    page = (suite / "report.html").read_text()
+    assert page.count('src="data:image/png;base64,') == len(report["runs"]) == 4
+    assert "transaction.version side by side" in page and "first 1" in page
+    for run in report["runs"]:
+        assert (suite / run["timeline_image"]).stat().st_size > 10_000
+    (suite / "report.html").unlink()
+    proc = subprocess.run([sys.executable, "-m", "txnlab.cli", "report", str(suite), "--json"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["summary"] == report["summary"] and (suite / "report.html").exists()
+
+
+def test_the_page_escapes_what_the_runs_hold(tmp_path):
+    suite = stored_suite(tmp_path, versions=(2,))
+    report = build.build(suite)
+    report["runs"][0]["anomalies"][0:0] = [{"check": "<script>x</script>", "count": 1, "examples": [{"id": "<b>"}]}]
+    page = html.render(report, suite)
+    assert "<script>x</script>" not in page and "&lt;script&gt;" in page
