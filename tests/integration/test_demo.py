@@ -22,6 +22,7 @@ from report.demo import Demo, DemoOptions, exit_code
 EXPERIMENTS = ("zombie-producer", "hanging-transaction-drill")
 VERSIONS = (1, 2)
 ARTEFACTS = Path(os.environ.get("TXNLAB_ARTEFACTS", "/tmp/txnlab-artefacts")) / "demo"
+pytestmark = pytest.mark.timeout(1500)        # the module's demo (about 7 minutes) runs in the first test's setup
 
 
 @pytest.fixture(scope="module")
