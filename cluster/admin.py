@@ -67,10 +67,18 @@ class ClusterAdmin:
         return sorted(b["broker_id"] for b in self.client.describe_cluster()["brokers"]
                       if not b.get("is_fenced"))
 
-    def partitions(self, topic: str) -> list[PartitionState]:
-        described = self.client.describe_topics([topic])[0]
-        if described.get("error_code"):
-            raise Errors.for_code(described["error_code"])(f"describe {topic}")
+    def partitions(self, topic: str, unknown_grace_s: float = 5.0) -> list[PartitionState]:
+        """A topic unknown to the broker asked is asked again for a few seconds: brokers apply a new topic's
+        metadata at their own pace, so one that has not yet answers UNKNOWN_TOPIC_OR_PARTITION."""
+        deadline = time.monotonic() + unknown_grace_s
+        while True:
+            described = self.client.describe_topics([topic])[0]
+            code = described.get("error_code")
+            if code != Errors.UnknownTopicOrPartitionError.errno or time.monotonic() >= deadline:
+                break
+            time.sleep(0.25)
+        if code:
+            raise Errors.for_code(code)(f"describe {topic}")
         return sorted((PartitionState(topic, p["partition_index"], _leader(p["leader_id"]),
                                       tuple(p["replica_nodes"]), tuple(p["isr_nodes"]))
                        for p in described["partitions"]), key=lambda s: s.partition)

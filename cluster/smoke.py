@@ -18,7 +18,9 @@ READY_TOPIC = "txnlab-ready"
 
 def ensure_topic(conn: ConnectionSettings, topic: str, partitions: int = 3, replication: int = -1,
                  config: dict[str, str] | None = None, timeout: float = 30.0) -> None:
-    """Create topic if missing (idempotent) and wait until it has leaders for every partition.
+    """Create topic if missing (idempotent) and wait until every broker knows it with a leader for every
+    partition (brokers apply new metadata at their own pace: asking one is not enough, a describe sent to
+    another just after creation can still answer UNKNOWN_TOPIC_OR_PARTITION).
 
     replication -1 takes the broker's default.replication.factor (KIP-464)."""
     admin = AdminClient(conn.confluent())
@@ -30,14 +32,32 @@ def ensure_topic(conn: ConnectionSettings, topic: str, partitions: int = 3, repl
             if exc.args[0].name() != "TOPIC_ALREADY_EXISTS":
                 raise
     deadline = time.monotonic() + timeout
+    waiting = None
     while True:
-        meta = admin.list_topics(topic, timeout=timeout).topics.get(topic)
-        if meta and meta.error is None and len(meta.partitions) == partitions and \
-                all(p.leader >= 0 for p in meta.partitions.values()):
-            return
+        cluster = admin.list_topics(topic, timeout=timeout)
+        if _led(cluster.topics.get(topic), partitions):
+            brokers = [f"{b.host}:{b.port}" for b in cluster.brokers.values()]
+            waiting = [b for b in brokers if not _led(_topic_seen_by(conn, b, topic, timeout), partitions)]
+            if not waiting:
+                return
         if time.monotonic() > deadline:
-            raise TimeoutError(f"topic {topic} has no leader for every partition after {timeout:.0f}s")
+            what = f"brokers {waiting} do not know it yet" if waiting else "no leader for every partition"
+            raise TimeoutError(f"topic {topic}: {what} after {timeout:.0f}s")
         time.sleep(0.2)
+
+
+def _led(meta, partitions: int) -> bool:
+    return bool(meta) and meta.error is None and len(meta.partitions) == partitions and \
+        all(p.leader >= 0 for p in meta.partitions.values())
+
+
+def _topic_seen_by(conn: ConnectionSettings, broker: str, topic: str, timeout: float):
+    """The topic's metadata as one broker answers it (a fresh client's first request goes to its bootstrap)."""
+    try:
+        return AdminClient(conn.confluent(**{"bootstrap.servers": broker})).list_topics(topic, timeout=timeout) \
+            .topics.get(topic)
+    except KafkaException:
+        return None
 
 
 def transactional_round_trip(conn: ConnectionSettings, timeout: float = 60.0, records: int = 3) -> str:
