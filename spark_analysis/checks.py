@@ -95,18 +95,24 @@ def _id_part(group: int):
 
 
 def inconsistent_offsets(committed: DataFrame, uncommitted: DataFrame, observed: DataFrame) -> DataFrame:
-    """reader, topic, partition, offset, id, other_id: what `reader` saw at an offset vs read_uncommitted."""
-    u = uncommitted.select(*POSITION, F.col("id").alias("other_id"), F.col("value_hash").alias("other_hash"),
-                           F.lit(1).alias("in_u"))
-    c = committed.select(*POSITION, "id", "value_hash").join(u, on=list(POSITION), how="left") \
-        .where(F.col("in_u").isNull() | (F.col("value_hash") != F.col("other_hash"))) \
+    """reader, topic, partition, offset, id, other_id: what `reader` saw at an offset vs read_uncommitted.
+    Both views meet in one aggregation by position (one shuffle, no sort), which the observers' polls
+    (small) then join without shuffling it again."""
+    def side(df: DataFrame, view: str) -> DataFrame:
+        return df.select(*POSITION, F.lit(view).alias("side"), "id", "value_hash")
+
+    def of(view: str, col: str):
+        return F.first(F.when(F.col("side") == view, F.col(col)), ignorenulls=True)
+    both = side(committed, "c").unionByName(side(uncommitted, "u")).groupBy(*POSITION).agg(
+        F.max(F.col("side") == "c").alias("in_c"), F.max(F.col("side") == "u").alias("in_u"),
+        of("c", "id").alias("id"), of("c", "value_hash").alias("hash"),
+        of("u", "id").alias("other_id"), of("u", "value_hash").alias("other_hash"))
+    c = both.where(F.col("in_c") & (~F.col("in_u") | ~F.col("hash").eqNullSafe(F.col("other_hash")))) \
         .select(F.lit("read_committed view").alias("reader"), *POSITION, "id", "other_id")
-    o = observed.join(u, on=list(POSITION), how="left") \
-        .where(F.col("in_u").isNull() | ~F.col("id").eqNullSafe(F.col("other_id"))) \
+    seen = observed.join(both.select(*POSITION, "in_c", "in_u", "other_id"), on=list(POSITION), how="left")
+    o = seen.where(F.col("in_u").isNull() | ~F.col("in_u") | ~F.col("id").eqNullSafe(F.col("other_id"))) \
         .select(F.concat(F.lit("observer "), F.col("process")).alias("reader"), *POSITION, "id", "other_id")
-    rc = observed.where(F.col("isolation") == "read_committed") \
-        .join(committed.select(*POSITION, F.lit(1).alias("in_c")), on=list(POSITION), how="left") \
-        .where(F.col("in_c").isNull()) \
+    rc = seen.where((F.col("isolation") == "read_committed") & ~F.coalesce(F.col("in_c"), F.lit(False))) \
         .select(F.concat(F.lit("read_committed observer "), F.col("process"), F.lit(" saw what read_committed does not")
                          ).alias("reader"), *POSITION, "id", F.lit(None).cast("string").alias("other_id"))
     return c.unionByName(o).unionByName(rc)

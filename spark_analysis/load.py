@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 
 from spark_analysis.schemas import HISTORY, RECORD_VALUE, TRANSACTIONAL_F
 
-HEADER_ID = "txnlab.id"
+HEADER_ID, HEADER_ATTEMPT, HEADER_PRODUCER = "txnlab.id", "txnlab.attempt", "txnlab.producer"   # chaos/ids.py
 COPIER_TOOL = "TransactionalMessageCopier"
 PRODUCER_TOOL = "VerifiableProducer"
 
@@ -108,15 +108,24 @@ def read_view(spark: SparkSession, options: dict[str, str], ends: dict[str, dict
         .load()
 
 
+def _header(name: str) -> Column:
+    """The string value of header `name` (the first, if repeated), null when absent."""
+    found = F.filter(F.coalesce(F.col("headers"), F.array()), lambda h: h["key"] == name)
+    return F.try_element_at(found, F.lit(1))["value"].cast("string")
+
+
 def records_of(raw: DataFrame, view: str, copier_topics: list[str] = ()) -> DataFrame:
-    """Kafka rows -> the `records` frame: ids from the JSON value, else the txnlab.id header."""
+    """Kafka rows -> the `records` frame. A txnlab workload's record carries its id, attempt and producer in
+    headers (chaos/ids.py), read without parsing the value; a record without them has its value parsed
+    as JSON (null when it is not)."""
     text = F.col("value").cast("string")
-    parsed = F.from_json(text, RECORD_VALUE, {"mode": "PERMISSIVE"})
-    header_id = F.filter(F.coalesce(F.col("headers"), F.array()), lambda h: h["key"] == HEADER_ID)
-    rid = F.coalesce(parsed["id"], F.try_element_at(header_id, F.lit(1))["value"].cast("string"))
+    hid, hattempt, hproducer = _header(HEADER_ID), _header(HEADER_ATTEMPT), _header(HEADER_PRODUCER)
+    parsed = F.when(hid.isNull(), F.from_json(text, RECORD_VALUE, {"mode": "PERMISSIVE"}))
+    rid = F.coalesce(hid, parsed["id"])
     kind = F.when(rid.isNotNull(), F.lit("txnlab")) \
         .when(F.col("topic").isin(*copier_topics) & text.isNotNull(), F.lit("copier")).otherwise(F.lit("foreign"))
     return raw.select(
         F.lit(view).alias("view"), "topic", "partition", "offset", rid.alias("id"),
-        parsed["attempt"].alias("attempt"), parsed["producer"].alias("producer"), parsed["input"].alias("input"),
+        F.when(hid.isNotNull(), hattempt).otherwise(parsed["attempt"]).alias("attempt"),
+        F.when(hid.isNotNull(), hproducer).otherwise(parsed["producer"]).alias("producer"),
         F.when(rid.isNull(), text).alias("text"), kind.alias("kind"), F.xxhash64("value").alias("value_hash"))

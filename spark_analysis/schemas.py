@@ -3,7 +3,7 @@
 Owns: the explicit schema of a history line (chaos/history.py writes it; every field any workload puts
 in `value` that a check reads), the schema of a txnlab record value (chaos/ids.py), and the column
 contract of the frames the checks take:
-  records   view, topic, partition, offset, id, attempt, producer, input, text, kind, value_hash
+  records   view, topic, partition, offset, id, attempt, producer, text, kind, value_hash
             (kind: "txnlab" a record a txnlab workload wrote, "copier" a value on a Java copier topic (input
              or output: the Java tools write plain values),
              "foreign" anything else: not JSON, no id, another writer)

@@ -243,6 +243,16 @@ def test_records_of_parses_values_headers_and_survives_garbage(spark):
                    ("t", 3): (None, "foreign"), ("cout", 0): (None, "copier")}
 
 
+def test_records_of_takes_ids_from_headers_before_the_value(spark):
+    headers = [("txnlab.id", b"r.p.1.0"), ("txnlab.attempt", b"r.p.1"), ("txnlab.producer", b"p")]
+    raw = spark.createDataFrame([
+        ("t", 0, 0, json.dumps({"id": "other", "attempt": "x", "producer": "y"}).encode(), headers),
+        ("t", 0, 1, json.dumps({"id": "r.q.0.0", "attempt": "r.q.0", "producer": "q"}).encode(), [("k", b"v")])],
+        RAW_COLS)
+    got = {r["offset"]: (r["id"], r["attempt"], r["producer"], r["kind"]) for r in load.records_of(raw, "c").collect()}
+    assert got == {0: ("r.p.1.0", "r.p.1", "p", "txnlab"), 1: ("r.q.0.0", "r.q.0", "q", "txnlab")}
+
+
 def test_history_writes_carry_their_attempt_outcome_and_damage_is_counted(spark, tmp_path):
     lines = [
         {"time": 1, "wall": 1.0, "process": "p", "type": "invoke", "f": "txn",
