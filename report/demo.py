@@ -89,9 +89,9 @@ class Demo:
         self._stop_other_levels(tv)
         drill = which == "drill"
         state = self.options.state_root / key
-        stale = LocalCluster.load(state)
-        if stale.supervisor.names():                  # a kept demo cluster of an earlier demo: start afresh
-            stale.down(purge=True, progress=lambda m: None)
+        # a kept cluster of an earlier demo, or the data of one cut short: always start afresh (a formatted
+        # node keeps its transaction.version)
+        LocalCluster.load(state).down(purge=True, progress=lambda m: None)
         cluster = LocalCluster.load(state, nodes=1 if drill else 3,
                                     base_port=self.options.drill_base_port if drill else self.options.base_port,
                                     broker_overrides=dict(DRILL_BROKER_CONFIG) if drill else None,
