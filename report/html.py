@@ -13,7 +13,7 @@ import time
 from html import escape
 from pathlib import Path
 
-from spark_analysis.page import STYLE, badge, table
+from spark_analysis.page import STYLE, badge, table, verdict_table
 
 EXTRA_STYLE = """
 .run{border-top:2px solid #d0d7de;margin-top:2rem;padding-top:.5rem}.muted{color:#57606a}
@@ -34,11 +34,8 @@ def _image(directory: Path, relative: str | None) -> str:
 
 
 def _summary(report: dict) -> str:
-    rows = [{**r, "verdict": r["verdict"]} for r in report["summary"]]
-    head = "".join(f"<th>{escape(c)}</th>" for c in rows[0]) if rows else ""
-    body = "".join("<tr>" + "".join(f"<td>{badge(v) if k == 'verdict' else escape(str(v))}</td>"
-                                    for k, v in r.items()) + "</tr>" for r in rows)
-    return f"<h2>Summary</h2><table><tr>{head}</tr>{body}</table>"
+    rows = [{**r, "verdict": badge(r["verdict"])} for r in report["summary"]]
+    return "<h2>Summary</h2>" + (verdict_table(rows) if rows else "")
 
 
 def _side_by_side(report: dict) -> str:
@@ -84,10 +81,7 @@ def _run(run: dict, directory: Path) -> str:
     checks = [{"check": name, "verdict": badge(c["valid"]), "anomalies": c["count"], "what it checks": c["description"]}
               for name, c in verify["checks"].items()]
     if checks:
-        head = "".join(f"<th>{c}</th>" for c in checks[0])
-        body = "".join("<tr>" + "".join(f"<td>{v if k == 'verdict' else escape(str(v))}</td>" for k, v in c.items())
-                       + "</tr>" for c in checks)
-        parts.append(f"<h3>Verification (Spark)</h3><table><tr>{head}</tr>{body}</table>")
+        parts.append("<h3>Verification (Spark)</h3>" + verdict_table(checks))
     if run["anomalies"]:
         for a in run["anomalies"]:
             parts.append(f"<h3>{escape(a['check'])}: {a['count']} anomalies, first {len(a['examples'])}</h3>"

@@ -50,7 +50,7 @@ def render(report: dict) -> str:
     if report["evidence"]["gaps"]:
         items = "".join(f"<li>{escape(g)}</li>" for g in report["evidence"]["gaps"])
         parts.append(f'<div class="gaps"><b>Evidence incomplete, so no check can be valid:</b><ul>{items}</ul></div>')
-    parts.append("<h2>Checks</h2>" + _summary_table(summary))
+    parts.append("<h2>Checks</h2>" + verdict_table(summary))
     parts.append("<h2>Counts</h2>" + table([_flat(report["counts"])]))
     if report.get("info_attempts"):
         parts.append("<h2>Attempts whose outcome the client did not know (info), resolved</h2>"
@@ -66,7 +66,7 @@ def render(report: dict) -> str:
            f"</head><body>{''.join(parts)}</body></html>\n"
 
 
-def _summary_table(rows: list[dict]) -> str:
+def verdict_table(rows: list[dict]) -> str:
     head = "".join(f"<th>{c}</th>" for c in rows[0])
     body = "".join("<tr>" + "".join(f"<td>{v if k == 'verdict' else _cell(v)}</td>" for k, v in r.items()) + "</tr>"
                    for r in rows)
