@@ -1,17 +1,72 @@
 """The one Kafka connection-settings builder: bootstrap, SASL (PLAIN, SCRAM) and TLS.
 
 Owns: ConnectionSettings and its translation into confluent-kafka (librdkafka) and kafka-python
-configuration dicts. Every Kafka client txnlab creates gets its settings from here.
+configuration dicts. Every Kafka client txnlab creates gets its settings from here. Also the one log
+redaction: LOG_SECRETS, a logging filter that replaces every secret it knows with ***; settings register
+their passwords in it when built, other secrets (the exporter's basic-auth password) are added where
+they are read, and install_log_redaction() puts it on the handlers wherever txnlab sets up logging
+(kafka-python logs its whole configuration, passwords included, at DEBUG).
 Must not: log or print secrets (the password is kept out of repr and describe()).
 """
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass, field
 from typing import Any
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+REDACTED = "***"
+
+
+class SecretRedactor(logging.Filter):
+    """A handler filter: every registered secret in a record's message, traceback or stack becomes ***."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.secrets: tuple[str, ...] = ()
+
+    def add(self, *secrets: str | None) -> None:
+        """Register secrets, also as a repr shows them inside a logged dict (quotes, backslashes escaped)."""
+        known = set(self.secrets) | {s for s in secrets if s} | {repr(s)[1:-1] for s in secrets if s}
+        self.secrets = tuple(sorted(known, key=len, reverse=True))  # longest first: one may contain another
+
+    def redact(self, text: str) -> str:
+        for secret in self.secrets:
+            text = text.replace(secret, REDACTED)
+        return text
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not self.secrets:
+            return True
+        message = _message(record)
+        if (redacted := self.redact(message)) != message:
+            record.msg, record.args = redacted, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        record.exc_text = record.exc_text and self.redact(record.exc_text)
+        record.stack_info = record.stack_info and self.redact(record.stack_info)
+        return True
+
+
+def _message(record: logging.LogRecord) -> str:
+    try:
+        return record.getMessage()
+    except (TypeError, ValueError):  # a malformed logging call: keep what it said, unformatted
+        return f"{record.msg} {record.args}"
+
+
+LOG_SECRETS = SecretRedactor()
+
+
+def install_log_redaction(*handlers: logging.Handler) -> None:
+    """Put LOG_SECRETS on these handlers (default: the root logger's and Python's last-resort one)."""
+    for handler in handlers or (*logging.getLogger().handlers, logging.lastResort):
+        if handler is not None:
+            handler.addFilter(LOG_SECRETS)
 
 
 class ConnectionSettingsError(ValueError):
@@ -35,6 +90,7 @@ class ConnectionSettings:
     client_id: str = "txnlab"
 
     def __post_init__(self) -> None:
+        LOG_SECRETS.add(self.sasl_password, self.tls_key_password)
         if not self.bootstrap or not all(":" in h for h in self.bootstrap.split(",")):
             raise ConnectionSettingsError(f"bootstrap must be host:port[,host:port...], got {self.bootstrap!r}")
         if self.security_protocol not in SECURITY_PROTOCOLS:

@@ -21,7 +21,7 @@ COPY chaos chaos
 COPY spark_analysis spark_analysis
 COPY report report
 COPY dashboards dashboards
-RUN pip install --no-cache-dir . && rm -rf /root/.cache
+RUN pip install --no-cache-dir ".[verify]" && rm -rf /root/.cache
 COPY --from=connector /jars /tmp/jars
 RUN set -a && . ./versions.env && mkdir -p "$TXNLAB_HOME/dist" \
     && mv /tmp/jars "$TXNLAB_HOME/dist/spark-kafka-$SPARK_KAFKA_VERSION"

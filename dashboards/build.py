@@ -11,7 +11,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from dashboards import boards, rules
+from dashboards import rules
+
+try:
+    from dashboards import boards
+except ModuleNotFoundError as missing:  # the SDK is an optional extra of pyproject.toml
+    if (missing.name or "").split(".")[0] != "grafana_foundation_sdk":
+        raise
+    raise SystemExit("python -m dashboards.build needs the optional dashboards dependencies: "
+                     "pip install 'txnlab[dashboards]'") from None
 
 HERE = Path(__file__).resolve().parent
 

@@ -2,8 +2,10 @@
 
 Owns: the threaded HTTP server and its request handling. /healthz answers 200 while the process
 serves; /ready answers 200 once the service reached the cluster, 503 before; /metrics renders the
-registry (one offsets collection per scrape, shared by concurrent scrapes).
-Must not: log credentials or request headers; collect anything itself.
+registry (one offsets collection per scrape, shared by concurrent scrapes). A connection that sends or
+reads nothing for web.connection_timeout_seconds is closed, so idle clients cannot hold server threads.
+Must not: log credentials or request headers (the basic-auth password joins the log redaction of
+cluster/connection.py); collect anything itself.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from typing import Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from cluster.connection import LOG_SECRETS
 from exporter.config import WebSection
 
 log = logging.getLogger("txnlab.exporter.web")
@@ -33,14 +36,16 @@ def _check_auth(header: str | None, username: str, password: str) -> bool:
 
 
 def make_handler(registry: CollectorRegistry, ready: Callable[[], bool], web: WebSection) -> type:
-    password = web.basic_auth_password.get_secret_value() if web.basic_auth_password else None
+    password = web.basic_auth_password.get_secret_value() if web.basic_auth_password else ""
+    LOG_SECRETS.add(password)
 
     class Handler(BaseHTTPRequestHandler):
         server_version = "txnlab-exporter"
+        timeout = web.connection_timeout_seconds  # socket timeout of each connection (StreamRequestHandler)
 
         def do_GET(self) -> None:  # noqa: N802 - http.server API
-            if web.basic_auth_username and not _check_auth(self.headers.get("Authorization"),
-                                                            web.basic_auth_username, password or ""):
+            if web.basic_auth and not _check_auth(self.headers.get("Authorization"), web.basic_auth_username,
+                                                  password):
                 self._reply(401, b"authentication required\n", extra={"WWW-Authenticate": 'Basic realm="txnlab"'})
             elif self.path.split("?")[0] == "/metrics":
                 self._reply(200, generate_latest(registry), CONTENT_TYPE_LATEST)
@@ -73,6 +78,9 @@ class MetricsServer:
     def __init__(self, registry: CollectorRegistry, ready: Callable[[], bool], web: WebSection):
         self.httpd = ThreadingHTTPServer((web.listen_address, web.port), make_handler(registry, ready, web))
         self.httpd.daemon_threads = True
+        if web.basic_auth and not web.tls:
+            log.warning("basic auth over plain HTTP: the password crosses the network readable; set "
+                        "web.tls_cert_file and web.tls_key_file")
         if web.tls:
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             context.load_cert_chain(web.tls_cert_file, web.tls_key_file)

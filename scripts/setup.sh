@@ -34,13 +34,13 @@ java -version 2>&1 | grep -Eq 'version "(1[7-9]|[2-9][0-9])' || fail "Java 17 or
 have mvn || apt_install maven
 have go || fail "Go is needed to build Toxiproxy (https://go.dev/doc/install), then run make setup again"
 
-# 2. the Python virtualenv, reinstalled only when pyproject.toml changes.
+# 2. the Python virtualenv with every extra (.[all,test]), reinstalled only when pyproject.toml changes.
 want=$(sha256sum pyproject.toml | cut -c1-16)
 if ! stamp_ok "$VENV/.txnlab-stamp" "$want"; then
   step "python virtualenv in $VENV"
   [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV" || fail "python3 -m venv failed (Debian: apt-get install python3-venv)"
   "$VENV/bin/pip" install -q --upgrade pip >/dev/null || fail "pip upgrade failed: is PyPI reachable?"
-  "$VENV/bin/pip" install -q -e ".[test]" || fail "pip install failed: is PyPI reachable?"
+  "$VENV/bin/pip" install -q -e ".[all,test]" || fail "pip install failed: is PyPI reachable?"
   echo "$want" > "$VENV/.txnlab-stamp"
 fi
 

@@ -65,6 +65,9 @@ def test_exporter_service_and_prometheus_scrape_it():
     assert exporter["build"]["dockerfile"] == "compose/exporter.Dockerfile"
     assert (REPO_ROOT / exporter["build"]["dockerfile"]).is_file()
     assert exporter["command"][exporter["command"].index("--bootstrap") + 1] == layout.bootstrap
+    dockerfile = (REPO_ROOT / exporter["build"]["dockerfile"]).read_text().splitlines()
+    assert [line for line in dockerfile if "pip install" in line] == [  # the core only: a slim image
+        "RUN pip install --no-cache-dir . && rm -rf /root/.cache"]
     prometheus = yaml.safe_load((REPO_ROOT / "compose" / "prometheus.yml").read_text())
     jobs = {job["job_name"]: job["static_configs"][0]["targets"] for job in prometheus["scrape_configs"]}
     assert jobs["txnlab-exporter"] == [f"127.0.0.1:{layout.exporter_port}"]
@@ -78,4 +81,5 @@ def test_verify_service_runs_the_spark_job_with_the_connector_setup_uses():
     assert verify["profiles"] == ["verify"] and "./runs:/runs" in verify["volumes"]
     assert f"TXNLAB_KAFKA_BOOTSTRAP={layout.bootstrap}" in verify["environment"]
     assert "spark_analysis/pom.xml" in dockerfile and 'ENTRYPOINT ["txnlab", "verify"]' in dockerfile
+    assert 'pip install --no-cache-dir ".[verify]"' in dockerfile
     assert "SPARK_KAFKA_VERSION" in dockerfile and "openjdk-17-jre-headless" in dockerfile

@@ -1,9 +1,13 @@
 """The one connection-settings builder: validation, client configs, and no secret in logs."""
 from __future__ import annotations
 
+import io
+import logging
+import uuid
+
 import pytest
 
-from cluster.connection import ConnectionSettings, ConnectionSettingsError
+from cluster.connection import LOG_SECRETS, ConnectionSettings, ConnectionSettingsError, install_log_redaction
 
 
 def test_plaintext_defaults():
@@ -65,3 +69,57 @@ def test_to_env_round_trips_through_from_env():
     conn = ConnectionSettings(bootstrap="a:1,b:2", security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
                               sasl_username="u", sasl_password="p w", tls_verify_hostname=False, client_id="x")
     assert ConnectionSettings.from_env(environ=conn.to_env()) == conn
+
+
+def _capture(redacted: bool) -> logging.StreamHandler:
+    handler = logging.StreamHandler(io.StringIO())
+    handler.setFormatter(logging.Formatter("%(name)s %(message)s"))
+    if redacted:
+        install_log_redaction(handler)
+    return handler
+
+
+@pytest.fixture
+def debug_root(monkeypatch):
+    """The root logger at DEBUG with two capturing handlers, without and with the redaction (in that
+    order: the redaction rewrites the shared record); LOG_SECRETS knows only this test's secrets."""
+    monkeypatch.setattr(LOG_SECRETS, "secrets", ())
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "level", logging.DEBUG)
+    bare, redacted = _capture(False), _capture(True)
+    root.addHandler(bare)
+    root.addHandler(redacted)
+    yield lambda: (bare.stream.getvalue(), redacted.stream.getvalue())
+    root.removeHandler(bare)
+    root.removeHandler(redacted)
+
+
+def test_kafka_python_debug_logs_never_show_the_password(debug_root):
+    from kafka.admin import KafkaAdminClient
+    password = f"pw-{uuid.uuid4().hex}\\q"              # the backslash: a logged dict shows it escaped
+    conn = ConnectionSettings("127.0.0.1:9", security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
+                              sasl_username="svc", sasl_password=password)
+    with pytest.raises(Exception) as failed:               # nothing listens on port 9
+        KafkaAdminClient(**conn.kafka_python(bootstrap_timeout_ms=300))
+    bare, redacted = debug_root()
+    escaped = repr(password)[1:-1]
+    assert "Starting KafkaAdminClient" in redacted and "'sasl_plain_password': '***'" in redacted
+    assert escaped in bare                                  # without the filter kafka-python shows it
+    assert password not in redacted and escaped not in redacted and password not in str(failed.value)
+
+
+def test_redaction_covers_arguments_tracebacks_and_malformed_calls(debug_root):
+    secret = f"tls-{uuid.uuid4().hex}"
+    ConnectionSettings("k:1", tls_key_password=secret)     # settings register their secrets when built
+    log = logging.getLogger("txnlab.test.redaction")
+    log.info("plain %s", {"key": secret})
+    try:
+        raise RuntimeError(f"login failed with {secret}")
+    except RuntimeError:
+        log.exception("traceback follows")
+    log.warning("malformed %s %s", secret)
+    log.info("nothing secret")
+    bare, redacted = debug_root()
+    assert bare.count(secret) == 2 and secret not in redacted  # bare: the malformed call is logging's error
+    assert "plain {'key': '***'}" in redacted and "login failed with ***" in redacted
+    assert "malformed %s %s" in redacted and "nothing secret" in redacted
