@@ -9,8 +9,8 @@ broker back wait until it serves requests and is registered (env.heal_timeout). 
 removes every toxic of the cluster, so network and isolate faults should not overlap in a schedule.
 rolling-restart's start blocks until every node has been restarted.
 Must not: record in the history or schedule (the runner does both), talk to nodes other than through
-a Backend (chaos/backends.py), or import exporter/ (the hanging transaction is aborted here with
-kafka-python's admin client).
+a Backend (chaos/backends.py), import exporter/, or write an abort marker other than through
+cluster.abort (the one re-validated abort, which `txnlab txn abort` uses too).
 
 The zombie producer. `zombie-producer` pauses process P, then starts a second process of P's workload
 with P's options and P's transactional.id (`--txn-id`, by default `<run tag>.<P>`), named `P-zombie`:
@@ -30,13 +30,13 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable, ClassVar
 
 import kafka.errors as Errors
-from kafka.admin import AbortTransactionSpec
 from kafka.structs import TopicPartition
 
 from chaos.backends import HEAL_TIMEOUT_S, ISOLATE_TOXIC, Backend
 from chaos.fault_kinds import TARGET_RE, Params, parse_params, with_tag
 from chaos.hanging import InjectedHanging, inject_hanging
 from chaos.run import Run, WorkloadSpec
+from cluster.abort import abort_transaction, open_transaction
 from cluster.admin import ClusterAdmin
 from cluster.connection import ConnectionSettings
 from cluster.waiting import wait_until
@@ -405,7 +405,7 @@ class Storm(Fault):
 # ---- hanging transactions ---------------------------------------------------------------------------
 class HangingTransaction(Fault):
     """chaos.hanging.inject_hanging on topic-partition under a fresh transactional id; heal aborts the
-    open transaction with the producer and coordinator epochs DescribeProducers reports (KIP-664)."""
+    open transaction through cluster.abort (re-validated; the epochs DescribeProducers reports, KIP-664)."""
     kind = "hanging-transaction"
 
     def __init__(self, params: Params):
@@ -429,21 +429,20 @@ class HangingTransaction(Fault):
 
 
 def abort_hanging(conn: ConnectionSettings, tp: TopicPartition, txn_id: str, producer_id: int | None) -> dict:
-    """Abort the open transaction of producer_id (or of txn_id's producer) on tp, if it is still open."""
+    """Abort the open transaction of producer_id (or of txn_id's producer) on tp, if it is still open.
+    cluster.abort raises AbortRefused (nothing written) if a coordinator tracks it after all."""
     with ClusterAdmin(conn) as admin:
         if producer_id is None:
             try:
                 producer_id = admin.client.describe_transactions([txn_id])[txn_id].producer_id
             except Errors.KafkaError as exc:        # never got a producer id: nothing was written
                 return {"aborted": False, "reason": f"no producer for {txn_id}: {exc}"}
-        states = admin.client.describe_producers([tp])[tp].active_producers
-        state = next((s for s in states if s.producer_id == producer_id), None)
-        if state is None or state.current_transaction_start_offset < 0:
+        txn = open_transaction(admin, tp.topic, tp.partition, producer_id)
+        if txn is None:
             return {"producer_id": producer_id, "aborted": False, "reason": "no open transaction"}
-        admin.client.abort_transaction(AbortTransactionSpec(tp, state.producer_id, state.producer_epoch,
-                                                            state.coordinator_epoch))
-    return {"producer_id": producer_id, "aborted": True, "producer_epoch": state.producer_epoch,
-            "coordinator_epoch": state.coordinator_epoch, "start_offset": state.current_transaction_start_offset}
+        allowed = abort_transaction(admin, txn)
+    return {"producer_id": producer_id, "aborted": True, "producer_epoch": allowed.producer_epoch,
+            "coordinator_epoch": allowed.coordinator_epoch, "start_offset": txn.start_offset}
 
 
 # ---- construction ---------------------------------------------------------------------------------------

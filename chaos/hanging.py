@@ -5,8 +5,8 @@ Owns: the safety check (refuse a cluster whose brokers verify transactional part
 the injection itself: a real producer id and epoch from InitProducerId on the transactional id's
 coordinator, then one transactional batch produced to the partition leader WITHOUT AddPartitionsToTxn.
 Must not: touch any other partition or transactional id, change broker configs or features, or heal
-the fault (aborting a hanging transaction is the operator command beside the exporter; tests use
-kafka-python's admin abort_transaction). Writes nothing when it refuses.
+the fault (a hanging transaction is aborted through cluster.abort, by the fault's heal in faults.py or
+by `txnlab txn abort`). Writes nothing when it refuses.
 """
 from __future__ import annotations
 

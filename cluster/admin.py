@@ -9,7 +9,9 @@ Must not: start, stop or signal processes.
 from __future__ import annotations
 
 import time
+import uuid
 from dataclasses import dataclass
+from typing import Mapping
 
 import kafka.errors as Errors
 
@@ -19,6 +21,40 @@ from kafka.protocol.metadata import CoordinatorType
 from cluster.connection import ConnectionSettings
 
 PREFERRED_ELECTION = 0  # ElectLeaders election type (1 would be unclean: never used here)
+
+
+TXN_STATE_TOPIC = "__transaction_state"
+IN_PROGRESS_STATES = ("Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence")
+ACL_PROBE_PREFIX = "txnlab-acl-probe-"
+# Why a ListTransactions sweep may have missed the ids of a __transaction_state partition.
+COORDINATOR_LEADERLESS = "coordinator_leaderless"        # the partition has no leader
+COORDINATOR_UNANSWERED = "coordinator_unanswered"        # its leader did not answer the sweep
+COORDINATOR_MOVED = "coordinator_moved"                  # its leader or leader epoch changed during the sweep
+
+
+def coordinator_gaps(before: Mapping[int, tuple[int, int]], after: Mapping[int, tuple[int, int]],
+                     answered: set[int]) -> dict[int, str]:
+    """__transaction_state partition -> why a ListTransactions sweep may have missed its transactional ids,
+    from the partitions' (leader, leader epoch) just before and just after the sweep and the brokers that
+    answered it; empty when the sweep saw every coordinator (ListTransactions answers only for the
+    partitions a broker leads, and a partition moving during the sweep may be listed on neither side). Pure."""
+    gaps = {}
+    for partition in sorted(set(before) | set(after)):
+        first, last = before.get(partition, (-1, -1)), after.get(partition, (-1, -1))
+        if first[0] < 0 or last[0] < 0:
+            gaps[partition] = COORDINATOR_LEADERLESS
+        elif first != last:
+            gaps[partition] = COORDINATOR_MOVED
+        elif first[0] not in answered:
+            gaps[partition] = COORDINATOR_UNANSWERED
+    return gaps
+
+
+def acl_probe_id() -> str:
+    """A transactional id nobody uses: DescribeTransactions of it answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    exactly when the principal may not describe any id (brokers check that ACL first), i.e. when
+    ListTransactions would silently leave ids out."""
+    return f"{ACL_PROBE_PREFIX}{uuid.uuid4().hex}"
 
 
 def java_string_hash(text: str) -> int:

@@ -9,14 +9,16 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
+import sys
 import threading
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version as package_version
 
 from prometheus_client import CollectorRegistry
 
+from cluster.connection import ConnectionSettingsError, install_log_redaction
 from exporter.collectors import TxnCollector
-from exporter.config import ExporterConfig, load_config
+from exporter.config import ConfigError, ExporterConfig, load_config
 from exporter.kafka_access import KafkaAccess
 from exporter.service import ExporterService
 from exporter.web import MetricsServer
@@ -67,6 +69,7 @@ class Exporter:
         access = KafkaAccess(config.kafka.connection(), request_timeout_s=config.kafka.request_timeout_seconds,
                              producers_batch=config.collection.producers_batch_size,
                              metadata_max_age_s=config.collection.metadata_max_age_seconds,
+                             metadata_min_refresh_s=config.collection.metadata_min_refresh_seconds,
                              topic_filter=config.filters.topic_allowed)
         registry = CollectorRegistry(auto_describe=False)
         service = ExporterService(access, config, registry)
@@ -86,6 +89,7 @@ class Exporter:
 
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    install_log_redaction()  # kafka-python logs its configuration, passwords included, at DEBUG
     if args.log_level != "DEBUG":
         logging.getLogger("kafka").setLevel(logging.WARNING)   # kafka-python logs every connection at INFO
     config = config_from_args(args)
@@ -105,4 +109,8 @@ def run(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m exporter", description="txnlab Prometheus exporter")
     add_arguments(parser)
-    return run(parser.parse_args(argv))
+    try:
+        return run(parser.parse_args(argv))
+    except (ConfigError, ConnectionSettingsError, OSError) as exc:  # bad settings, port taken, unreadable cert
+        print(f"python -m exporter: {exc}", file=sys.stderr)
+        return 2

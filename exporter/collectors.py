@@ -13,9 +13,9 @@ from typing import Iterable, Iterator
 
 from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily, Metric
 
-from exporter.hanging import OpenTransaction, Verdict
-from exporter.kafka_access import (ConfigsResult, GroupOffsetsResult, Partition, ProducersResult,
-                                   TransactionsResult)
+from exporter.hanging import EVIDENCE_REASONS, Evidence, OpenTransaction, Verdict
+from exporter.kafka_access import (ConfigsResult, FeaturesResult, GroupOffsetsResult, Partition, ProducersResult,
+                                   ReadableLagResult, TransactionsResult)
 from exporter.service import COLLECTORS, Background, CollectorHealth, ExporterService, OffsetsView
 
 P = "kafkatxn_"
@@ -60,12 +60,13 @@ class TxnCollector:
         bg = svc.background
         per_partition = metrics.granularity == "partition"
         yield from health_families(svc.health, view.reachable, self.version)
-        yield from offsets_families(view, per_partition)
+        yield from offsets_families(view, per_partition, svc.clock())
         yield from producer_families(bg.producers, per_partition)
         yield from transaction_families(bg.transactions, svc.clock(), metrics.top_transactions, bg.collected_at)
         yield from hanging_families(bg, metrics.hanging_info_limit)
         yield from config_families(bg.configs)
         yield from group_families(bg.groups, view, per_partition)
+        yield from feature_and_readable_lag_families(bg, per_partition)
 
 
 # ---- health ----------------------------------------------------------------------------------------
@@ -89,7 +90,8 @@ def health_families(health: dict[str, CollectorHealth], reachable: bool, version
 
 
 # ---- LSO (scrape time) --------------------------------------------------------------------------------
-def offsets_families(view: OffsetsView, per_partition: bool) -> Iterator[Metric]:
+def offsets_families(view: OffsetsView, per_partition: bool, now: float | None = None) -> Iterator[Metric]:
+    yield from _broker_offsets(view, now)
     res = view.result
     both = {tp for tp in res.last_stable if tp in res.high_watermark}
     lag = {tp: max(0, res.high_watermark[tp] - res.last_stable[tp]) for tp in both}
@@ -97,6 +99,21 @@ def offsets_families(view: OffsetsView, per_partition: bool) -> Iterator[Metric]
         yield from _partition_offsets(res.high_watermark, res.last_stable, lag, view.lso_last_advance)
     yield from _topic_offsets(lag, {tp: view.lso_last_advance[tp] for tp in both if tp in view.lso_last_advance},
                               res.leaders)
+
+
+def _broker_offsets(view: OffsetsView, now: float | None) -> Iterator[Metric]:
+    """Per leader: did it answer this scrape's ListOffsets within the deadline, and how old are the last
+    offsets it served (its partitions are absent from this scrape when it did not answer)."""
+    up = _gauge("broker_offsets_up", "1 if the broker answered this scrape's ListOffsets (LSO and HWM) within "
+                "collection.scrape_timeout_seconds; 0: its partitions are left out of this scrape", ["broker"])
+    age = _gauge("broker_offsets_age_seconds", "Seconds since the broker last answered ListOffsets for this "
+                 "exporter (0: in this scrape); absent if it never did", ["broker"])
+    failed = view.result.brokers_failed
+    for broker, last_good in sorted(view.broker_last_good.items()):
+        up.add_metric([str(broker)], 0.0 if broker in failed else 1.0)
+        if last_good is not None and now is not None:
+            age.add_metric([str(broker)], max(0.0, now - last_good))
+    yield from (up, age)
 
 
 def _partition_offsets(hwm: dict, lso: dict, lag: dict, advance: dict) -> Iterator[Metric]:
@@ -255,10 +272,32 @@ def hanging_families(bg: Background, info_limit: int) -> Iterator[Metric]:
                           "leader's transaction.max.timeout.ms" + CACHED, [(t.topic,) for t in bg.late], ["topic"])
     yield from _hanging_info(bg.hanging, info_limit)
     scan = _gauge("hanging_scan_open_transactions", "Open transactions examined by the hanging check, by "
-                  "whether their coordinator could be asked" + CACHED, ["result"])
+                  "whether the evidence about them was complete" + CACHED, ["result"])
     scan.add_metric(["resolved"], sum(1 for v in bg.verdicts if v.resolved))
     scan.add_metric(["unresolved"], sum(1 for v in bg.verdicts if not v.resolved))
     yield scan
+    yield _count_by_topic("hanging_unresolved_transactions", "Open transactions neither cleared nor suspected "
+                          "because the evidence about them was incomplete (reason: what was missing); they turn "
+                          "hanging only once it completes or past the leader's transaction.max.timeout.ms" + CACHED,
+                          [(v.txn.topic, str(v.unresolved_reason)) for v in bg.verdicts if not v.resolved],
+                          ["topic", "reason"])
+    yield from evidence_families(bg.evidence)
+
+
+def evidence_families(evidence: Evidence | None) -> Iterator[Metric]:
+    if evidence is None:
+        return
+    complete = _gauge("hanging_evidence_complete", "1 if the last coordinator collection saw every transactional "
+                      "id (every __transaction_state partition led by a broker that answered, unmoved during "
+                      "the listing, and a principal that may describe any id), else 0" + CACHED)
+    complete.add_metric([], 1.0 if evidence.complete else 0.0)
+    gaps = _gauge("hanging_evidence_incomplete", "Why the coordinator evidence was incomplete: "
+                  "__transaction_state partitions affected per reason (1 for a reason that affects all)" + CACHED,
+                  ["reason"])
+    reasons = evidence.reasons()
+    for reason in EVIDENCE_REASONS:
+        gaps.add_metric([reason], reasons.get(reason, 0))
+    yield from (complete, gaps)
 
 
 def _count_by_topic(name: str, doc: str, keys: list[tuple], labels: list[str]) -> Metric:
@@ -324,8 +363,10 @@ def group_families(res: GroupOffsetsResult | None, view: OffsetsView, per_partit
                 lso_lag[(group, topic)][partition] = max(0, lso[(topic, partition)] - offset)
                 hwm_lag[(group, topic)][partition] = max(0, hwm[(topic, partition)] - offset)
     if per_partition:
-        yield _group_partition_family("consumergroup_lso_lag", "LSO - committed offset: what a read_committed "
-                                      "group can still read (committed offsets cached)", lso_lag)
+        yield _group_partition_family("consumergroup_lso_lag", "LSO - committed offset: offsets a read_committed "
+                                      "group is behind, transaction markers included (stays 1 after an "
+                                      "exactly-once group caught up: see consumergroup_readable_lag; committed "
+                                      "offsets cached)", lso_lag)
         yield _group_partition_family("consumergroup_hwm_lag", "HWM - committed offset: the usual consumer lag, "
                                       "including offsets read_committed groups are blocked from", hwm_lag)
     topic = _gauge("consumergroup_topic_lso_lag", "Sum of consumergroup_lso_lag over the topic's partitions",
@@ -341,3 +382,60 @@ def _group_partition_family(name: str, doc: str, values: dict[tuple[str, str], d
         for partition, value in sorted(parts.items()):
             family.add_metric([group, topic, str(partition)], value)
     return family
+
+
+# ---- cluster features and readable lag (cached) ---------------------------------------------------------------
+READABLE_LAG_HELP = ("Records a read_committed consumer starting at the group's committed offset would still "
+                     "receive before the LSO: data records minus transaction markers minus records of aborted "
+                     "transactions (0 once an exactly-once group caught up, where LSO - committed stays 1); an "
+                     "upper bound where consumergroup_readable_lag_estimated_partitions counts it" + CACHED)
+
+
+def feature_and_readable_lag_families(bg: Background, per_partition: bool) -> Iterator[Metric]:
+    yield from feature_families(bg.features)
+    yield from readable_lag_families(bg.readable_lag, per_partition)
+
+
+def feature_families(res: FeaturesResult | None) -> Iterator[Metric]:
+    if res is None:
+        return
+    family = _gauge("cluster_finalized_feature_level", "Finalized level of each cluster feature (KIP-584, "
+                    "ApiVersions); transaction.version 2: KIP-890 part 2, the producer epoch is bumped every "
+                    "transaction; 0: supported but not finalized" + CACHED, ["feature"])
+    for name, level in sorted(res.levels.items()):
+        family.add_metric([name], level)
+    yield family
+
+
+def readable_lag_families(res: ReadableLagResult | None, per_partition: bool) -> Iterator[Metric]:
+    if res is None:
+        return
+    values: dict[tuple[str, str], dict[int, int]] = defaultdict(dict)
+    for group, lags in res.groups.lag.items():
+        for (topic, partition), value in lags.items():
+            values[(group, topic)][partition] = value
+    if per_partition:
+        yield _group_partition_family("consumergroup_readable_lag", READABLE_LAG_HELP, values)
+    incomplete = {(group, topic) for group, tps in res.groups.unknown.items() for topic, _ in tps}
+    topic_sum = _gauge("consumergroup_topic_readable_lag", "Sum of consumergroup_readable_lag over the topic's "
+                       "partitions (absent if one of them has no value)" + CACHED, ["group", "topic"])
+    for key, parts in sorted(values.items()):
+        if key not in incomplete:
+            topic_sum.add_metric(list(key), sum(parts.values()))
+    estimated = _gauge("consumergroup_readable_lag_estimated_partitions", "Partitions of the group whose "
+                       "consumergroup_readable_lag is an upper bound: [committed, LSO) was longer than "
+                       "collection.readable_lag_max_bytes" + CACHED, ["group"])
+    for group, parts in sorted(res.groups.estimated.items()):
+        estimated.add_metric([group], len(parts))
+    yield from (topic_sum, estimated)
+    yield from _readable_lag_cost(res)
+
+
+def _readable_lag_cost(res: ReadableLagResult) -> Iterator[Metric]:
+    requests = _gauge("consumergroup_readable_lag_fetch_requests", "Fetch requests the last readable-lag "
+                      "collection sent" + CACHED)
+    requests.add_metric([], res.fetch_requests)
+    fetched = _gauge("consumergroup_readable_lag_fetched_bytes", "Record bytes those Fetch requests returned"
+                     + CACHED)
+    fetched.add_metric([], res.fetched_bytes)
+    yield from (requests, fetched)

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from cluster.connection import ConnectionSettings
 
@@ -62,10 +63,25 @@ class WebSection(_Strict):
     tls_key_file: str | None = None
     basic_auth_username: str | None = None
     basic_auth_password: SecretStr | None = None
+    connection_timeout_seconds: float = Field(10.0, gt=0, le=600)
+
+    @model_validator(mode="after")
+    def _pairs_complete(self) -> "WebSection":
+        for pair in (("tls_cert_file", "tls_key_file"), ("basic_auth_username", "basic_auth_password")):
+            given = [key for key in pair if getattr(self, key)]
+            if len(given) == 1:
+                missing = next(key for key in pair if key not in given)
+                raise PydanticCustomError("incomplete_pair", "{given} is set without {missing}: set both or neither",
+                                          {"given": given[0], "missing": missing})
+        return self
 
     @property
     def tls(self) -> bool:
         return bool(self.tls_cert_file)
+
+    @property
+    def basic_auth(self) -> bool:
+        return bool(self.basic_auth_username)
 
 
 class CollectionSection(_Strict):
@@ -73,7 +89,11 @@ class CollectionSection(_Strict):
     producers_batch_size: int = Field(500, ge=1, le=500)
     metadata_max_age_seconds: float = Field(30.0, ge=0, le=3600)
     consumer_groups: bool = True
+    readable_lag_max_bytes: int = Field(1024 * 1024, ge=0, le=64 * 1024 * 1024)
     hanging_confirm_seconds: float = Field(5.0, ge=0, le=600)
+    scrape_timeout_seconds: float = Field(5.0, gt=0, le=60)
+    offsets_cache_seconds: float = Field(1.0, ge=0, le=60)
+    metadata_min_refresh_seconds: float = Field(5.0, ge=0, le=3600)
 
 
 class FiltersSection(_Strict):

@@ -2,20 +2,25 @@
 
 Owns: one-shot use of the access layer and the hanging classifier for people at a terminal: list
 in-progress transactions, find hanging ones (two collections, like the exporter), and abort one
-transaction or every hanging one. Abort is the only write; it is a dry run unless `yes` is given,
-and uses the producer epoch and coordinator epoch DescribeProducers reported (KIP-664).
-Must not: keep state between invocations.
+transaction or every hanging one. Abort is the only write, always through cluster.abort.abort_transaction
+(which re-reads the partition and the coordinators as it writes and refuses a live or changed
+transaction); it is a dry run unless `yes` is given (the dry run re-validates too). `--hanging` refuses
+the whole batch when the hanging report is incomplete (an unresolved verdict, a partition not scanned).
+Must not: keep state between invocations, or write to Kafka other than through cluster.abort.
 """
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Callable
 
 from rich.console import Console
 from rich.table import Table
 
-from exporter.hanging import HangingTracker, OpenTransaction, Verdict, classify, late, open_transactions
+from cluster.abort import AbortRefused, ExpectedTransaction, abort_transaction, open_transaction
+from cluster.admin import ClusterAdmin
+from cluster.connection import ConnectionSettings
+from exporter.hanging import HangingTracker, OpenTransaction, Verdict, classify, evidence_of, late, open_transactions
 from exporter.kafka_access import DESCRIBED_STATES, KafkaAccess, Partition, TransactionDescription
 
 
@@ -26,6 +31,7 @@ class HangingReport:
     open_transactions: int
     unresolved: int
     partitions_failed: int
+    incomplete: dict[str, int] = field(default_factory=dict)    # why the coordinator evidence was incomplete
 
 
 def in_progress(access: KafkaAccess, every_state: bool = False) -> list[TransactionDescription]:
@@ -42,15 +48,15 @@ def find_hanging(access: KafkaAccess, confirm_after_s: float = 5.0,
         progress(f"collection {round_no}/2")
         producers = access.producers()
         transactions = access.transactions()
+        timeouts, now_ms = _max_timeouts(access, producers.leaders), int(time.time() * 1000)
         txns = open_transactions(producers.producers)
-        verdicts = classify(txns, transactions.listings, transactions.descriptions, transactions.unknown_ids,
-                            transactions.coordinators_failed)
-        confirmed = tracker.update(verdicts)
+        verdicts = classify(txns, transactions, timeouts, now_ms)
+        confirmed = tracker.update(verdicts, scanned=set(producers.producers))
         if round_no == 1:
             time.sleep(confirm_after_s)
-    timeouts = _max_timeouts(access, producers.leaders)
-    return HangingReport(confirmed, late(txns, timeouts, int(time.time() * 1000)), len(txns),
-                         sum(1 for v in verdicts if not v.resolved), producers.requested - len(producers.producers))
+    return HangingReport(confirmed, late(txns, timeouts, now_ms), len(txns),
+                         sum(1 for v in verdicts if not v.resolved), producers.requested - len(producers.producers),
+                         evidence_of(transactions).reasons())
 
 
 def _max_timeouts(access: KafkaAccess, leaders: dict[Partition, int]) -> dict[Partition, int]:
@@ -59,30 +65,57 @@ def _max_timeouts(access: KafkaAccess, leaders: dict[Partition, int]) -> dict[Pa
     return {tp: per_broker[b] for tp, b in leaders.items() if b in per_broker}
 
 
-def open_transaction_of(access: KafkaAccess, tp: Partition, producer_id: int) -> OpenTransaction:
-    """The open transaction of producer_id on tp, from DescribeProducers; ValueError if there is none."""
-    result = access.producers([tp])
-    if result.errors:
-        raise ValueError(f"cannot describe producers of {tp[0]}-{tp[1]}: {result.errors[0].error}")
-    for txn in open_transactions(result.producers):
-        if txn.producer_id == producer_id:
-            return txn
-    raise ValueError(f"producer {producer_id} has no open transaction on {tp[0]}-{tp[1]}")
+def abort_explicit(conn: ConnectionSettings, tp: Partition, producer_id: int, yes: bool, force: bool = False,
+                   say: Callable[[str], None] = print) -> int:
+    """Abort the transaction producer_id holds open on tp now (`txnlab txn abort --topic ...`)."""
+    with ClusterAdmin(conn) as admin:
+        txn = open_transaction(admin, tp[0], tp[1], producer_id)
+        if txn is None:
+            raise ValueError(f"producer {producer_id} has no open transaction on {tp[0]}-{tp[1]}")
+        return abort(admin, [txn], yes, force, say)
 
 
-def abort(access: KafkaAccess, txns: list[OpenTransaction], yes: bool,
+def abort_hanging(access: KafkaAccess, confirm_after_s: float, yes: bool, force: bool = False,
+                  say: Callable[[str], None] = print) -> int:
+    """Abort every hanging transaction of a complete report (`txnlab txn abort --hanging`)."""
+    txns = hanging_to_abort(find_hanging(access, confirm_after_s))
+    with ClusterAdmin(access.conn) as admin:
+        return abort(admin, [expected_of(t) for t in txns], yes, force, say)
+
+
+def hanging_to_abort(report: HangingReport) -> list[OpenTransaction]:
+    """The hanging transactions of report; AbortRefused when the report is incomplete."""
+    if report.unresolved or report.partitions_failed:
+        raise AbortRefused(f"the hanging report is incomplete ({report.unresolved} unresolved verdicts, "
+                           f"{report.partitions_failed} partitions not scanned): nothing written; run again "
+                           "when every coordinator and partition answers")
+    return [v.txn for v in report.hanging]
+
+
+def expected_of(txn: OpenTransaction) -> ExpectedTransaction:
+    return ExpectedTransaction(txn.topic, txn.partition, txn.producer_id, txn.producer_epoch, txn.start_offset,
+                               txn.coordinator_epoch)
+
+
+def abort(admin: ClusterAdmin, txns: list[ExpectedTransaction], yes: bool, force: bool = False,
           say: Callable[[str], None] = print) -> int:
-    """Abort each transaction (WriteTxnMarkers) if yes, else only say what would be done. Returns count."""
+    """Re-validate and abort each transaction (only re-validate unless yes); how many were (or would be)
+    aborted. Refusals do not stop the others; any refusal raises AbortRefused at the end."""
+    refused = []
     for txn in txns:
-        what = (f"{txn.topic}-{txn.partition} producer {txn.producer_id} epoch {txn.producer_epoch} "
-                f"coordinator epoch {txn.coordinator_epoch} start offset {txn.start_offset}")
-        if not yes:
-            say(f"would abort {what} (dry run; add --yes to abort)")
+        try:
+            allowed = abort_transaction(admin, txn, force=force, dry_run=not yes)
+        except AbortRefused as exc:
+            refused.append(str(exc))
             continue
-        access.abort_transaction((txn.topic, txn.partition), txn.producer_id, txn.producer_epoch,
-                                 txn.coordinator_epoch)
-        say(f"aborted {what}")
-    return len(txns) if yes else 0
+        forced = f" (forced: {allowed.forced})" if allowed.forced else ""
+        say(f"aborted {txn.describe()}{forced}" if yes else
+            f"would abort {txn.describe()}{forced} (dry run; add --yes to abort)")
+    if refused:
+        raise AbortRefused("; ".join(refused))
+    if not txns:
+        say("nothing to abort")
+    return len(txns)
 
 
 # ---- rendering ------------------------------------------------------------------------------------------
@@ -104,7 +137,7 @@ def render_list(descriptions: list[TransactionDescription], console: Console) ->
 def render_hanging(report: HangingReport, console: Console) -> None:
     table = Table(title=f"{len(report.hanging)} hanging, {len(report.late)} late of {report.open_transactions} "
                         f"open transactions ({report.unresolved} unresolved, {report.partitions_failed} partitions "
-                        f"not scanned)")
+                        f"not scanned{_incomplete(report.incomplete)})")
     for col in ("partition", "producer", "epoch", "coordinator epoch", "start offset", "last write", "reason"):
         table.add_column(col)
     for v in report.hanging:
@@ -114,11 +147,17 @@ def render_hanging(report: HangingReport, console: Console) -> None:
     console.print(table)
 
 
+def _incomplete(reasons: dict[str, int]) -> str:
+    gaps = {r: n for r, n in reasons.items() if n}
+    return "; evidence incomplete: " + ", ".join(f"{r} ({n})" for r, n in sorted(gaps.items())) if gaps else ""
+
+
 def report_json(report: HangingReport) -> dict:
     return {"hanging": [{**asdict(v.txn), "transactional_id": v.transactional_id, "reason": v.reason}
                         for v in report.hanging],
             "late": [asdict(t) for t in report.late], "open_transactions": report.open_transactions,
-            "unresolved": report.unresolved, "partitions_failed": report.partitions_failed}
+            "unresolved": report.unresolved, "partitions_failed": report.partitions_failed,
+            "evidence_incomplete": report.incomplete}
 
 
 def descriptions_json(descriptions: list[TransactionDescription]) -> list[dict]:

@@ -1,8 +1,10 @@
 """The exporter's service: when the access layer is called, and what is remembered between calls.
 
 Owns: the scrape-time offsets collection (single flight: concurrent scrapes share one in-flight
-collection), the background loop that refreshes the expensive cached collections (producer state,
-coordinators, broker configs, consumer-group offsets) every interval, per-collector health, the
+collection; a result younger than collection.offsets_cache_seconds is reused; one deadline,
+collection.scrape_timeout_seconds, per collection; per broker, when its offsets were last good), the
+background loop that refreshes the expensive cached collections (producer state, coordinators, broker
+configs, consumer-group offsets) every interval and survives any exception, per-collector health, the
 exporter's own error counters, and the two trackers (LSO advance, hanging confirmation).
 Must not: build metric families (collectors.py does) or send requests itself (kafka_access.py does).
 A failed collection never raises out of here: it is recorded in health and errors, and the last
@@ -10,6 +12,7 @@ good cached result keeps being served.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -20,12 +23,14 @@ from typing import Any, Callable
 from prometheus_client import CollectorRegistry, Counter
 
 from exporter.config import ExporterConfig
-from exporter.hanging import HangingTracker, OpenTransaction, Verdict, classify, late, open_transactions
-from exporter.kafka_access import (ConfigsResult, GroupOffsetsResult, ItemError, KafkaAccess, OffsetsResult,
-                                   Partition, ProducersResult, TransactionsResult, error_name)
+from exporter.hanging import (ID_ACL, Evidence, HangingTracker, OpenTransaction, Verdict, classify, evidence_of, late,
+                              open_transactions)
+from exporter.kafka_access import (ConfigsResult, FeaturesResult, GroupOffsetsResult, ItemError, KafkaAccess,
+                                   OffsetsResult, Partition, ProducersResult, ReadableLagResult, TransactionsResult,
+                                   error_name)
 
 log = logging.getLogger("txnlab.exporter")
-COLLECTORS = ("offsets", "producers", "transactions", "configs", "groups")
+COLLECTORS = ("offsets", "producers", "transactions", "configs", "groups", "readable_lag", "features", "background")
 
 
 @dataclass
@@ -37,10 +42,14 @@ class CollectorHealth:
 
 @dataclass
 class OffsetsView:
-    """One scrape's offsets plus when each partition's LSO last advanced."""
+    """One scrape's offsets plus when each partition's LSO last advanced, and per broker (every leader
+    of the collection) when it last answered ListOffsets: a frozen broker is left out of the data and
+    flagged here, with how old the last good offsets it served are."""
     result: OffsetsResult
     lso_last_advance: dict[Partition, float]
     reachable: bool
+    broker_last_good: dict[int, float | None] = field(default_factory=dict)
+    collected_at: float = 0.0                # time.monotonic() of the collection (for reuse)
 
 
 @dataclass
@@ -53,6 +62,9 @@ class Background:
     verdicts: list[Verdict] = field(default_factory=list)
     hanging: list[Verdict] = field(default_factory=list)
     late: list[OpenTransaction] = field(default_factory=list)
+    evidence: Evidence | None = None
+    features: FeaturesResult | None = None
+    readable_lag: ReadableLagResult | None = None
     collected_at: float | None = None
 
 
@@ -62,7 +74,11 @@ class LsoAdvanceTracker:
     def __init__(self) -> None:
         self._seen: dict[Partition, tuple[int, float]] = {}
 
-    def update(self, lso: dict[Partition, int], hwm: dict[Partition, int], now: float) -> dict[Partition, float]:
+    def update(self, lso: dict[Partition, int], hwm: dict[Partition, int], now: float,
+               known: set[Partition] | None = None) -> dict[Partition, float]:
+        """`known`: every partition that still exists (the metadata's); the others are forgotten."""
+        if known is not None:
+            self._seen = {tp: seen for tp, seen in self._seen.items() if tp in known}
         for tp, offset in lso.items():
             previous = self._seen.get(tp)
             if previous is None or previous[0] != offset or hwm.get(tp, offset) <= offset:
@@ -89,6 +105,9 @@ class ExporterService:
                               registry=registry)
         self._lso = LsoAdvanceTracker()
         self._hanging = HangingTracker()
+        self._broker_last_good: dict[int, float] = {}
+        self._last_view: OffsetsView | None = None
+        self._acl_warned = False
         self._lock = threading.Lock()
         self._inflight: Future | None = None
         self._stop = threading.Event()
@@ -118,7 +137,7 @@ class ExporterService:
         interval = self.config.collection.interval_seconds
         while not self._stop.is_set():
             started = time.monotonic()
-            self.collect_background()
+            self._timed("background", self.collect_background)     # any exception: logged, counted, loop goes on
             self._first_cycle.set()
             self._stop.wait(max(0.0, interval - (time.monotonic() - started)))
 
@@ -149,6 +168,9 @@ class ExporterService:
     # ---- scrape time: offsets, single flight -------------------------------------------------------
     def offsets(self) -> OffsetsView:
         with self._lock:
+            recent = self._last_view
+            if recent and time.monotonic() - recent.collected_at < self.config.collection.offsets_cache_seconds:
+                return recent
             leader = self._inflight is None
             if leader:
                 self._inflight = Future()
@@ -162,15 +184,29 @@ class ExporterService:
         return future.result()
 
     def _collect_offsets(self) -> OffsetsView:
-        result = self._timed("offsets", self.access.offsets)
+        result = self._timed("offsets", lambda: self.access.offsets(self.config.collection.scrape_timeout_seconds))
         if result is None:
-            return OffsetsView(OffsetsResult(), {}, reachable=False)
-        advance = self._lso.update(result.last_stable, result.high_watermark, self.clock())
-        return OffsetsView(result, advance, reachable=True)
+            view = OffsetsView(OffsetsResult(), {}, reachable=False, collected_at=time.monotonic())
+        else:
+            now = self.clock()
+            advance = self._lso.update(result.last_stable, result.high_watermark, now, set(result.leaders))
+            view = OffsetsView(result, advance, reachable=True, broker_last_good=self._brokers_seen(result, now),
+                               collected_at=time.monotonic())
+        self._last_view = view
+        return view
+
+    def _brokers_seen(self, result: OffsetsResult, now: float) -> dict[int, float | None]:
+        """Per leader of this collection: now if it answered, else when it last did (None: never)."""
+        leaders = {b for b in result.leaders.values() if b >= 0}
+        failed = result.brokers_failed
+        for broker in leaders - failed:
+            self._broker_last_good[broker] = now
+        return {b: self._broker_last_good.get(b) for b in sorted(leaders)}
 
     # ---- background ---------------------------------------------------------------------------------
     def collect_background(self) -> Background:
-        """One cycle: configs, producer state, coordinators, groups; then classify open transactions."""
+        """One cycle: configs, producer state, coordinators, groups and their readable lag, finalized
+        features; then classify open transactions."""
         bg = self.background
         try:
             self.access.metadata(refresh=True)       # new topics and moved leaders, once per cycle
@@ -180,9 +216,13 @@ class ExporterService:
         producers = self._timed("producers", self.access.producers)
         transactions = self._timed("transactions", self.access.transactions)
         groups = self._timed("groups", self._group_offsets) if self.config.collection.consumer_groups else None
-        new = Background(producers=producers or bg.producers, transactions=transactions or bg.transactions,
-                         configs=configs or bg.configs, groups=groups or bg.groups,
-                         verdicts=bg.verdicts, hanging=bg.hanging, late=bg.late, collected_at=self.clock())
+        new = dataclasses.replace(bg, producers=producers or bg.producers, transactions=transactions or bg.transactions,
+                                  configs=configs or bg.configs, groups=groups or bg.groups, collected_at=self.clock())
+        new.features = self._timed("features", self.access.finalized_features) or bg.features
+        if groups is not None and self.config.collection.readable_lag_max_bytes:   # against the LSO of now
+            new.readable_lag = self._timed("readable_lag", lambda: self.access.readable_lag(
+                groups.committed, self.offsets().result.last_stable,
+                self.config.collection.readable_lag_max_bytes)) or bg.readable_lag
         if producers is not None and transactions is not None:
             self._classify(new, producers, transactions)
         self.background = new
@@ -199,21 +239,37 @@ class ExporterService:
         transactions = self._timed("transactions", self.access.transactions)
         if producers is None or transactions is None:
             return
-        verdicts = classify(open_transactions(producers.producers), transactions.listings, transactions.descriptions,
-                            transactions.unknown_ids, transactions.coordinators_failed)
         bg = self.background
-        self.background = Background(bg.producers, bg.transactions, bg.configs, bg.groups, bg.verdicts,
-                                     self._hanging.update(verdicts, partitions), bg.late, bg.collected_at)
+        verdicts = self._verdicts(producers, transactions, bg.configs)
+        self.background = dataclasses.replace(
+            bg, hanging=self._hanging.update(verdicts, partitions, scanned=set(producers.producers)))
 
     def _group_offsets(self) -> GroupOffsetsResult:
         return self.access.group_offsets(self.config.filters.group_allowed)
 
+    def _verdicts(self, producers: ProducersResult, transactions: TransactionsResult,
+                  configs: ConfigsResult | None) -> list[Verdict]:
+        return classify(open_transactions(producers.producers), transactions,
+                        self._max_timeouts(producers.leaders, configs), int(self.clock() * 1000))
+
     def _classify(self, bg: Background, producers: ProducersResult, transactions: TransactionsResult) -> None:
-        txns = open_transactions(producers.producers)
-        bg.verdicts = classify(txns, transactions.listings, transactions.descriptions,
-                               transactions.unknown_ids, transactions.coordinators_failed)
-        bg.hanging = self._hanging.update(bg.verdicts)
-        bg.late = late(txns, self._max_timeouts(producers.leaders, bg.configs), int(self.clock() * 1000))
+        bg.verdicts = self._verdicts(producers, transactions, bg.configs)
+        bg.hanging = self._hanging.update(bg.verdicts, scanned=set(producers.producers))
+        bg.late = late(open_transactions(producers.producers), self._max_timeouts(producers.leaders, bg.configs),
+                       int(self.clock() * 1000))
+        bg.evidence = evidence_of(transactions)
+        self._say_missing_acl(bg.evidence)
+
+    def _say_missing_acl(self, evidence: Evidence) -> None:
+        """One log line when the principal may not describe every transactional id (again after it could)."""
+        missing = ID_ACL in evidence.global_gaps
+        if missing and not self._acl_warned:
+            principal = self.access.conn.sasl_username or "<the exporter's principal>"
+            log.warning("the exporter may not DESCRIBE every TransactionalId, so ListTransactions leaves some out "
+                        "and open transactions without a visible transactional id stay unresolved; grant it: "
+                        "kafka-acls.sh --add --allow-principal User:%s --operation Describe "
+                        "--transactional-id '*' (docs/exporter.md)", principal)
+        self._acl_warned = missing
 
     @staticmethod
     def _max_timeouts(leaders: dict[Partition, int], configs: ConfigsResult | None) -> dict[Partition, int]:

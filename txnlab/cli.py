@@ -1,5 +1,8 @@
 """`txnlab` command line: parses arguments and dispatches to the packages below. No logic lives here.
 
+Before dispatching it checks that the command's optional extras (pyproject.toml) are installed and
+names the missing ones in one line; the exporter and `txnlab txn` need none.
+
 Must not: talk to Kafka or manage processes itself; every subcommand calls one function of
 cluster/, exporter/, chaos/, spark_analysis/ or report/.
 """
@@ -8,6 +11,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import logging
 import sys
 from pathlib import Path
 
@@ -116,23 +120,25 @@ def cmd_txn_hanging(args: argparse.Namespace) -> int:
     return 1 if report.hanging else 0
 
 
+def _say_txn(message: str) -> None:
+    err.print(f"[cyan]txn[/]: {message}")
+
+
 def cmd_txn_abort(args: argparse.Namespace) -> int:
     from exporter import operator
     if args.hanging == bool(args.topic is not None or args.producer_id is not None):
         raise SystemExit("txn abort: give either --hanging, or --topic, --partition and --producer-id")
+    if not args.hanging and (args.topic is None or args.partition is None or args.producer_id is None):
+        raise SystemExit("txn abort: --topic, --partition and --producer-id go together")
     access = _txn_access(args)
     try:
         if args.hanging:
-            txns = [v.txn for v in operator.find_hanging(access, args.confirm_after).hanging]
+            operator.abort_hanging(access, args.confirm_after, args.yes, args.force, _say_txn)
         else:
-            if args.topic is None or args.partition is None or args.producer_id is None:
-                raise SystemExit("txn abort: --topic, --partition and --producer-id go together")
-            txns = [operator.open_transaction_of(access, (args.topic, args.partition), args.producer_id)]
-        operator.abort(access, txns, yes=args.yes, say=lambda m: err.print(f"[cyan]txn[/]: {m}"))
+            operator.abort_explicit(access.conn, (args.topic, args.partition), args.producer_id, args.yes,
+                                    args.force, _say_txn)
     finally:
         access.close()
-    if not txns:
-        err.print("[cyan]txn[/]: nothing to abort")
     return 0
 
 
@@ -333,12 +339,17 @@ def _add_txn_commands(sub) -> None:
                               "collections); exit 1 if any")
     hanging.set_defaults(func=cmd_txn_hanging)
     abort = tsub.add_parser("abort", help="abort one open transaction, or every hanging one (dry run "
-                            "unless --yes)")
+                            "unless --yes); re-checked as it writes: refused, writing nothing, when the "
+                            "transaction changed or its coordinator still tracks it; exit 2 on a refusal")
     abort.add_argument("--topic")
     abort.add_argument("--partition", type=int)
     abort.add_argument("--producer-id", type=int)
     abort.add_argument("--hanging", action="store_true", help="abort every currently hanging transaction")
     abort.add_argument("--yes", action="store_true", help="really write the abort markers")
+    abort.add_argument("--force", action="store_true", help="abort even when a coordinator still tracks the "
+                       "transaction on this partition, or could not be asked: if the producer then commits, this "
+                       "partition's records are lost while its other partitions commit (never overrides a "
+                       "transaction that changed since it was seen)")
     abort.set_defaults(func=cmd_txn_abort)
     inject = tsub.add_parser("inject-hanging", help="drills: create a real hanging transaction on a partition "
                              "(needs brokers with transaction.partition.verification.enable=false, "
@@ -422,23 +433,40 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _user_errors() -> tuple[type[BaseException], ...]:
-    """Errors of the packages above cluster/ that are the user's to fix (cluster/ cannot import them)."""
-    from chaos.hanging import InjectionError
-    from chaos.spec import SpecError
-    from exporter.kafka_access import KafkaUnavailable
-    from report.build import ReportError
-    from spark_analysis.submit import SetupError
-    return (InjectionError, KafkaUnavailable, SpecError, SetupError, ReportError)
+USER_ERRORS = {  # errors of the packages above cluster/ that are the user's to fix: module -> class
+    "chaos.hanging": "InjectionError", "chaos.spec": "SpecError", "exporter.kafka_access": "KafkaUnavailable",
+    "report.build": "ReportError", "spark_analysis.submit": "SetupError",
+}
+EXTRAS = {  # optional extra of pyproject.toml -> modules that show it installed (with the extras it includes)
+    "lab": ("confluent_kafka", "psutil", "requests"),
+    "verify": ("pyspark", "confluent_kafka"),
+    "report": ("matplotlib", "requests"),
+}
+COMMAND_EXTRAS = {"cluster": ("lab",), "smoke": ("lab",), "chaos": ("lab",), "verify": ("verify",),
+                  "report": ("report",), "demo": ("lab", "verify", "report")}
+
+
+def missing_extras(args: argparse.Namespace) -> list[str]:
+    """The extras the command needs and this installation lacks (the exporter and `txn` need none)."""
+    import importlib.util
+    skipped = {"verify"} if getattr(args, "no_verify", False) else set()   # `txnlab demo --no-verify`
+    needed = [e for e in COMMAND_EXTRAS.get(args.command, ()) if e not in skipped]
+    return [e for e in needed if not all(importlib.util.find_spec(m) for m in EXTRAS[e])]
 
 
 def main(argv: list[str] | None = None) -> int:
+    from cluster.connection import install_log_redaction
+    install_log_redaction(logging.lastResort)  # no handler is set up here: Python's last resort prints warnings
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
     if getattr(args, "func", None) is cmd_chaos_workload:
         args.workload_options = unknown
     elif unknown:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    if missing := ",".join(missing_extras(args)):
+        print(f"error: txnlab {args.command} needs the optional {missing} dependencies: "
+              f"pip install 'txnlab[{missing}]'", file=sys.stderr)
+        return 2
     try:
         return args.func(args)
     except KeyboardInterrupt:
@@ -446,7 +474,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except Exception as exc:  # noqa: BLE001 - the edge: one clear message, non-zero exit
         from cluster.errors import is_user_error
-        if not (is_user_error(exc) or isinstance(exc, _user_errors())):
+        if not is_user_error(exc, also=USER_ERRORS):
             raise
         err.print(f"[red]error[/]: {exc}")
         return 2

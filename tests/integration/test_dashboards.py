@@ -66,12 +66,15 @@ def live_data(drill_cluster, drill_conn):
                             capture_output=True, text=True, timeout=120)
     assert inject.returncode == 0, inject.stderr
     started = time.time()
-    yield drill_cluster, topic, json.loads(inject.stdout), started
+    injected = json.loads(inject.stdout)
+    yield drill_cluster, topic, injected, started
     stop.set()
     worker.join(30)
     open_producer.abort_transaction(30)
-    subprocess.run([sys.executable, "-m", "txnlab.cli", "txn", "abort", "--hanging", "--yes", "--bootstrap",
-                    drill_conn.bootstrap, "--confirm-after", "1"], capture_output=True, text=True, timeout=120)
+    aborted = subprocess.run([sys.executable, "-m", "txnlab.cli", "txn", "abort", "--topic", topic, "--partition", "0",
+                              "--producer-id", str(injected["producer_id"]), "--yes", "--bootstrap", drill_conn.bootstrap],
+                             capture_output=True, text=True, timeout=120)
+    assert aborted.returncode == 0, aborted.stderr      # never leave it hanging on the shared drill cluster
 
 
 def test_panels_return_data_alerts_fire_and_dashboards_render(live_data):

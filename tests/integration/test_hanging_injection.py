@@ -1,7 +1,7 @@
 """The hanging-transaction injector and the producer flood against real brokers.
 
-The drill cluster (verification off) gets real hanging transactions, each aborted again by the
-fixture that made it; the verification-on cluster must refuse them and stay untouched.
+The drill cluster (verification off) gets real hanging transactions, each aborted again (through
+cluster.abort, the one abort path) by the fixture that made it; the verification-on cluster must refuse them and stay untouched.
 """
 from __future__ import annotations
 
@@ -9,12 +9,14 @@ import uuid
 
 import pytest
 from confluent_kafka import Producer
-from kafka.admin import AbortTransactionSpec, KafkaAdminClient, ProducerState, TransactionState
+from kafka.admin import KafkaAdminClient, ProducerState, TransactionState
 from kafka.protocol.consumer.offsets import IsolationLevel, OffsetSpec
 from kafka.structs import TopicPartition
 
 from chaos.hanging import InjectedHanging, VerificationEnabledError, inject_hanging
 from chaos.producer_flood import flood_producer_ids
+from cluster.abort import ExpectedTransaction, abort_transaction
+from cluster.admin import ClusterAdmin
 from cluster.connection import ConnectionSettings
 from cluster.smoke import ensure_topic
 from cluster.waiting import wait_until
@@ -39,7 +41,7 @@ def injected(drill_conn, drill_admin):
     yield hanging
     state = producer_state(drill_admin, tp_of(hanging), hanging.producer_id)
     if state is not None and state.current_transaction_start_offset >= 0:
-        abort(drill_admin, tp_of(hanging), state)
+        abort(drill_conn, hanging)
 
 
 def tp_of(hanging: InjectedHanging) -> TopicPartition:
@@ -68,8 +70,10 @@ def producer_state(admin: KafkaAdminClient, tp: TopicPartition, producer_id: int
     return next((s for s in producer_states(admin, tp) if s.producer_id == producer_id), None)
 
 
-def abort(admin: KafkaAdminClient, tp: TopicPartition, state: ProducerState) -> None:
-    admin.abort_transaction(AbortTransactionSpec(tp, state.producer_id, state.producer_epoch, state.coordinator_epoch))
+def abort(conn: ConnectionSettings, hanging: InjectedHanging) -> None:
+    with ClusterAdmin(conn) as admin:
+        abort_transaction(admin, ExpectedTransaction(hanging.topic, hanging.partition, hanging.producer_id,
+                                                     hanging.producer_epoch, hanging.start_offset))
 
 
 def test_injection_leaves_an_open_transaction_and_a_stuck_lso(injected, drill_conn, drill_admin):
@@ -92,9 +96,9 @@ def test_the_coordinator_does_not_know_the_partition(injected, drill_admin):
     assert tp_of(injected) not in description.topic_partitions
 
 
-def test_an_admin_abort_clears_it_and_the_lso_catches_up(injected, drill_admin):
+def test_an_admin_abort_clears_it_and_the_lso_catches_up(injected, drill_conn, drill_admin):
     tp = tp_of(injected)
-    abort(drill_admin, tp, producer_state(drill_admin, tp, injected.producer_id))
+    abort(drill_conn, injected)
 
     def caught_up() -> bool:
         lso, hwm = lso_and_hwm(drill_admin, tp)

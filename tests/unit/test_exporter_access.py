@@ -1,14 +1,17 @@
 """Per-item error handling of the access layer, on hand-built kafka-python responses (no broker)."""
 from __future__ import annotations
 
+import time
+
 from kafka.future import Future
 from kafka.protocol.admin.transactions import DescribeProducersResponse, DescribeTransactionsResponse, \
     ListTransactionsResponse
 from kafka.protocol.consumer.offsets import IsolationLevel, ListOffsetsResponse
+from kafka.protocol.metadata.metadata import MetadataResponse
 
 import kafka.errors as Errors
 from cluster.connection import ConnectionSettings
-from exporter.kafka_access import KafkaAccess, ProducersResult, TransactionsResult, chunks
+from exporter.kafka_access import ItemError, KafkaAccess, OffsetsResult, ProducersResult, TransactionsResult, chunks
 
 NOT_LEADER = Errors.NotLeaderForPartitionError.errno
 UNKNOWN_TP = Errors.UnknownTopicOrPartitionError.errno
@@ -38,7 +41,7 @@ class ScriptedAccess(KafkaAccess):
         self.script = script
         self.sent: list[tuple[int, object]] = []
 
-    def _send(self, manager, request, node_id=None):
+    def _send(self, manager, request, node_id=None, timeout_ms=None):
         self.sent.append((node_id, request))
         answer = self.script[node_id].pop(0)
         return done(error=answer) if isinstance(answer, Exception) else done(answer)
@@ -82,14 +85,23 @@ def offsets_response(*partitions):
         for i, code, offset in partitions])])
 
 
-def test_list_offsets_per_partition_errors():
-    access = ScriptedAccess({1: [offsets_response((0, 0, 42), (1, UNKNOWN_TP, -1))]})
-    into, errors = {}, []
-    drive(access._list_offsets(None, {1: [("t", 0), ("t", 1)]}, IsolationLevel.READ_COMMITTED, into, errors))
-    assert into == {("t", 0): 42}
-    assert [(e.partition, e.error) for e in errors] == [(1, "UNKNOWN_TOPIC_OR_PARTITION")]
-    request = access.sent[0][1]
-    assert request.isolation_level == IsolationLevel.READ_COMMITTED
+def test_list_offsets_asks_both_isolation_levels_at_once_and_keeps_per_partition_errors():
+    access = ScriptedAccess({1: [offsets_response((0, 0, 42), (1, UNKNOWN_TP, -1)), offsets_response((0, 0, 50))]})
+    result = OffsetsResult()
+    drive(access._list_offsets(None, {1: [("t", 0), ("t", 1)]}, time.monotonic() + 5, result))
+    assert result.last_stable == {("t", 0): 42} and result.high_watermark == {("t", 0): 50}
+    assert [(e.partition, e.error) for e in result.errors] == [(1, "UNKNOWN_TOPIC_OR_PARTITION")]
+    assert [r.isolation_level for _, r in access.sent] == [IsolationLevel.READ_COMMITTED, IsolationLevel.READ_UNCOMMITTED]
+
+
+def test_a_broker_with_an_earlier_scrape_request_unanswered_is_not_asked_again():
+    access = ScriptedAccess({1: [offsets_response((0, 0, 7)), offsets_response((0, 0, 9))]})
+    access._pending[2] = Future()                    # broker 2 froze during an earlier scrape
+    result = OffsetsResult()
+    drive(access._list_offsets(None, {1: [("t", 0)], 2: [("t", 1)]}, time.monotonic() + 5, result))
+    assert [node for node, _ in access.sent] == [1, 1]
+    assert result.last_stable == {("t", 0): 7} and result.brokers_failed == {2}
+    assert [(e.partition, e.error) for e in result.errors] == [(1, "EarlierRequestPending")]
 
 
 def list_response(code, *states):
@@ -169,12 +181,38 @@ class FakeClient:
 
 def test_a_client_dropped_while_another_thread_uses_it_is_closed_only_when_that_use_ends():
     access = KafkaAccess(ConnectionSettings(bootstrap="127.0.0.1:1"))
-    first = access._admin = FakeClient()
+    first = access._admins["background"] = FakeClient()
     leased = access._lease()                  # a scrape is running on it
     access.close()                            # the background thread saw a metadata failure
-    assert leased is first and not first.closed and access._admin is None
-    second = access._admin = FakeClient()     # the next call bootstraps a new client
+    assert leased is first and not first.closed and "background" not in access._admins
+    second = access._admins["background"] = FakeClient()     # the next call bootstraps a new client
     access._release(leased)
     assert first.closed and not second.closed
     access.close()                            # nobody uses the new one: closed at once
     assert second.closed and not access._leases and not access._retired
+
+
+class CountingMetadata(KafkaAccess):
+    """KafkaAccess whose Metadata requests are counted (and fail when told to)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(ConnectionSettings(bootstrap="127.0.0.1:1"), **kwargs)
+        self.fetches, self.fail = 0, False
+
+    def _run(self, coro_fn, *args, lane="background"):
+        self.fetches += 1
+        if self.fail:
+            raise Errors.KafkaTimeoutError("no answer")
+        return MetadataResponse(brokers=[], topics=[], controller_id=1, cluster_id="c", throttle_time_ms=0)
+
+
+def test_metadata_refresh_after_errors_is_rate_limited_and_a_failed_refresh_keeps_the_cache():
+    access = CountingMetadata(metadata_max_age_s=300, metadata_min_refresh_s=60)
+    first = access.metadata()
+    access._forget_metadata_after([ItemError("LeaderNotAvailable", topic="t", partition=0)])
+    assert access.metadata() is first and access.fetches == 1          # an offline partition: no refetch yet
+    object.__setattr__(first, "fetched_at", first.fetched_at - 61)
+    access.fail = True
+    assert access.metadata() is first and access.fetches == 2          # due, failed: the cache is kept
+    access.fail = False
+    assert access.metadata() is not first and access.fetches == 3

@@ -5,9 +5,13 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from exporter.collectors import TxnCollector
 from exporter.config import load_config
-from exporter.hanging import PARTITION_NOT_IN_TRANSACTION, OpenTransaction, Verdict
-from exporter.kafka_access import (ConfigsResult, GroupOffsetsResult, OffsetsResult, ProducerEntry, ProducersResult,
-                                   TransactionDescription, TransactionListing, TransactionsResult)
+from exporter.hanging import (COORDINATOR_LEADERLESS, ID_ACL, PARTITION_NOT_IN_TRANSACTION, Evidence, OpenTransaction,
+                              Verdict)
+from exporter.kafka_access import (ConfigsResult, FeaturesResult, GroupOffsetsResult, ItemError, OffsetsResult,
+                                   ProducerEntry,
+                                   ProducersResult, ReadableLagResult, TransactionDescription, TransactionListing,
+                                   TransactionsResult)
+from exporter.readable_lag import GroupReadable
 from exporter.service import COLLECTORS, Background, CollectorHealth, OffsetsView
 
 NOW = 1_800_000_000.0
@@ -188,9 +192,74 @@ def test_every_emitted_family_is_in_the_documented_catalog():
                     configs=ConfigsResult(configs={1: {"transaction.max.timeout.ms": "1"}}),
                     groups=GroupOffsetsResult(committed={"g": {("orders", 0): 1}}),
                     verdicts=[Verdict(txn, None, PARTITION_NOT_IN_TRANSACTION)],
-                    hanging=[Verdict(txn, None, PARTITION_NOT_IN_TRANSACTION)], late=[txn])
+                    hanging=[Verdict(txn, None, PARTITION_NOT_IN_TRANSACTION)], late=[txn],
+                    features=FeaturesResult({"transaction.version": 2}), readable_lag=readable_lag_result())
     _, registry = scrape(FakeService(offsets_view(), bg))
     names = {m.name + ("_info" if m.type == "info" else "") for m in registry.collect()}
-    assert len(names) >= 39
+    assert len(names) >= 45
     missing = [n for n in names if f"`{n.removeprefix('kafkatxn_')}`" not in catalog]
     assert not missing, f"not in docs/exporter.md: {missing}"
+
+
+def readable_lag_result() -> ReadableLagResult:
+    """billing: caught up on orders-0 (0 though LSO - committed = 1), 4 records pending on orders-1 and an upper
+    bound on audit-0; reports: orders-1 could not be read."""
+    groups = GroupReadable(lag={"billing": {("orders", 0): 0, ("orders", 1): 4, ("audit", 0): 7},
+                                "reports": {("orders", 0): 3}},
+                           estimated={"billing": {("audit", 0)}, "reports": set()},
+                           unknown={"billing": set(), "reports": {("orders", 1)}})
+    return ReadableLagResult(groups=groups, fetch_requests=3, fetched_bytes=2048)
+
+
+def test_readable_lag_per_partition_topic_totals_and_estimated_partitions():
+    get, _ = scrape(FakeService(offsets_view(), Background(readable_lag=readable_lag_result())))
+    assert get("kafkatxn_consumergroup_readable_lag", group="billing", topic="orders", partition="0") == 0
+    assert get("kafkatxn_consumergroup_readable_lag", group="billing", topic="orders", partition="1") == 4
+    assert get("kafkatxn_consumergroup_topic_readable_lag", group="billing", topic="orders") == 4
+    assert get("kafkatxn_consumergroup_topic_readable_lag", group="reports", topic="orders") is None   # orders-1 unknown
+    assert get("kafkatxn_consumergroup_readable_lag_estimated_partitions", group="billing") == 1
+    assert get("kafkatxn_consumergroup_readable_lag_estimated_partitions", group="reports") == 0
+    assert get("kafkatxn_consumergroup_readable_lag_fetch_requests") == 3
+    assert get("kafkatxn_consumergroup_readable_lag_fetched_bytes") == 2048
+
+
+def test_readable_lag_at_topic_granularity_keeps_only_the_roll_ups():
+    get, registry = scrape(FakeService(offsets_view(), Background(readable_lag=readable_lag_result()), "topic"))
+    assert get("kafkatxn_consumergroup_topic_readable_lag", group="billing", topic="audit") == 7
+    assert b"kafkatxn_consumergroup_readable_lag{" not in generate_latest(registry)
+
+
+def test_finalized_features_one_series_each_and_nothing_before_the_first_collection():
+    bg = Background(features=FeaturesResult({"transaction.version": 2, "kraft.version": 0}))
+    get, _ = scrape(FakeService(offsets_view(), bg))
+    assert get("kafkatxn_cluster_finalized_feature_level", feature="transaction.version") == 2
+    assert get("kafkatxn_cluster_finalized_feature_level", feature="kraft.version") == 0
+    get, registry = scrape(FakeService(offsets_view(), Background()))
+    assert b"kafkatxn_cluster_finalized_feature_level" not in generate_latest(registry)
+
+
+def test_a_leader_that_did_not_answer_is_flagged_with_the_age_of_its_last_offsets():
+    view = offsets_view()
+    view.result.errors.append(ItemError("KafkaTimeoutError", broker=2, topic="orders", partition=1,
+                                        whole_request=True))
+    view.broker_last_good = {1: NOW, 2: NOW - 12}
+    get, _ = scrape(FakeService(view, Background()))
+    assert get("kafkatxn_broker_offsets_up", broker="1") == 1 and get("kafkatxn_broker_offsets_up", broker="2") == 0
+    assert get("kafkatxn_broker_offsets_age_seconds", broker="1") == 0
+    assert get("kafkatxn_broker_offsets_age_seconds", broker="2") == 12
+
+
+def test_unresolved_transactions_and_why_the_evidence_was_incomplete():
+    txn = OpenTransaction("orders", 0, 7, 1, 3, 40, int(NOW * 1000))
+    unresolved = Verdict(txn, None, None, resolved=False, unresolved_reason=COORDINATOR_LEADERLESS)
+    bg = Background(producers=ProducersResult({("orders", 0): [entry(7, 40)]}, {("orders", 0): 1}, 1),
+                    transactions=TransactionsResult(), verdicts=[unresolved],
+                    evidence=Evidence(6, {2: COORDINATOR_LEADERLESS, 4: COORDINATOR_LEADERLESS}, frozenset({ID_ACL})))
+    get, _ = scrape(FakeService(offsets_view(), bg))
+    assert get("kafkatxn_hanging_unresolved_transactions", topic="orders", reason=COORDINATOR_LEADERLESS) == 1
+    assert get("kafkatxn_hanging_scan_open_transactions", result="unresolved") == 1
+    assert get("kafkatxn_hanging_evidence_complete") == 0
+    assert get("kafkatxn_hanging_evidence_incomplete", reason=COORDINATOR_LEADERLESS) == 2
+    assert get("kafkatxn_hanging_evidence_incomplete", reason=ID_ACL) == 1
+    assert get("kafkatxn_hanging_evidence_incomplete", reason="coordinator_moved") == 0
+    assert get("kafkatxn_hanging_transactions", topic="orders", reason="no_transactional_id") is None

@@ -71,6 +71,31 @@ def test_secrets_stay_out_of_repr_and_errors(tmp_path):
     assert "hunter2-secret" not in str(info.value)
 
 
+@pytest.mark.parametrize("given, missing", [
+    ({"basic_auth_username": "prom"}, "basic_auth_password"),
+    ({"basic_auth_username": "prom", "basic_auth_password": ""}, "basic_auth_password"),
+    ({"basic_auth_password": "s3cret"}, "basic_auth_username"),
+    ({"tls_cert_file": "cert.pem"}, "tls_key_file"),
+    ({"tls_key_file": "key.pem"}, "tls_cert_file"),
+])
+def test_web_pairs_are_both_or_neither(given, missing):
+    with pytest.raises(ConfigError) as info:
+        load_config(env={}, flags={f"web.{key}": value for key, value in given.items()})
+    assert f"web: {next(iter(given))} is set without {missing}: set both or neither" in str(info.value)
+    assert "s3cret" not in str(info.value)
+
+
+def test_web_pairs_given_together_and_the_connection_timeout():
+    web = load_config(env={}, flags={"web.basic_auth_username": "prom", "web.basic_auth_password": "pw",
+                                     "web.tls_cert_file": "c.pem", "web.tls_key_file": "k.pem"}).web
+    assert web.basic_auth and web.tls and web.connection_timeout_seconds == 10.0
+    assert not ExporterConfig().web.basic_auth and not ExporterConfig().web.tls
+    env = {"TXNLAB_EXPORTER__WEB__CONNECTION_TIMEOUT_SECONDS": "2.5"}
+    assert load_config(env=env).web.connection_timeout_seconds == 2.5
+    with pytest.raises(ConfigError, match="web.connection_timeout_seconds"):
+        load_config(env={}, flags={"web.connection_timeout_seconds": 0})
+
+
 def test_filters():
     filters = ExporterConfig().filters
     assert filters.topic_allowed("orders") and filters.topic_allowed("__consumer_offsets")

@@ -1,10 +1,13 @@
 """The hanging classifier and its two-collection confirmation, on hand-built access-layer results."""
 from __future__ import annotations
 
-from exporter.hanging import (COORDINATOR_NOT_ONGOING, NO_TRANSACTIONAL_ID, PARTITION_NOT_IN_TRANSACTION,
-                              PRODUCER_ID_MISMATCH, UNKNOWN_TO_COORDINATOR, HangingTracker, classify, late,
-                              open_transactions)
-from exporter.kafka_access import ProducerEntry, TransactionDescription, TransactionListing
+from cluster.admin import transaction_state_partition
+from exporter.hanging import (COORDINATOR_LEADERLESS, COORDINATOR_MOVED, COORDINATOR_NOT_ONGOING,
+                              COORDINATOR_UNANSWERED, ID_ACL, NO_TRANSACTIONAL_ID, PARTITION_NOT_IN_TRANSACTION,
+                              PAST_MAX_TIMEOUT, PRODUCER_ID_MISMATCH, STATE_TOPIC_UNSEEN, UNKNOWN_TO_COORDINATOR,
+                              HangingTracker, classify, evidence_of, late, open_transactions)
+from exporter.kafka_access import (CoordinatorMap, ProducerEntry, TransactionDescription, TransactionListing,
+                                   TransactionsResult)
 
 TP = ("orders", 2)
 NOW_MS = 1_800_000_000_000
@@ -23,9 +26,22 @@ def description(tid: str, pid: int, state: str = "Ongoing", partitions=(TP,)) ->
     return TransactionDescription(tid, 1, state, pid, 3, 60000, NOW_MS - 5000, frozenset(partitions))
 
 
-def verdict_of(producers, listings=(), descriptions=None, unknown=(), failed=()):
+# Two __transaction_state partitions: 0 led by broker 1, 1 led by broker 2 (leader epoch 5).
+STATE_LEADERS = {0: (1, 5), 1: (2, 5)}
+
+
+def coordinators(listings=(), descriptions=None, unknown=(), failed=(), before=None, after=None,
+                 may_describe=True) -> TransactionsResult:
+    """What the coordinators said; complete evidence unless an argument takes part of it away."""
+    return TransactionsResult(listings=list(listings), descriptions=descriptions or {}, unknown_ids=set(unknown),
+                              coordinators_failed=set(failed), answered={1, 2} - set(failed),
+                              before=before or CoordinatorMap(dict(STATE_LEADERS)),
+                              after=after or CoordinatorMap(dict(STATE_LEADERS)), may_describe_any_id=may_describe)
+
+
+def verdict_of(producers, listings=(), descriptions=None, unknown=(), failed=(), **evidence):
     txns = open_transactions({TP: list(producers)})
-    return classify(txns, list(listings), descriptions or {}, set(unknown), set(failed))
+    return classify(txns, coordinators(listings, descriptions, unknown, failed, **evidence))
 
 
 def test_only_producers_with_an_open_transaction_are_examined():
@@ -113,16 +129,97 @@ def test_late_uses_the_leaders_max_timeout_and_the_last_write():
 
 
 def test_nothing_open_nothing_late():
-    assert late([], {TP: 1}, NOW_MS) == [] and classify([], [], {}, set(), set()) == []
+    assert late([], {TP: 1}, NOW_MS) == [] and classify([], TransactionsResult()) == []
 
 
 def test_a_recheck_of_some_partitions_confirms_only_there():
     tracker = HangingTracker()
     other = ("other", 0)
     first = verdict_of([producer(5)], [listing("x", 6)]) + \
-        classify(open_transactions({other: [producer(8)]}), [listing("x", 6)], {}, set(), set())
+        classify(open_transactions({other: [producer(8)]}), coordinators([listing("x", 6)]))
     assert tracker.update(first) == [] and len(tracker.unconfirmed) == 2
     again = verdict_of([producer(5)], [listing("x", 6)])
     assert [v.txn.producer_id for v in tracker.update(again, {TP})] == [5]
     assert [v.txn.producer_id for v in tracker.unconfirmed] == [8]          # untouched outside the re-check
     assert [v.txn.producer_id for v in tracker.update(verdict_of([], []), {TP})] == []   # gone there: forgotten
+
+
+# ---- evidence: silence is never evidence ----------------------------------------------------------------
+def test_unlisted_producer_is_unresolved_while_a_transaction_state_partition_has_no_leader():
+    leaderless = CoordinatorMap({0: (1, 5), 1: (-1, 6)})
+    [v] = verdict_of([producer(5)], [listing("other", 6)], before=leaderless, after=leaderless)
+    assert not v.resolved and not v.suspect and v.unresolved_reason == COORDINATOR_LEADERLESS
+
+
+def test_unlisted_producer_is_unresolved_when_a_coordinator_moved_during_the_listing():
+    [v] = verdict_of([producer(5)], [listing("other", 6)], after=CoordinatorMap({0: (1, 5), 1: (3, 6)}))
+    assert not v.resolved and v.unresolved_reason == COORDINATOR_MOVED
+
+
+def test_unlisted_producer_is_unresolved_when_the_principal_may_not_describe_every_id():
+    [v] = verdict_of([producer(5)], [listing("other", 6)], may_describe=False)
+    assert not v.resolved and v.unresolved_reason == ID_ACL
+
+
+def test_a_visible_id_is_still_judged_when_the_principal_may_not_describe_every_id():
+    [v] = verdict_of([producer(5)], [listing("app-1", 5)], {"app-1": description("app-1", 5, "Empty")},
+                     may_describe=False)
+    assert v.suspect and v.reason == COORDINATOR_NOT_ONGOING
+
+
+def test_transaction_state_leaders_unseen_leave_everything_unresolved():
+    unseen = CoordinatorMap(error="TOPIC_AUTHORIZATION_FAILED")
+    [v] = verdict_of([producer(5)], [listing("app-1", 5)], {"app-1": description("app-1", 5, "Empty")}, before=unseen)
+    assert not v.resolved and v.unresolved_reason == STATE_TOPIC_UNSEEN
+
+
+def test_a_listed_id_is_unresolved_only_when_its_own_coordinator_partition_has_a_gap():
+    mine = next(f"app-{i}" for i in range(100) if transaction_state_partition(f"app-{i}", 2) == 1)
+    theirs = next(f"app-{i}" for i in range(100) if transaction_state_partition(f"app-{i}", 2) == 0)
+    empty = {tid: description(tid, pid, "Empty") for tid, pid in ((mine, 5), (theirs, 6))}
+    txns = open_transactions({TP: [producer(5), producer(6, start=120)]})
+    verdicts = classify(txns, coordinators([listing(mine, 5), listing(theirs, 6)], empty, failed={2}))
+    by_pid = {v.txn.producer_id: v for v in verdicts}
+    assert not by_pid[5].resolved and by_pid[5].unresolved_reason == COORDINATOR_UNANSWERED
+    assert by_pid[6].suspect and by_pid[6].reason == COORDINATOR_NOT_ONGOING
+
+
+def test_an_unresolved_transaction_past_the_max_timeout_is_suspect():
+    txns = open_transactions({TP: [producer(5, last_ms=NOW_MS - 20_000), producer(6, start=120)]})
+    result = coordinators([listing("other", 9)], may_describe=False)
+    verdicts = {v.txn.producer_id: v for v in classify(txns, result, {TP: 15_000}, NOW_MS)}
+    assert verdicts[5].suspect and verdicts[5].reason == PAST_MAX_TIMEOUT
+    assert not verdicts[6].resolved                   # wrote 1 s ago: a live coordinator may still own it
+
+
+def test_evidence_counts_reasons_per_transaction_state_partition():
+    evidence = evidence_of(coordinators(failed={2}, may_describe=False))
+    assert not evidence.complete and evidence.reasons() == {COORDINATOR_UNANSWERED: 1, ID_ACL: 1}
+    assert evidence_of(coordinators()).complete
+    assert evidence_of(TransactionsResult(before=CoordinatorMap(exists=False), after=CoordinatorMap(exists=False),
+                                          may_describe_any_id=True)).complete    # no transactional producer ever
+
+
+# ---- the tracker keeps what a partial collection cannot contradict -------------------------------------------
+def test_hanging_survives_a_collection_that_did_not_scan_its_partition():
+    tracker = HangingTracker()
+    tracker.update(verdict_of([producer(5)], [listing("x", 6)]))
+    assert len(tracker.update(verdict_of([producer(5)], [listing("x", 6)]))) == 1
+    assert len(tracker.update([], scanned={("other", 0)})) == 1          # TP's DescribeProducers failed
+    assert tracker.update(verdict_of([], []), scanned={TP}) == []        # scanned, and gone: forgotten
+
+
+def test_hanging_survives_a_collection_whose_coordinator_evidence_was_incomplete():
+    tracker = HangingTracker()
+    tracker.update(verdict_of([producer(5)], [listing("x", 6)]))
+    tracker.update(verdict_of([producer(5)], [listing("x", 6)]))
+    unresolved = verdict_of([producer(5)], [listing("x", 6)], failed={1, 2})
+    assert not unresolved[0].resolved and len(tracker.update(unresolved)) == 1
+
+
+def test_an_unresolved_look_neither_confirms_nor_forgets_a_suspect():
+    tracker = HangingTracker()
+    tracker.update(verdict_of([producer(5)], [listing("x", 6)]))
+    assert tracker.update(verdict_of([producer(5)], [listing("x", 6)], may_describe=False)) == []
+    assert len(tracker.unconfirmed) == 1
+    assert len(tracker.update(verdict_of([producer(5)], [listing("x", 6)]))) == 1

@@ -7,8 +7,9 @@ from prometheus_client import CollectorRegistry
 
 from cluster.waiting import wait_until
 from exporter.config import load_config
-from exporter.kafka_access import (ConfigsResult, ItemError, KafkaUnavailable, OffsetsResult, ProducerEntry,
-                                   ProducersResult, TransactionListing, TransactionsResult)
+from exporter.kafka_access import (ConfigsResult, CoordinatorMap, FeaturesResult, GroupOffsetsResult, ItemError,
+                                   KafkaUnavailable, OffsetsResult, ProducerEntry, ProducersResult, ReadableLagResult,
+                                   TransactionListing, TransactionsResult)
 from exporter.service import ExporterService, LsoAdvanceTracker
 
 TP = ("t", 0)
@@ -22,7 +23,7 @@ class FakeAccess:
         self.producer_calls = []
         self.metadata_refreshes = 0
 
-    def offsets(self) -> OffsetsResult:
+    def offsets(self, timeout_s=None) -> OffsetsResult:
         self.offsets_calls += 1
         self.release.wait(5)
         if self.fail:
@@ -43,17 +44,24 @@ class FakeAccess:
                                [ItemError("NOT_LEADER_FOR_PARTITION", topic="t", partition=1)])
 
     def transactions(self):
-        return TransactionsResult(listings=[TransactionListing("other", 8, "Ongoing", 1)])
+        leaders = CoordinatorMap({0: (1, 1)})
+        return TransactionsResult(listings=[TransactionListing("other", 8, "Ongoing", 1)], answered={1},
+                                  before=leaders, after=leaders, may_describe_any_id=True)
 
     def group_offsets(self, _filter):
         raise KafkaUnavailable("down")
+
+    def finalized_features(self) -> FeaturesResult:
+        return FeaturesResult({"transaction.version": 2})
 
     def close(self):
         pass
 
 
-def service(access: FakeAccess, registry: CollectorRegistry | None = None, confirm: float = 0.0) -> ExporterService:
-    config = load_config(env={}, flags={"collection.hanging_confirm_seconds": confirm})
+def service(access: FakeAccess, registry: CollectorRegistry | None = None, confirm: float = 0.0,
+            offsets_cache: float = 0.0) -> ExporterService:
+    config = load_config(env={}, flags={"collection.hanging_confirm_seconds": confirm,
+                                        "collection.offsets_cache_seconds": offsets_cache})
     return ExporterService(access, config, registry or CollectorRegistry(), clock=lambda: 1000.0)
 
 
@@ -125,3 +133,95 @@ def test_lso_advance_tracker():
     assert tracker.update({TP: 6}, {TP: 12}, 120.0) == {TP: 120.0}      # advanced
     assert tracker.update({TP: 12}, {TP: 12}, 130.0) == {TP: 130.0}     # caught up
     assert tracker.update({TP: 12}, {TP: 12}, 140.0) == {TP: 140.0}     # no lag: nothing to wait for
+
+
+def test_rapid_scrapes_reuse_offsets_younger_than_the_cache_age():
+    access = FakeAccess()
+    access.release.set()
+    svc = service(access, offsets_cache=60.0)
+    first = svc.offsets()
+    assert svc.offsets() is first and access.offsets_calls == 1
+
+
+def test_lso_advance_tracker_forgets_partitions_that_are_gone():
+    tracker = LsoAdvanceTracker()
+    tracker.update({TP: 5, ("t", 1): 3}, {TP: 9, ("t", 1): 9}, 100.0)
+    assert tracker.update({TP: 5}, {TP: 9}, 110.0, known={TP}) == {TP: 100.0}
+    assert set(tracker._seen) == {TP}
+
+
+def test_each_leader_is_flagged_with_when_it_last_answered():
+    access = FakeAccess()
+    access.release.set()
+    now = [1000.0]
+    svc = ExporterService(access, load_config(env={}, flags={"collection.offsets_cache_seconds": 0}),
+                          CollectorRegistry(), clock=lambda: now[0])
+    access.offsets = lambda timeout_s=None: OffsetsResult({TP: 5}, {TP: 9}, {TP: 1, ("t", 1): 2})
+    assert svc.offsets().broker_last_good == {1: 1000.0, 2: 1000.0}
+    now[0] = 1030.0
+    access.offsets = lambda timeout_s=None: OffsetsResult({TP: 5}, {TP: 9}, {TP: 1, ("t", 1): 2}, [
+        ItemError("KafkaTimeoutError", broker=2, topic="t", partition=1, whole_request=True)])
+    assert svc.offsets().broker_last_good == {1: 1030.0, 2: 1000.0}
+
+
+def test_the_background_loop_survives_an_exception_and_shows_it_in_health():
+    access = FakeAccess()
+    access.release.set()
+    registry = CollectorRegistry()
+    svc = service(access, registry)
+    calls = []
+
+    def broken_then_fine():
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("a bug in a collection")
+        return svc.background
+
+    svc.collect_background = broken_then_fine
+    svc.config = load_config(env={}, flags={"collection.interval_seconds": 0.5})
+    svc.start()
+    try:
+        wait_until(lambda: len(calls) >= 2, 10, "a second background cycle after the exception")
+    finally:
+        svc.stop()
+    assert registry.get_sample_value("kafkatxn_collector_errors_total",
+                                     {"collector": "background", "error": "RuntimeError"}) == 1
+    assert svc.health["background"].last_success is not None
+
+
+class GroupsAccess(FakeAccess):
+    """Group offsets answer; readable_lag records what it was asked."""
+
+    def __init__(self):
+        super().__init__()
+        self.release.set()
+        self.readable_calls = []
+
+    def group_offsets(self, _filter):
+        return GroupOffsetsResult(committed={"g": {TP: 4}})
+
+    def readable_lag(self, committed, last_stable, max_bytes):
+        self.readable_calls.append((committed, last_stable, max_bytes))
+        return ReadableLagResult()
+
+
+def test_readable_lag_follows_group_offsets_against_the_lso_of_now_and_features_are_cached():
+    access = GroupsAccess()
+    svc = service(access)
+    bg = svc.collect_background()
+    assert access.readable_calls == [({"g": {TP: 4}}, {TP: 5}, 1024 * 1024)]
+    assert bg.readable_lag is not None and bg.features.levels == {"transaction.version": 2}
+
+    def down():
+        raise KafkaUnavailable("down")
+
+    access.finalized_features = down
+    assert svc.collect_background().features.levels == {"transaction.version": 2}    # last good kept
+    assert svc.health["features"].up is False
+
+
+def test_readable_lag_max_bytes_zero_sends_no_fetch():
+    access = GroupsAccess()
+    config = load_config(env={}, flags={"collection.readable_lag_max_bytes": 0})
+    ExporterService(access, config, CollectorRegistry(), clock=lambda: 1000.0).collect_background()
+    assert access.readable_calls == []

@@ -1,0 +1,138 @@
+"""Readable lag of exactly-once consumer groups and the cluster's finalized features, through /metrics of an
+in-process exporter on the shared cluster. The oracle for readable lag is a real read_committed consumer;
+for the features, Kafka's own kafka-features tool."""
+from __future__ import annotations
+
+import re
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from cluster import java
+from cluster.waiting import wait_until
+from tests.integration.exporter_helpers import Samples, running_exporter, scrape, value
+
+INTERVAL = 1.0
+READABLE = "kafkatxn_consumergroup_readable_lag"
+LSO_LAG = "kafkatxn_consumergroup_lso_lag"
+
+
+def _write_transactions(conn, topic: str) -> None:
+    """Partition 0: 0-2 committed, 3 COMMIT, 4-5 aborted, 6 ABORT, 7-10 committed, 11 COMMIT (LSO 12).
+    Partition 1: 0-2 committed with the last transaction of partition 0, 3 COMMIT (LSO 4)."""
+    producer = Producer(conn.confluent(**{"transactional.id": f"upstream-{topic}", "log_level": 3}))
+    producer.init_transactions(30)
+    for records, commit in (({0: 3}, True), ({0: 2}, False), ({0: 4, 1: 3}, True)):
+        producer.begin_transaction()
+        for partition, n in records.items():
+            for i in range(n):
+                producer.produce(topic, value=f"{partition}-{i}".encode(), partition=partition)
+        producer.flush(30)
+        (producer.commit_transaction if commit else producer.abort_transaction)(30)
+
+
+def _read_committed(conn, topic: str) -> dict[int, list[int]]:
+    """The offsets a read_committed consumer receives on partitions 0 and 1, from the start to the end."""
+    consumer = Consumer(conn.confluent(**{"group.id": f"reader-{topic}", "isolation.level": "read_committed",
+                                          "enable.auto.commit": False, "enable.partition.eof": True,
+                                          "log_level": 3}))
+    consumer.assign([TopicPartition(topic, p, 0) for p in (0, 1)])
+    received: dict[int, list[int]] = {0: [], 1: []}
+    at_end: set[int] = set()
+    try:
+        wait_until(lambda: _poll_into(consumer, received, at_end) == {0, 1}, 30, "both partitions read to the end")
+    finally:
+        consumer.close()
+    return received
+
+
+def _poll_into(consumer: Consumer, received: dict[int, list[int]], at_end: set[int]) -> set[int]:
+    message = consumer.poll(1)
+    if message is not None and message.error() is None:
+        received[message.partition()].append(message.offset())
+    elif message is not None and message.error().code() == KafkaError._PARTITION_EOF:
+        at_end.add(message.partition())
+    return at_end
+
+
+def _commit_in_transaction(conn, topic: str, group: str, offsets: dict[int, int]) -> None:
+    """The exactly-once way: the offsets go into a transaction (sendOffsetsToTransaction) that commits."""
+    consumer = Consumer(conn.confluent(**{"group.id": group, "log_level": 3}))
+    producer = Producer(conn.confluent(**{"transactional.id": f"eos-{group}", "log_level": 3}))
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.send_offsets_to_transaction([TopicPartition(topic, p, o) for p, o in offsets.items()],
+                                         consumer.consumer_group_metadata(), 30)
+    producer.commit_transaction(30)
+    consumer.close()
+
+
+def _eos_groups(conn, topic: str) -> tuple[dict[int, list[int]], dict[str, dict[int, int]]]:
+    """A caught-up group (committed = last record received + 1, the marker left after it) and one behind
+    (partition 0 after the first transaction: the aborted one and 4 committed records ahead; partition 1
+    at 0: 3 records ahead)."""
+    _write_transactions(conn, topic)
+    received = _read_committed(conn, topic)
+    assert received == {0: [0, 1, 2, 7, 8, 9, 10], 1: [0, 1, 2]}     # the layout the docstrings describe
+    groups = {f"caught-up-{topic}": {p: offsets[-1] + 1 for p, offsets in received.items()},
+              f"behind-{topic}": {0: received[0][2] + 1, 1: 0}}
+    for group, offsets in groups.items():
+        _commit_in_transaction(conn, topic, group, offsets)
+    return received, groups
+
+
+def _exporter_flags(topic: str, **more: object) -> dict[str, object]:
+    return {"filters.topic_allow": topic, "filters.group_allow": f".*-{topic}", **more}
+
+
+def _readable_of_all(url: str, topic: str, groups: dict[str, dict[int, int]]) -> Samples | None:
+    samples = scrape(url)
+    have = all(value(samples, READABLE, group=g, topic=topic, partition=p) is not None
+               and value(samples, LSO_LAG, group=g, topic=topic, partition=p) is not None
+               for g, offsets in groups.items() for p in offsets)
+    return samples if have else None
+
+
+def _formatted_transaction_version(conn) -> int:
+    described = java.run_tool("org.apache.kafka.tools.FeatureCommand",
+                              ["--bootstrap-server", conn.bootstrap, "describe"]).stdout
+    return int(re.search(r"Feature: transaction\.version\s.*?FinalizedVersionLevel: (\d+)", described).group(1))
+
+
+def test_readable_lag_is_zero_for_a_caught_up_eos_group_and_counts_what_is_pending(conn, admin, topic):
+    received, groups = _eos_groups(conn, topic)
+    caught_up, behind = list(groups)
+    with running_exporter(conn, INTERVAL, **_exporter_flags(topic)) as url:
+        samples = wait_until(lambda: _readable_of_all(url, topic, groups), 30, "readable lag of both groups")
+        for p in (0, 1):
+            assert value(samples, LSO_LAG, group=caught_up, topic=topic, partition=p) == 1    # the marker
+            assert value(samples, READABLE, group=caught_up, topic=topic, partition=p) == 0
+        for group, offsets in groups.items():
+            for p, committed in offsets.items():
+                delivered = sum(1 for offset in received[p] if offset >= committed)
+                assert value(samples, READABLE, group=group, topic=topic, partition=p) == delivered, (group, p)
+        assert value(samples, READABLE, group=behind, topic=topic, partition=0) == 4      # the aborted 2 left out
+        assert value(samples, LSO_LAG, group=behind, topic=topic, partition=0) == 9
+        assert value(samples, "kafkatxn_consumergroup_topic_readable_lag", group=behind, topic=topic) == 4 + 3
+        assert value(samples, "kafkatxn_consumergroup_readable_lag_estimated_partitions", group=behind) == 0
+        print(f"\ncost: {value(samples, 'kafkatxn_consumergroup_readable_lag_fetch_requests'):.0f} Fetch requests, "
+              f"{value(samples, 'kafkatxn_consumergroup_readable_lag_fetched_bytes'):.0f} bytes, "
+              f"{value(samples, 'kafkatxn_collector_duration_seconds', collector='readable_lag'):.3f} s")
+        leaders = {admin.leader_of(topic, p) for p in (0, 1)}     # 2 offsets of a partition never share a Fetch
+        assert value(samples, "kafkatxn_consumergroup_readable_lag_fetch_requests") == 2 * len(leaders)
+        level = value(samples, "kafkatxn_cluster_finalized_feature_level", feature="transaction.version")
+        assert level == _formatted_transaction_version(conn)
+        assert all(value(samples, "kafkatxn_broker_transaction_partition_verification_enabled", broker=b) == 1
+                   for b in (1, 2, 3))        # the shared cluster keeps Kafka's default (true)
+
+
+def test_a_byte_budget_too_small_for_the_range_gives_a_flagged_upper_bound(conn, topic):
+    _, groups = _eos_groups(conn, topic)
+    caught_up, behind = list(groups)
+    with running_exporter(conn, INTERVAL, **_exporter_flags(topic, **{"collection.readable_lag_max_bytes": 100})) as url:
+        samples = wait_until(lambda: _readable_of_all(url, topic, groups), 30, "readable lag of both groups")
+        # behind, partition 0, from offset 3: the COMMIT marker batch fits in 100 bytes, the aborted batch after it does not
+        bound = value(samples, READABLE, group=behind, topic=topic, partition=0)
+        assert 4 < bound <= value(samples, LSO_LAG, group=behind, topic=topic, partition=0)
+        assert value(samples, "kafkatxn_consumergroup_readable_lag_estimated_partitions", group=behind) >= 1
+        assert value(samples, READABLE, group=caught_up, topic=topic, partition=0) == 0     # one marker: exact
+        assert value(samples, "kafkatxn_consumergroup_readable_lag_estimated_partitions", group=caught_up) == 0
