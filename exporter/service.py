@@ -135,6 +135,7 @@ class ExporterService:
 
     def _loop(self) -> None:
         interval = self.config.collection.interval_seconds
+        self.offsets()            # opens the scrape lane's connections: a first scrape's deadline is for offsets
         while not self._stop.is_set():
             started = time.monotonic()
             self._timed("background", self.collect_background)     # any exception: logged, counted, loop goes on
@@ -264,7 +265,7 @@ class ExporterService:
         """One log line when the principal may not describe every transactional id (again after it could)."""
         missing = ID_ACL in evidence.global_gaps
         if missing and not self._acl_warned:
-            principal = self.access.conn.sasl_username or "<the exporter's principal>"
+            principal = self.config.kafka.sasl_username or "<the exporter's principal>"
             log.warning("the exporter may not DESCRIBE every TransactionalId, so ListTransactions leaves some out "
                         "and open transactions without a visible transactional id stay unresolved; grant it: "
                         "kafka-acls.sh --add --allow-principal User:%s --operation Describe "

@@ -225,3 +225,19 @@ def test_readable_lag_max_bytes_zero_sends_no_fetch():
     config = load_config(env={}, flags={"collection.readable_lag_max_bytes": 0})
     ExporterService(access, config, CollectorRegistry(), clock=lambda: 1000.0).collect_background()
     assert access.readable_calls == []
+
+
+def test_a_missing_transactional_id_acl_is_named_in_one_log_line(caplog):
+    access = FakeAccess()
+    access.release.set()
+    denied = access.transactions()
+    denied.may_describe_any_id = False
+    access.transactions = lambda: denied
+    svc = service(access)
+    with caplog.at_level("WARNING", logger="txnlab.exporter"):
+        svc.collect_background()
+        svc.collect_background()
+    named = [r.getMessage() for r in caplog.records if "--transactional-id '*'" in r.getMessage()]
+    assert len(named) == 1 and "--operation Describe" in named[0]
+    # unlisted, so unresolved for want of the ACL, but its last write (0 ms) is past the 1 s max timeout
+    assert [(v.reason, v.resolved) for v in svc.background.verdicts] == [("past_max_timeout", True)]
