@@ -1,23 +1,27 @@
 """The one Kafka connection-settings builder: bootstrap, SASL (PLAIN, SCRAM) and TLS.
 
-Owns: ConnectionSettings and its translation into confluent-kafka (librdkafka) and kafka-python
-configuration dicts. Every Kafka client txnlab creates gets its settings from here. Also the one log
+Owns: ConnectionSettings, the one model of a connection's keys (a pydantic model: allowed values,
+validation, SecretStr passwords, TXNLAB_KAFKA_* environment variables; the exporter's config uses it as its
+`kafka` section), and its translation into confluent-kafka (librdkafka), kafka-python and Java-tool
+configuration. Every Kafka client txnlab creates gets its settings from here. Also the one log
 redaction: LOG_SECRETS, a logging filter that replaces every secret it knows with ***; settings register
 their passwords in it when built, other secrets (the exporter's basic-auth password) are added where
 they are read, and install_log_redaction() puts it on the handlers wherever txnlab sets up logging
 (kafka-python logs its whole configuration, passwords included, at DEBUG).
-Must not: log or print secrets (the password is kept out of repr and describe()).
+Must not: log or print secrets (passwords are kept out of repr, errors and describe()).
 """
 from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, Mapping, get_args
 
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
+ENV_PREFIX = "TXNLAB_KAFKA_"
+SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 
 REDACTED = "***"
 
@@ -73,43 +77,80 @@ class ConnectionSettingsError(ValueError):
     """Bad connection settings (raised before anything talks to Kafka)."""
 
 
-@dataclass(frozen=True)
-class ConnectionSettings:
-    """How to reach one cluster. Validated on construction."""
+def validation_problems(exc: ValidationError) -> list[str]:
+    """One "key: what is wrong" per error (dotted keys, unknown keys named so), never the value given:
+    it may be a password."""
+    problems = []
+    for err in exc.errors(include_input=False):
+        where = ".".join(str(p) for p in err["loc"])
+        what = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+        problems.append(f"{where}: {what}" if where else what)
+    return problems
+
+
+def _plain(value: Any) -> Any:
+    return value.get_secret_value() if isinstance(value, SecretStr) else value
+
+
+class ConnectionSettings(BaseModel):
+    """How to reach one cluster: the keys, their allowed values and their checks, once. Validated when
+    built (ConnectionSettingsError) or as a section of a larger config (the exporter's `kafka`, whose errors
+    then name `kafka.<key>`). Passwords are SecretStr: out of repr and errors, registered in LOG_SECRETS."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     bootstrap: str
-    security_protocol: str = "PLAINTEXT"
-    sasl_mechanism: str | None = None
+    security_protocol: SecurityProtocol = "PLAINTEXT"
+    sasl_mechanism: SaslMechanism | None = None
     sasl_username: str | None = None
-    sasl_password: str | None = field(default=None, repr=False)
+    sasl_password: SecretStr | None = Field(None, repr=False)
     tls_ca_file: str | None = None
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
-    tls_key_password: str | None = field(default=None, repr=False)
+    tls_key_password: SecretStr | None = Field(None, repr=False)
     tls_verify_hostname: bool = True
     client_id: str = "txnlab"
 
-    def __post_init__(self) -> None:
-        LOG_SECRETS.add(self.sasl_password, self.tls_key_password)
-        if not self.bootstrap or not all(":" in h for h in self.bootstrap.split(",")):
-            raise ConnectionSettingsError(f"bootstrap must be host:port[,host:port...], got {self.bootstrap!r}")
-        if self.security_protocol not in SECURITY_PROTOCOLS:
-            raise ConnectionSettingsError(
-                f"security_protocol must be one of {', '.join(SECURITY_PROTOCOLS)}, got {self.security_protocol!r}")
-        if self.uses_sasl:
-            self._check_sasl()
-        for name in ("tls_ca_file", "tls_cert_file", "tls_key_file"):
-            path = getattr(self, name)
-            if path and not os.path.isfile(path):
-                raise ConnectionSettingsError(f"{name}: no such file {path!r}")
+    def __init__(self, bootstrap: str | None = None, /, **values: Any) -> None:
+        if bootstrap is not None:
+            values["bootstrap"] = bootstrap
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            raise ConnectionSettingsError("; ".join(validation_problems(exc))) from None
+    # It only adapts the arguments: nested in a larger model, pydantic validates without it (as for its own
+    # RootModel), so the errors keep their keys there.
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
 
-    def _check_sasl(self) -> None:
-        if self.sasl_mechanism not in SASL_MECHANISMS:
-            raise ConnectionSettingsError(
-                f"sasl_mechanism must be one of {', '.join(SASL_MECHANISMS)} with {self.security_protocol}, "
-                f"got {self.sasl_mechanism!r}")
-        if not self.sasl_username or self.sasl_password is None:
-            raise ConnectionSettingsError("SASL needs sasl_username and sasl_password")
+    @field_validator("bootstrap")
+    @classmethod
+    def _host_ports(cls, bootstrap: str) -> str:
+        if not bootstrap or not all(":" in h for h in bootstrap.split(",")):
+            raise PydanticCustomError("bootstrap", "must be host:port[,host:port...], got {got}",
+                                      {"got": repr(bootstrap)})
+        return bootstrap
+
+    @field_validator("sasl_password", "tls_key_password")
+    @classmethod
+    def _registered(cls, secret: SecretStr | None) -> SecretStr | None:
+        LOG_SECRETS.add(_plain(secret))
+        return secret
+
+    @field_validator("tls_ca_file", "tls_cert_file", "tls_key_file")
+    @classmethod
+    def _exists(cls, path: str | None) -> str | None:
+        if path and not os.path.isfile(path):
+            raise PydanticCustomError("no_such_file", "no such file {path}", {"path": repr(path)})
+        return path
+
+    @model_validator(mode="after")
+    def _sasl_complete(self) -> "ConnectionSettings":
+        if self.uses_sasl and self.sasl_mechanism is None:
+            raise PydanticCustomError("sasl", "sasl_mechanism must be one of {allowed} with {protocol}",
+                                      {"allowed": ", ".join(get_args(SaslMechanism)), "protocol": self.security_protocol})
+        if self.uses_sasl and (not self.sasl_username or self.sasl_password is None):
+            raise PydanticCustomError("sasl", "SASL needs sasl_username and sasl_password")
+        return self
 
     @property
     def uses_sasl(self) -> bool:
@@ -130,10 +171,11 @@ class ConnectionSettings:
                                 "client.id": self.client_id}
         if self.uses_sasl:
             conf.update({"sasl.mechanism": self.sasl_mechanism, "sasl.username": self.sasl_username,
-                         "sasl.password": self.sasl_password})
+                         "sasl.password": _plain(self.sasl_password)})
         if self.uses_tls:
             conf.update(_drop_none({"ssl.ca.location": self.tls_ca_file, "ssl.certificate.location": self.tls_cert_file,
-                                    "ssl.key.location": self.tls_key_file, "ssl.key.password": self.tls_key_password}))
+                                    "ssl.key.location": self.tls_key_file,
+                                    "ssl.key.password": _plain(self.tls_key_password)}))
             conf["ssl.endpoint.identification.algorithm"] = "https" if self.tls_verify_hostname else "none"
         conf.update(extra)
         return conf
@@ -144,10 +186,10 @@ class ConnectionSettings:
                                 "security_protocol": self.security_protocol, "client_id": self.client_id}
         if self.uses_sasl:
             conf.update({"sasl_mechanism": self.sasl_mechanism, "sasl_plain_username": self.sasl_username,
-                         "sasl_plain_password": self.sasl_password})
+                         "sasl_plain_password": _plain(self.sasl_password)})
         if self.uses_tls:
             conf.update(_drop_none({"ssl_cafile": self.tls_ca_file, "ssl_certfile": self.tls_cert_file,
-                                    "ssl_keyfile": self.tls_key_file, "ssl_password": self.tls_key_password}))
+                                    "ssl_keyfile": self.tls_key_file, "ssl_password": _plain(self.tls_key_password)}))
             conf["ssl_check_hostname"] = self.tls_verify_hostname
         conf.update(extra)
         return conf
@@ -160,32 +202,35 @@ class ConnectionSettings:
                       else "org.apache.kafka.common.security.scram.ScramLoginModule")
             props["sasl.mechanism"] = str(self.sasl_mechanism)
             props["sasl.jaas.config"] = (f'{module} required username="{self.sasl_username}" '
-                                         f'password="{self.sasl_password}";')
+                                         f'password="{_plain(self.sasl_password)}";')
         if self.uses_tls and self.tls_ca_file:
             props.update({"ssl.truststore.type": "PEM", "ssl.truststore.location": self.tls_ca_file})
         if self.uses_tls and not self.tls_verify_hostname:
             props["ssl.endpoint.identification.algorithm"] = ""
         return props
 
-    def to_env(self, prefix: str = "TXNLAB_KAFKA_") -> dict[str, str]:
-        """The inverse of from_env: how a child process gets these settings (secrets stay out of argv)."""
+    def to_env(self, prefix: str = ENV_PREFIX) -> dict[str, str]:
+        """The inverse of from_env: how a child process gets these settings (secrets stay out of argv).
+        The connection's own keys only (not those a larger config's section adds)."""
         env = {}
-        for name in self.__dataclass_fields__:
-            value = getattr(self, name)
+        for name in ConnectionSettings.model_fields:
+            value = _plain(getattr(self, name))
             if value is not None:
                 env[prefix + name.upper()] = str(value).lower() if isinstance(value, bool) else str(value)
         return env
 
     @classmethod
-    def from_env(cls, bootstrap: str | None = None, prefix: str = "TXNLAB_KAFKA_",
-                 environ: dict[str, str] | None = None) -> "ConnectionSettings":
+    def env_values(cls, environ: Mapping[str, str] | None = None, prefix: str = ENV_PREFIX) -> dict[str, str]:
+        """This model's keys among the PREFIX<KEY> environment variables, unvalidated (other names are ignored)."""
+        env = os.environ if environ is None else environ
+        values = {k[len(prefix):].lower(): v for k, v in env.items() if k.startswith(prefix)}
+        return {k: v for k, v in values.items() if k in cls.model_fields}
+
+    @classmethod
+    def from_env(cls, bootstrap: str | None = None, prefix: str = ENV_PREFIX,
+                 environ: Mapping[str, str] | None = None) -> "ConnectionSettings":
         """Settings from TXNLAB_KAFKA_* environment variables (BOOTSTRAP, SECURITY_PROTOCOL, SASL_*, TLS_*)."""
-        env = {k[len(prefix):].lower(): v for k, v in (environ if environ is not None else os.environ).items()
-               if k.startswith(prefix)}
-        known = {f for f in cls.__dataclass_fields__}
-        values: dict[str, Any] = {k: v for k, v in env.items() if k in known}
-        if "tls_verify_hostname" in values:
-            values["tls_verify_hostname"] = values["tls_verify_hostname"].lower() not in ("0", "false", "no")
+        values = cls.env_values(environ, prefix)
         values["bootstrap"] = bootstrap or values.get("bootstrap", "")
         return cls(**values)
 

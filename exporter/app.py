@@ -16,7 +16,7 @@ from importlib.metadata import PackageNotFoundError, version as package_version
 
 from prometheus_client import CollectorRegistry
 
-from cluster.connection import ConnectionSettingsError, install_log_redaction
+from cluster.connection import install_log_redaction
 from exporter.collectors import TxnCollector
 from exporter.config import ConfigError, ExporterConfig, load_config
 from exporter.kafka_access import KafkaAccess
@@ -66,7 +66,7 @@ class Exporter:
 
     @classmethod
     def build(cls, config: ExporterConfig) -> "Exporter":
-        access = KafkaAccess(config.kafka.connection(), request_timeout_s=config.kafka.request_timeout_seconds,
+        access = KafkaAccess(config.kafka, request_timeout_s=config.kafka.request_timeout_seconds,
                              producers_batch=config.collection.producers_batch_size,
                              metadata_max_age_s=config.collection.metadata_max_age_seconds,
                              metadata_min_refresh_s=config.collection.metadata_min_refresh_seconds,
@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     exporter = Exporter.build(config).start()
     scheme = "https" if config.web.tls else "http"
     log.info("serving %s://%s:%d/metrics for %s (interval %.1fs)", scheme, config.web.listen_address,
-             exporter.server.port, config.kafka.connection().describe(), config.collection.interval_seconds)
+             exporter.server.port, config.kafka.describe(), config.collection.interval_seconds)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
@@ -111,6 +111,6 @@ def main(argv: list[str] | None = None) -> int:
     add_arguments(parser)
     try:
         return run(parser.parse_args(argv))
-    except (ConfigError, ConnectionSettingsError, OSError) as exc:  # bad settings, port taken, unreadable cert
+    except (ConfigError, OSError) as exc:  # bad settings, port taken, unreadable cert
         print(f"python -m exporter: {exc}", file=sys.stderr)
         return 2

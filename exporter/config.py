@@ -1,7 +1,8 @@
 """Exporter configuration: defaults < YAML file < environment < command-line flags, validated.
 
-Owns: the ExporterConfig model (unknown keys rejected at every level), loading and layering, and the
-translation of its `kafka` section into the one ConnectionSettings builder. The annotated reference
+Owns: the ExporterConfig model (unknown keys rejected at every level) and loading and layering. Its
+`kafka` section is the one connection model (cluster/connection.py's ConnectionSettings: its keys, values,
+checks and TXNLAB_KAFKA_* variables) with the exporter's defaults and request timeout. The annotated reference
 file is exporter/txnlab-exporter.yaml; a test keeps it in step with this model.
 Must not: talk to Kafka or print secrets (passwords are SecretStr; repr and errors never show them).
 
@@ -19,7 +20,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from cluster.connection import ConnectionSettings
+from cluster.connection import ConnectionSettings, validation_problems
 
 ENV_PREFIX = "TXNLAB_EXPORTER__"
 REFERENCE_FILE = Path(__file__).with_name("txnlab-exporter.yaml")
@@ -33,27 +34,12 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class KafkaSection(_Strict):
+class KafkaSection(ConnectionSettings):
+    """The cluster to watch: the connection settings every txnlab client uses, with the exporter's defaults,
+    plus its per-request timeout."""
     bootstrap: str = "127.0.0.1:19001"
-    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
-    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
-    sasl_username: str | None = None
-    sasl_password: SecretStr | None = None
-    tls_ca_file: str | None = None
-    tls_cert_file: str | None = None
-    tls_key_file: str | None = None
-    tls_key_password: SecretStr | None = None
-    tls_verify_hostname: bool = True
+    client_id: str = "txnlab-exporter"
     request_timeout_seconds: float = Field(5.0, gt=0, le=60)
-
-    def connection(self) -> ConnectionSettings:
-        secret = lambda s: s.get_secret_value() if s is not None else None  # noqa: E731
-        return ConnectionSettings(
-            bootstrap=self.bootstrap, security_protocol=self.security_protocol, sasl_mechanism=self.sasl_mechanism,
-            sasl_username=self.sasl_username, sasl_password=secret(self.sasl_password),
-            tls_ca_file=self.tls_ca_file, tls_cert_file=self.tls_cert_file, tls_key_file=self.tls_key_file,
-            tls_key_password=secret(self.tls_key_password), tls_verify_hostname=self.tls_verify_hostname,
-            client_id="txnlab-exporter")
 
 
 class WebSection(_Strict):
@@ -166,9 +152,8 @@ def _read_yaml(path: Path) -> dict[str, Any]:
 
 
 def _kafka_env(env: dict[str, str]) -> dict[str, Any]:
-    fields = set(KafkaSection.model_fields)
-    values = {k[len("TXNLAB_KAFKA_"):].lower(): v for k, v in env.items() if k.startswith("TXNLAB_KAFKA_")}
-    return {"kafka": {k: v for k, v in values.items() if k in fields}} if values else {}
+    values = KafkaSection.env_values(env)
+    return {"kafka": values} if values else {}
 
 
 def _prefixed_env(env: dict[str, str]) -> dict[str, Any]:
@@ -194,9 +179,4 @@ def _merge(into: dict[str, Any], other: dict[str, Any]) -> None:
 
 
 def _describe(exc: ValidationError) -> str:
-    lines = []
-    for err in exc.errors():
-        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        what = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
-        lines.append(f"{where}: {what}")
-    return "invalid exporter configuration:\n  " + "\n  ".join(lines)
+    return "invalid exporter configuration:\n  " + "\n  ".join(validation_problems(exc))

@@ -87,7 +87,7 @@ def _txn_access(args: argparse.Namespace):
     from exporter.config import load_config
     from exporter.kafka_access import KafkaAccess
     config = load_config(args.config, flags={"kafka.bootstrap": args.bootstrap})
-    return KafkaAccess(config.kafka.connection(), request_timeout_s=config.kafka.request_timeout_seconds,
+    return KafkaAccess(config.kafka, request_timeout_s=config.kafka.request_timeout_seconds,
                        topic_filter=config.filters.topic_allowed)
 
 
@@ -145,7 +145,7 @@ def cmd_txn_abort(args: argparse.Namespace) -> int:
 def cmd_txn_inject_hanging(args: argparse.Namespace) -> int:
     from chaos.hanging import inject_hanging
     from exporter.config import load_config
-    conn = load_config(args.config, flags={"kafka.bootstrap": args.bootstrap}).kafka.connection()
+    conn = load_config(args.config, flags={"kafka.bootstrap": args.bootstrap}).kafka
     injected = inject_hanging(conn, args.topic, args.partition, transactional_id=args.transactional_id)
     print(json.dumps(dataclasses.asdict(injected)))
     return 0

@@ -1,18 +1,16 @@
 """Dashboards and alerts against real data: the drill cluster (one node, verification off, 15 s
 transaction.max.timeout.ms) with its exporter and Prometheus (which loads dashboards/alerts/), a
 transactional workload, a transaction left open and an injected hanging transaction. Every panel's
-queries must return data, HangingTransaction and LSOStuck must reach pending or firing, and every
-dashboard is rendered to PNG as artefacts a person can look at."""
+queries must return data (run as Grafana runs them: over the last five minutes, tables at its end), and
+HangingTransaction and LSOStuck must reach pending or firing."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 import requests
@@ -20,10 +18,10 @@ from confluent_kafka import Producer
 
 from cluster.smoke import ensure_topic
 from cluster.waiting import wait_until
-from dashboards import boards, render
+from dashboards import boards
+from dashboards.queries import PanelQuery, panel_queries
 
 ALERTS_WANTED = {"HangingTransaction", "LSOStuck"}
-ARTEFACTS = Path(os.environ.get("TXNLAB_ARTEFACTS", "/tmp/txnlab-artefacts")) / "dashboards"
 
 
 def committing(conn, topic: str, stop: threading.Event) -> None:
@@ -46,6 +44,15 @@ def left_open(conn, topic: str) -> Producer:
     producer.produce(topic, partition=2, value=b"open")
     producer.flush(30)
     return producer
+
+
+def returns_data(prometheus: str, pq: PanelQuery, start: float, end: float) -> bool:
+    """The query as Grafana sends it (instant at `end`, else over the range, 5 s steps): any series?"""
+    path, params = (("query", {"time": end}) if pq.instant
+                    else ("query_range", {"start": start, "end": end, "step": 5}))
+    response = requests.post(f"{prometheus}/api/v1/{path}", data={"query": pq.expr, **params}, timeout=30)
+    assert response.status_code == 200, f"panel {pq.title!r}: {pq.expr}: {response.text[:300]}"
+    return bool(response.json()["data"]["result"])
 
 
 def alert_states(prometheus: str) -> dict[str, str]:
@@ -77,7 +84,7 @@ def live_data(drill_cluster, drill_conn):
     assert aborted.returncode == 0, aborted.stderr      # never leave it hanging on the shared drill cluster
 
 
-def test_panels_return_data_alerts_fire_and_dashboards_render(live_data):
+def test_panels_return_data_and_alerts_fire(live_data):
     cluster, topic, injected, started = live_data
     prometheus = f"http://127.0.0.1:{cluster.layout.prometheus_port}"
     wait_until(lambda: ALERTS_WANTED <= {a for a, s in alert_states(prometheus).items() if s in ("pending", "firing")},
@@ -86,16 +93,8 @@ def test_panels_return_data_alerts_fire_and_dashboards_render(live_data):
     variables = {"cluster": cluster.cluster_label, "topic": ".*", "datasource": "prometheus"}
     empty = []
     for name in boards.BOARDS:
-        dashboard = json.loads(boards.render(name))
-        for pq in render.panel_queries(dashboard, variables):
-            data = render.query_panel(prometheus, pq, time.time() - 300, time.time(), 5)
-            if not data.series:
+        for pq in panel_queries(json.loads(boards.render(name)), variables):
+            if not returns_data(prometheus, pq, time.time() - 300, time.time()):
                 empty.append((name, pq.title, pq.expr))
     assert not empty, f"panels without data: {empty}"
-    out = ARTEFACTS / time.strftime("%Y%m%d-%H%M%S")
-    for name in boards.BOARDS:
-        result = render.render_dashboard(json.loads(boards.render(name)), prometheus, out, started - 60,
-                                         time.time(), variables=variables)
-        assert not result.failed_panels() and not result.empty_panels(), result.problems()
-        assert result.overview.stat().st_size > 10_000 and all(p.file.stat().st_size > 2000 for p in result.panels)
-    print(f"rendered dashboards in {out}; alert states {states}")
+    print(f"every panel has data; alert states {states}")

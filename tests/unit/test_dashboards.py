@@ -9,7 +9,8 @@ import subprocess
 import pytest
 import yaml
 
-from dashboards import boards, render
+from dashboards import boards
+from dashboards.queries import panel_queries
 
 VARIABLES = {"cluster": ".*", "topic": ".*", "datasource": "prometheus"}
 
@@ -17,7 +18,7 @@ VARIABLES = {"cluster": ".*", "topic": ".*", "datasource": "prometheus"}
 def all_queries():
     for name in boards.BOARDS:
         dashboard = json.loads(boards.render(name))
-        for pq in render.panel_queries(dashboard, VARIABLES):
+        for pq in panel_queries(dashboard, VARIABLES):
             yield name, pq
 
 

@@ -62,7 +62,7 @@ def test_secrets_stay_out_of_repr_and_errors(tmp_path):
            "TXNLAB_KAFKA_SASL_USERNAME": "svc", "TXNLAB_KAFKA_SASL_PASSWORD": "hunter2-secret"}
     config = load_config(env=env)
     assert "hunter2-secret" not in repr(config) and "hunter2-secret" not in str(config.model_dump())
-    conn = config.kafka.connection()
+    conn = config.kafka
     assert conn.kafka_python()["sasl_plain_password"] == "hunter2-secret"
     assert "hunter2-secret" not in repr(conn) and "hunter2-secret" not in conn.describe()
     with pytest.raises(ConfigError) as info:
