@@ -17,20 +17,21 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
-import requests
 from kafka.structs import TopicPartition
 
 from chaos.fault_kinds import with_tag
 from cluster.admin import ClusterAdmin
 from cluster.connection import ConnectionSettings
 from cluster.probe import partition_offsets
+from cluster.prometheus import Prometheus
+from cluster.waiting import Deadline
 
 ERROR_GRACE_S = 10.0           # how long a probe that errors (rather than fails) is retried at least
 HANGING_CONFIRM_S = 5.0        # an open transaction seen again this much later is held, not in flight
 
 
 class ProbeError(ValueError):
-    """A probe that cannot be evaluated (bad expectation, no Prometheus)."""
+    """A probe that cannot be evaluated (unknown admin probe, no Prometheus configured)."""
 
 
 @dataclass
@@ -40,17 +41,6 @@ class ProbeResult:
     observed: object
     detail: str = ""
     checked_at: float = field(default_factory=time.time)
-
-
-def promql_values(prometheus_url: str, query: str, timeout: float = 10.0) -> list[float]:
-    response = requests.get(f"{prometheus_url}/api/v1/query", params={"query": query}, timeout=timeout)
-    body = response.json()
-    if body.get("status") != "success":
-        raise ProbeError(f"PromQL {query!r} failed: {body.get('error', response.status_code)}")
-    data = body["data"]
-    if data["resultType"] == "scalar":
-        return [float(data["result"][1])]
-    return [float(sample["value"][1]) for sample in data["result"]]
 
 
 def admin_check(kind: str, conn: ConnectionSettings, nodes: list[int], topics: list[str]) -> tuple[bool, object]:
@@ -117,25 +107,24 @@ def evaluate(probe, conn: ConnectionSettings, nodes: list[int], topics: list[str
         check = _checker(probe, conn, nodes, topics, prometheus_url, tag)
     except ProbeError as exc:
         return ProbeResult(probe.name, False, None, str(exc))
-    started = time.monotonic()
-    deadline = started + probe.for_s + probe.within_s
+    grace, deadline = Deadline(ERROR_GRACE_S), Deadline(probe.for_s + probe.within_s)
     held_since, observed = None, None
     while True:
         failed = False
         try:
             ok, observed = check()
-        except Exception as exc:  # noqa: BLE001 - a Kafka or HTTP error is "does not hold yet"
+        except Exception as exc:  # noqa: BLE001 - a Kafka or Prometheus error is "does not hold yet"
             ok, observed, failed = False, f"{type(exc).__name__}: {exc}", True
         now = time.monotonic()
-        if failed and now < started + ERROR_GRACE_S:
+        if failed and not grace.expired:
             time.sleep(1.0)                      # a transient error (a fresh topic's leader) is asked again
             continue
         held_since = (held_since or now) if ok else None
         if held_since is not None and now - held_since >= probe.for_s:
             return ProbeResult(probe.name, True, observed)
-        if now >= deadline:
+        if deadline.expired:
             return ProbeResult(probe.name, False, observed, f"did not hold for {probe.for_s:.0f}s within "
-                                                            f"{probe.for_s + probe.within_s:.0f}s")
+                                                            f"{deadline.seconds:.0f}s")
         time.sleep(1.0)
 
 
@@ -144,9 +133,9 @@ def _checker(probe, conn, nodes, topics, prometheus_url, tag) -> Callable[[], tu
         return lambda: admin_check(probe.admin, conn, nodes, topics)
     if not prometheus_url:
         raise ProbeError(f"probe {probe.name!r} needs Prometheus (cluster.existing.prometheus_url)")
-    query = with_tag(probe.promql, tag)
+    query, prometheus = with_tag(probe.promql, tag), Prometheus(prometheus_url)
 
     def check() -> tuple[bool, object]:
-        values = promql_values(prometheus_url, query)
+        values = prometheus.values(query)
         return probe.holds(values), values
     return check

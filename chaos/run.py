@@ -28,6 +28,7 @@ from cluster.probe import partition_offsets
 from cluster.smoke import ensure_topic
 from cluster.supervisor import Supervisor
 from cluster.versions import REPO_ROOT, pinned
+from cluster.waiting import Deadline
 from chaos.workloads.topics import partition_counts
 
 Progress = Callable[[str], None]
@@ -116,11 +117,11 @@ class Run:
 
     def wait(self, seconds: float, tick: Callable[[float], None] | None = None) -> None:
         """Let the workloads run; returns early when every one of them has ended."""
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline and self.alive():
-            time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+        deadline = Deadline(seconds)
+        while not deadline.expired and self.alive():
+            deadline.sleep(1.0)
             if tick:
-                tick(deadline - time.monotonic())
+                tick(deadline.left())
 
     # ---- finishing --------------------------------------------------------------------------------------
     def finish(self) -> dict:

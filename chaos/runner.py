@@ -30,6 +30,7 @@ from chaos.run import Run, WorkloadSpec, new_run_dir, new_run_tag
 from chaos.schedule import ScheduledFault, build_schedule, describe
 from chaos.solo import plan
 from chaos.spec import ExperimentSpec
+from cluster.waiting import Deadline
 
 Progress = Callable[[str], None]
 NEMESIS = "nemesis"
@@ -242,10 +243,10 @@ class Experiment:
         self.progress("quiescence: healing, letting workloads finish their transactions")
         self.backend.heal(timeout=180)
         run.stop_all(timeout=30)
-        deadline = time.monotonic() + self.spec.quiescence.timeout_s
+        deadline = Deadline(self.spec.quiescence.timeout_s)
         stuck = probes.open_partitions(run.conn, run.info.topics)
-        while stuck and time.monotonic() < deadline:
-            time.sleep(1.0)
+        while stuck and not deadline.expired:
+            deadline.sleep(1.0)
             stuck = probes.open_partitions(run.conn, run.info.topics)
         self.result.quiescence = {"lso_equals_hwm": not stuck, "open_partitions": stuck}
         run.history.record(NEMESIS, "ok", "quiescence", self.result.quiescence)

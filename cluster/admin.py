@@ -8,7 +8,6 @@ Must not: start, stop or signal processes.
 """
 from __future__ import annotations
 
-import time
 import uuid
 from dataclasses import dataclass
 from typing import Mapping
@@ -19,6 +18,7 @@ from kafka.admin import KafkaAdminClient
 from kafka.protocol.metadata import CoordinatorType
 
 from cluster.connection import ConnectionSettings
+from cluster.waiting import wait_until
 
 PREFERRED_ELECTION = 0  # ElectLeaders election type (1 would be unclean: never used here)
 
@@ -106,18 +106,17 @@ class ClusterAdmin:
     def partitions(self, topic: str, unknown_grace_s: float = 5.0) -> list[PartitionState]:
         """A topic unknown to the broker asked is asked again for a few seconds: brokers apply a new topic's
         metadata at their own pace, so one that has not yet answers UNKNOWN_TOPIC_OR_PARTITION."""
-        deadline = time.monotonic() + unknown_grace_s
-        while True:
-            described = self.client.describe_topics([topic])[0]
-            code = described.get("error_code")
-            if code != Errors.UnknownTopicOrPartitionError.errno or time.monotonic() >= deadline:
-                break
-            time.sleep(0.25)
-        if code:
-            raise Errors.for_code(code)(f"describe {topic}")
+        described = wait_until(lambda: self._described(topic), unknown_grace_s, f"topic {topic} described", 0.25,
+                               ignore=(Errors.UnknownTopicOrPartitionError,), reraise=True)
         return sorted((PartitionState(topic, p["partition_index"], _leader(p["leader_id"]),
                                       tuple(p["replica_nodes"]), tuple(p["isr_nodes"]))
                        for p in described["partitions"]), key=lambda s: s.partition)
+
+    def _described(self, topic: str) -> dict:
+        described = self.client.describe_topics([topic])[0]
+        if described.get("error_code"):
+            raise Errors.for_code(described["error_code"])(f"describe {topic}")
+        return described
 
     def leader_of(self, topic: str, partition: int) -> int | None:
         return next((p.leader for p in self.partitions(topic) if p.partition == partition), None)
@@ -129,15 +128,12 @@ class ClusterAdmin:
         loaded). kafka-python 3.0.12 exposes FindCoordinator only as a private coroutine; this is
         the one place that reaches into it."""
         client = self.client
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                return client._manager.run(client._find_coordinator_id, transactional_id, CoordinatorType.TRANSACTION)
-            except (Errors.CoordinatorNotAvailableError, Errors.CoordinatorLoadInProgressError,
-                    Errors.NotCoordinatorError):
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.3)
+        found = wait_until(lambda: (client._manager.run(client._find_coordinator_id, transactional_id,
+                                                        CoordinatorType.TRANSACTION),),
+                           timeout, f"the coordinator of {transactional_id}", 0.3, reraise=True,
+                           ignore=(Errors.CoordinatorNotAvailableError, Errors.CoordinatorLoadInProgressError,
+                                   Errors.NotCoordinatorError))
+        return found[0]
 
     def elect_preferred_leaders(self) -> None:
         """Move leadership back to each partition's preferred replica (an admin action, not a read).

@@ -1,8 +1,9 @@
 """Where every piece of the local cluster lives: ports, proxies, files, broker properties.
 
 Owns: the pure description of a local cluster (no process is touched here), so it can be unit
-tested: the port plan, the Toxiproxy proxy per broker listener and per directed broker pair, and the
-server.properties of each KRaft node.
+tested: the port plan, the Toxiproxy proxy per broker listener and per directed broker pair, the
+server.properties of each KRaft node, the drill clusters' broker settings, and the stack's prometheus.yml
+(built as data, dumped with PyYAML: the local launcher's and the compose file's).
 
 Network plan. Clients reach node i only through proxy `n{i}-client` (advertised address). Node i's
 outbound traffic to node j (replica fetches and KRaft/heartbeat traffic) goes through its own proxies
@@ -16,6 +17,8 @@ import base64
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import yaml
 
 from cluster.toxiproxy import Proxy
 
@@ -48,6 +51,12 @@ BASE_BROKER_CONFIG: dict[str, str] = {
 # create a real hanging transaction. Never for production clusters.
 HANGING_DRILL_BROKER_CONFIG: dict[str, str] = {"transaction.partition.verification.enable": "false"}
 HANGING_DRILL_FEATURES: dict[str, str] = {"transaction.version": "1"}
+# A drill cluster (the demo's and the tests'): hanging transactions can be injected, and a 15 s
+# transaction.max.timeout.ms lets LSOStuck (stuck for longer than the max timeout) fire within a drill.
+DRILL_TXN_MAX_TIMEOUT_MS = 15000
+DRILL_BROKER_CONFIG: dict[str, str] = {**HANGING_DRILL_BROKER_CONFIG,
+                                       "transaction.max.timeout.ms": str(DRILL_TXN_MAX_TIMEOUT_MS)}
+PROMETHEUS_SCRAPE_INTERVAL = "5s"
 
 
 def new_cluster_id() -> str:
@@ -212,3 +221,19 @@ class ClusterLayout:
 
 def render_properties(props: dict[str, str]) -> str:
     return "".join(f"{k}={v}\n" for k, v in sorted(props.items()))
+
+
+def render_prometheus_config(rule_file: str, jobs: dict[str, dict]) -> str:
+    """prometheus.yml of a txnlab stack: every PROMETHEUS_SCRAPE_INTERVAL, each job's one static config
+    ({"targets": [...], "labels": {...}}), evaluated against txnlab's alerting rules in `rule_file`."""
+    every = PROMETHEUS_SCRAPE_INTERVAL
+    doc = {"global": {"scrape_interval": every, "evaluation_interval": every}, "rule_files": [rule_file],
+           "scrape_configs": [{"job_name": name, "static_configs": [static]} for name, static in jobs.items()]}
+    return yaml.dump(doc, Dumper=_PlainDumper, sort_keys=False, width=200)
+
+
+class _PlainDumper(yaml.SafeDumper):
+    """Writes a value shared by two jobs twice rather than as a YAML anchor and alias."""
+
+    def ignore_aliases(self, data: object) -> bool:
+        return True

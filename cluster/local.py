@@ -11,8 +11,6 @@ import json
 import shutil
 import socket
 import sys
-import time
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
@@ -21,14 +19,14 @@ from typing import Callable
 from cluster import java, versions
 from cluster.admin import ClusterAdmin, broker_answers
 from cluster.connection import ConnectionSettings
-from cluster.layout import LOOPBACK, ClusterLayout, new_cluster_id, render_properties
+from cluster.layout import LOOPBACK, ClusterLayout, new_cluster_id, render_prometheus_config, render_properties
+from cluster.prometheus import Prometheus, PrometheusError
 from cluster.supervisor import Supervisor
 from cluster.toxiproxy import Toxiproxy
-from cluster.waiting import wait_until
+from cluster.waiting import Deadline, wait_until
 
 Progress = Callable[[str], None]
 TOXIC_PREFIX = "txnlab-"
-PROMETHEUS_SCRAPE_INTERVAL = "5s"
 EXPORTER_INTERVAL_SECONDS = 15
 
 
@@ -121,31 +119,30 @@ class LocalCluster:
     def wait_ready(self, timeout: float = 120.0, progress: Progress = print) -> None:
         """Until all brokers are registered, a transactional produce + commit round-trips, and Prometheus
         has scraped the stack's exporter reaching the cluster (so PromQL probes can be asked at once)."""
-        deadline = time.monotonic() + timeout
+        deadline = Deadline(timeout)
         expected = self.layout.node_ids
-        while sorted(self.registered_brokers()) != expected:
-            self._fail_if_node_died()
-            if time.monotonic() > deadline:
-                raise ClusterError(f"brokers {expected} not all registered after {timeout:.0f}s; "
-                                   f"see {self.layout.state_dir}/node-*/logs/server.log")
-            time.sleep(0.5)
+        wait_until(lambda: self._all_registered(expected), timeout, f"brokers {expected} all registered "
+                   f"(see {self.layout.state_dir}/node-*/logs/server.log)", 0.5, ClusterError)
         progress(f"brokers {expected} registered")
         from cluster.smoke import transactional_round_trip
-        transactional_round_trip(self.connection(), timeout=max(5.0, deadline - time.monotonic()))
+        transactional_round_trip(self.connection(), timeout=max(5.0, deadline.left()))
         progress("transactional produce + commit round-trip ok")
-        wait_until(self._exporter_scraped, max(30.0, deadline - time.monotonic()),
+        wait_until(self._exporter_scraped, max(30.0, deadline.left()),
                    "Prometheus to scrape the exporter (kafkatxn_up == 1)", 0.5, ClusterError)
         progress("prometheus scrapes the exporter")
 
+    def _all_registered(self, expected: list[int]) -> bool:
+        self._fail_if_node_died()
+        return sorted(self.registered_brokers()) == expected
+
+    def prometheus(self, timeout: float = 10.0) -> Prometheus:
+        return Prometheus(f"http://{LOOPBACK}:{self.layout.prometheus_port}", timeout)
+
     def _exporter_scraped(self) -> bool:
-        url = (f"http://{LOOPBACK}:{self.layout.prometheus_port}/api/v1/query?query="
-               f"kafkatxn_up%7Bjob%3D%22txnlab-exporter%22%7D")
         try:
-            with urllib.request.urlopen(url, timeout=5) as response:
-                result = json.loads(response.read())["data"]["result"]
-        except (OSError, ValueError, KeyError):
+            return self.prometheus(timeout=5).values('kafkatxn_up{job="txnlab-exporter"}')[:1] == [1.0]
+        except PrometheusError:
             return False
-        return bool(result) and result[0]["value"][1] == "1"
 
     def registered_brokers(self) -> list[int]:
         try:
@@ -338,8 +335,7 @@ class LocalCluster:
         config.write_text(self.prometheus_config())
         if self.supervisor.is_running("prometheus"):
             if changed:            # a running Prometheus re-reads its configuration (--web.enable-lifecycle)
-                urllib.request.urlopen(urllib.request.Request(
-                    f"http://{LOOPBACK}:{self.layout.prometheus_port}/-/reload", method="POST"), timeout=10)
+                self.prometheus().reload()
             return
         self._require_ports_free([self.layout.prometheus_port], "prometheus")
         argv = [shutil.which("prometheus") or "prometheus", f"--config.file={config}",
@@ -364,14 +360,11 @@ class LocalCluster:
     def prometheus_config(self) -> str:
         """prometheus.yml of the local stack: the brokers' JMX agents and the txnlab exporter, evaluated
         against txnlab's alerting rules (dashboards/alerts/, the same file the compose stack loads)."""
-        targets = ", ".join(f"'{LOOPBACK}:{self.layout.jmx_port(n)}'" for n in self.layout.node_ids)
-        return (f"global:\n  scrape_interval: {PROMETHEUS_SCRAPE_INTERVAL}\n  evaluation_interval: {PROMETHEUS_SCRAPE_INTERVAL}\n"
-                f"rule_files:\n  - '{ALERT_RULES}'\n"
-                f"scrape_configs:\n  - job_name: kafka-jmx\n    static_configs:\n      - targets: [{targets}]\n"
-                f"        labels: {{cluster: '{self.cluster_label}'}}\n"
-                f"  - job_name: txnlab-exporter\n    static_configs:\n"
-                f"      - targets: ['{LOOPBACK}:{self.layout.exporter_port}']\n"
-                f"        labels: {{cluster: '{self.cluster_label}'}}\n")
+        labels = {"cluster": self.cluster_label}
+        jmx = [f"{LOOPBACK}:{self.layout.jmx_port(n)}" for n in self.layout.node_ids]
+        return render_prometheus_config(str(ALERT_RULES), {
+            "kafka-jmx": {"targets": jmx, "labels": labels},
+            "txnlab-exporter": {"targets": [f"{LOOPBACK}:{self.layout.exporter_port}"], "labels": labels}})
 
     @property
     def cluster_label(self) -> str:

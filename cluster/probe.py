@@ -6,7 +6,6 @@ Must not: hold a topic's records in memory beyond what the caller asked for (tes
 """
 from __future__ import annotations
 
-import time
 import uuid
 from dataclasses import dataclass
 
@@ -15,6 +14,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from cluster.connection import ConnectionSettings
 from cluster.smoke import ensure_topic
+from cluster.waiting import Deadline, wait_until
 
 QUIET = {"log_level": 3}
 # A leader that just took over (after a restart, an isolation, a preferred-leader election) answers these
@@ -36,16 +36,13 @@ def partition_offsets(conn: ConnectionSettings, topic: str, partitions: list[int
     leader errors are asked again until `timeout`."""
     admin = AdminClient(conn.confluent(**QUIET))
     level = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def offsets() -> dict[int, int]:
         futures = admin.list_offsets({TopicPartition(topic, p): OffsetSpec.latest() for p in partitions},
                                      isolation_level=level, request_timeout=timeout)
-        try:
-            return {tp.partition: f.result(timeout).offset for tp, f in futures.items()}
-        except KafkaException as exc:
-            if exc.args[0].code() not in TRANSIENT or time.monotonic() >= deadline:
-                raise
-        time.sleep(0.5)
+        return {tp.partition: f.result(timeout).offset for tp, f in futures.items()}
+    return wait_until(lambda: (offsets(),), timeout, f"{topic} offsets", 0.5, ignore=(KafkaException,),
+                      ignore_if=lambda exc: exc.args[0].code() in TRANSIENT, reraise=True)[0]
 
 
 def log_start_offsets(conn: ConnectionSettings, topic: str, partitions: list[int],
@@ -83,10 +80,10 @@ def read_to_end(conn: ConnectionSettings, topic: str, committed: bool, timeout: 
 
 def _drain(consumer: Consumer, topic: str, ends: dict[int, int], timeout: float) -> list[Record]:
     records: list[Record] = []
-    deadline = time.monotonic() + timeout
+    deadline = Deadline(timeout)
     pending = {p for p, end in ends.items() if end > 0}
     while pending:
-        if time.monotonic() > deadline:
+        if deadline.expired:
             raise TimeoutError(f"{topic}: partitions {sorted(pending)} not read to their end in {timeout:.0f}s")
         for msg in consumer.consume(500, 0.5):
             if msg.error() is None:

@@ -5,13 +5,13 @@ Owns: creating a replicated probe topic and committing one transaction to it. Us
 """
 from __future__ import annotations
 
-import time
 import uuid
 
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from cluster.connection import ConnectionSettings
+from cluster.waiting import NotYet, wait_until
 
 READY_TOPIC = "txnlab-ready"
 
@@ -31,19 +31,18 @@ def ensure_topic(conn: ConnectionSettings, topic: str, partitions: int = 3, repl
         except KafkaException as exc:
             if exc.args[0].name() != "TOPIC_ALREADY_EXISTS":
                 raise
-    deadline = time.monotonic() + timeout
-    waiting = None
-    while True:
-        cluster = admin.list_topics(topic, timeout=timeout)
-        if _led(cluster.topics.get(topic), partitions):
-            brokers = [f"{b.host}:{b.port}" for b in cluster.brokers.values()]
-            waiting = [b for b in brokers if not _led(_topic_seen_by(conn, b, topic, timeout), partitions)]
-            if not waiting:
-                return
-        if time.monotonic() > deadline:
-            what = f"brokers {waiting} do not know it yet" if waiting else "no leader for every partition"
-            raise TimeoutError(f"topic {topic}: {what} after {timeout:.0f}s")
-        time.sleep(0.2)
+    wait_until(lambda: _led_everywhere(conn, admin, topic, partitions, timeout), timeout,
+               f"topic {topic} with a leader for every partition on every broker", 0.2)
+
+
+def _led_everywhere(conn: ConnectionSettings, admin: AdminClient, topic: str, partitions: int,
+                    timeout: float) -> bool | NotYet:
+    cluster = admin.list_topics(topic, timeout=timeout)
+    if not _led(cluster.topics.get(topic), partitions):
+        return NotYet("no leader for every partition")
+    brokers = [f"{b.host}:{b.port}" for b in cluster.brokers.values()]
+    waiting = [b for b in brokers if not _led(_topic_seen_by(conn, b, topic, timeout), partitions)]
+    return NotYet(f"brokers {waiting} do not know it yet") if waiting else True
 
 
 def _led(meta, partitions: int) -> bool:

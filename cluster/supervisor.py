@@ -11,11 +11,12 @@ import json
 import os
 import signal
 import subprocess
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import psutil
+
+from cluster.waiting import wait_until
 
 
 @dataclass(frozen=True)
@@ -114,14 +115,13 @@ class Supervisor:
         (self.pid_dir / f"{name}.json").unlink(missing_ok=True)
 
     def wait_gone(self, name: str, timeout: float, raise_on_timeout: bool = True) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not self.is_running(name):
-                return True
-            time.sleep(0.1)
-        if raise_on_timeout:
-            raise TimeoutError(f"{name} still running after {timeout:.0f}s")
-        return False
+        try:
+            wait_until(lambda: not self.is_running(name), timeout, f"{name} to exit", 0.1)
+        except TimeoutError:
+            if raise_on_timeout:
+                raise
+            return False
+        return True
 
     def _reap(self, pid: int) -> None:
         """Collect the exit status of a child we started, so it does not linger as a zombie."""

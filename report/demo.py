@@ -21,7 +21,7 @@ from chaos.backends import LocalBackend
 from chaos.history import read_history
 from chaos.runner import Experiment
 from chaos.spec import load_spec
-from cluster.layout import HANGING_DRILL_BROKER_CONFIG
+from cluster.layout import DRILL_BROKER_CONFIG
 from cluster.local import LocalCluster
 from cluster.versions import pinned, txnlab_home
 from report import build, series
@@ -31,9 +31,6 @@ DEFAULT_SUITE = ("coordinator-kill", "zombie-producer", "hanging-transaction-dri
 TRANSACTION_VERSIONS = (1, 2)
 DEMO_BASE_PORT = 25000
 DRILL_BASE_PORT = 26000
-# The drill cluster: hanging transactions can be injected (verification off), and a 15 s
-# transaction.max.timeout.ms lets LSOStuck (stuck for longer than the max timeout) fire within the drill.
-DRILL_BROKER_CONFIG = {**HANGING_DRILL_BROKER_CONFIG, "transaction.max.timeout.ms": "15000"}
 SPARK_CONF = ("spark.sql.shuffle.partitions=8",)   # demo runs are small: fewer, fuller shuffle partitions
 SETTLE_S = 6.0            # a scrape (5 s) and a rule evaluation after the run, before its timelines are read
 

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import requests
+from cluster.prometheus import Prometheus, PrometheusError
 
 FILE = "prometheus.json"
 
@@ -43,17 +43,10 @@ TIMELINES = (
 ALERTS_QUERY = "ALERTS"
 
 
-def query_range(prometheus_url: str, query: str, start: float, end: float, step: float,
-                timeout: float = 15.0) -> list[dict]:
-    """[{"labels": {...}, "points": [[unix seconds, value], ...]}]; raises on an HTTP or query error."""
-    response = requests.get(f"{prometheus_url.rstrip('/')}/api/v1/query_range",
-                            params={"query": query, "start": start, "end": end, "step": step}, timeout=timeout)
-    body = response.json() if response.headers.get("content-type", "").startswith("application/json") else {}
-    if response.status_code != 200 or body.get("status") != "success":
-        raise RuntimeError(body.get("error") or f"HTTP {response.status_code}")
-    return [{"labels": {k: v for k, v in item["metric"].items() if k != "__name__"},
-             "points": [[float(t), float(v)] for t, v in item["values"]]}
-            for item in body["data"]["result"]]
+def query_range(prometheus: Prometheus, query: str, start: float, end: float, step: float) -> list[dict]:
+    """[{"labels": {...}, "points": [[unix seconds, value], ...]}]; raises PrometheusError."""
+    return [{"labels": {k: v for k, v in s.labels.items() if k != "__name__"}, "points": [list(p) for p in s.points]}
+            for s in prometheus.query_range(query, start, end, step)]
 
 
 def capture(prometheus_url: str, run_dir: Path, tag: str, start: float, end: float,
@@ -64,16 +57,17 @@ def capture(prometheus_url: str, run_dir: Path, tag: str, start: float, end: flo
         time.sleep(settle_s)
     data: dict = {"prometheus": prometheus_url, "start": start, "end": end, "step": step, "tag": tag,
                   "timelines": {}, "alerts": [], "errors": {}}
+    prometheus = Prometheus(prometheus_url, timeout=15.0)
     for timeline in TIMELINES:
         query = timeline.query.replace("{tag}", tag)
         try:
-            data["timelines"][timeline.key] = {"query": query, "series": query_range(prometheus_url, query, start,
+            data["timelines"][timeline.key] = {"query": query, "series": query_range(prometheus, query, start,
                                                                                      end, step)}
-        except Exception as exc:  # noqa: BLE001 - recorded; the report says the line is missing and why
+        except PrometheusError as exc:   # recorded; the report says the line is missing and why
             data["errors"][timeline.key] = f"{type(exc).__name__}: {exc}"
     try:
-        data["alerts"] = alert_series(query_range(prometheus_url, ALERTS_QUERY, start, end, min(step, 1.0)))
-    except Exception as exc:  # noqa: BLE001
+        data["alerts"] = alert_series(query_range(prometheus, ALERTS_QUERY, start, end, min(step, 1.0)))
+    except PrometheusError as exc:
         data["errors"]["alerts"] = f"{type(exc).__name__}: {exc}"
     Path(run_dir, FILE).write_text(json.dumps(data, indent=1) + "\n")
     return data

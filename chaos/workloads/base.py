@@ -22,6 +22,7 @@ from typing import Any
 
 from chaos.history import HistoryClient
 from cluster.connection import ConnectionSettings
+from cluster.waiting import Deadline
 
 
 def add_common_arguments(p: argparse.ArgumentParser) -> None:
@@ -41,7 +42,7 @@ class WorkloadContext:
     run_tag: str
     process: str
     rng: random.Random
-    deadline: float | None
+    deadline: Deadline | None                # of the run's --duration
     stop: threading.Event = field(default_factory=threading.Event)
     _outstanding: dict | None = None
 
@@ -49,14 +50,14 @@ class WorkloadContext:
     def from_args(cls, args: argparse.Namespace) -> "WorkloadContext":
         ctx = cls(conn=ConnectionSettings.from_env(), history=HistoryClient(args.socket, args.run_start_ns),
                   run_tag=args.run_tag, process=args.process, rng=random.Random(f"{args.seed}/{args.process}"),
-                  deadline=time.monotonic() + args.duration if args.duration > 0 else None)
+                  deadline=Deadline(args.duration) if args.duration > 0 else None)
         signal.signal(signal.SIGTERM, lambda *_: ctx.stop.set())
         signal.signal(signal.SIGINT, lambda *_: ctx.stop.set())
         faulthandler.register(signal.SIGUSR1, all_threads=True)   # `kill -USR1 <pid>`: stacks into the log
         return ctx
 
     def stopping(self) -> bool:
-        if self.deadline is not None and time.monotonic() >= self.deadline:
+        if self.deadline is not None and self.deadline.expired:
             self.stop.set()
         return self.stop.is_set()
 

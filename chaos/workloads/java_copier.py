@@ -42,7 +42,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 import zlib
 from pathlib import Path
 from typing import IO, Callable, NamedTuple
@@ -52,6 +51,7 @@ from chaos.workloads.topics import partition_counts
 from cluster.connection import ConnectionSettings
 from cluster.java import java_command
 from cluster.layout import render_properties
+from cluster.waiting import Deadline
 
 PRODUCER_MAIN = "org.apache.kafka.tools.VerifiableProducer"
 COPIER_MAIN = "org.apache.kafka.tools.TransactionalMessageCopier"
@@ -223,12 +223,12 @@ class JavaTool:
             self.stopped = True
             self.proc.send_signal(signal.SIGTERM)
 
-    def reap(self, deadline: float) -> None:
+    def reap(self, deadline: Deadline) -> None:
         """Wait for the exit until deadline, then SIGKILL; read its output to the end; record the exit."""
         if self.proc is None:
             return
         try:
-            self.proc.wait(max(0.0, deadline - time.monotonic()))
+            self.proc.wait(deadline.left())
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
@@ -250,7 +250,7 @@ def run_tools(ctx: WorkloadContext, tools: list[tuple[JavaTool, list[str]]]) -> 
     live = [tool for tool, tool_args in tools if tool.start(tool_args)]
     while live and not ctx.stopping():
         for tool in [t for t in live if not t.running()]:
-            tool.reap(time.monotonic())
+            tool.reap(Deadline(0))
             live.remove(tool)
         ctx.stop.wait(0.2)
     stop_tools(live)
@@ -260,7 +260,7 @@ def stop_tools(tools: list[JavaTool]) -> None:
     """SIGTERM to all, then each gets until one shared deadline before SIGKILL."""
     for tool in tools:
         tool.terminate()
-    deadline = time.monotonic() + STOP_GRACE_S
+    deadline = Deadline(STOP_GRACE_S)
     for tool in tools:
         tool.reap(deadline)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from cluster.admin import ClusterAdmin
-from cluster.layout import HANGING_DRILL_BROKER_CONFIG, HANGING_DRILL_FEATURES
+from cluster.layout import DRILL_BROKER_CONFIG, HANGING_DRILL_FEATURES
 from cluster.local import LocalCluster
 from cluster.smoke import ensure_topic
 from cluster.versions import txnlab_home
@@ -26,14 +26,11 @@ def cluster_state_dir(name: str = "test-cluster") -> Path:
 
 
 DRILL_BASE_PORT = TEST_BASE_PORT + 3000
-# The drill cluster: one node where hanging transactions can be injected (verification off,
-# transaction.version=1), with a small transaction.max.timeout.ms, and the coordinator's timeout
-# sweep slowed to once an hour so a transaction held past its timeout stays visible until the test
-# ends it.
-DRILL_TXN_MAX_TIMEOUT_MS = 15000
-DRILL_BROKER_CONFIG = {**HANGING_DRILL_BROKER_CONFIG,
-                       "transaction.max.timeout.ms": str(DRILL_TXN_MAX_TIMEOUT_MS),
-                       "transaction.abort.timed.out.transaction.cleanup.interval.ms": "3600000"}
+# The drill cluster: one node, the demo's drill settings (cluster/layout.py: hanging transactions can be
+# injected, a small transaction.max.timeout.ms) at transaction.version=1, and the coordinator's timeout
+# sweep slowed to once an hour so a transaction held past its timeout stays visible until the test ends it.
+TEST_DRILL_BROKER_CONFIG = {**DRILL_BROKER_CONFIG,
+                            "transaction.abort.timed.out.transaction.cleanup.interval.ms": "3600000"}
 
 
 def _session_cluster(name: str, **settings: object):
@@ -55,7 +52,7 @@ def cluster():
 @pytest.fixture(scope="session")
 def drill_cluster():
     yield from _session_cluster("test-drill-cluster", nodes=1, base_port=DRILL_BASE_PORT,
-                                broker_overrides=DRILL_BROKER_CONFIG, features=dict(HANGING_DRILL_FEATURES))
+                                broker_overrides=TEST_DRILL_BROKER_CONFIG, features=dict(HANGING_DRILL_FEATURES))
 
 
 @pytest.fixture

@@ -18,10 +18,10 @@ from chaos.hanging import InjectedHanging, inject_hanging
 from cluster.abort import AbortRefused, abort_transaction, open_transaction, partition_producers
 from cluster.admin import ClusterAdmin
 from cluster.connection import ConnectionSettings
+from cluster.layout import DRILL_TXN_MAX_TIMEOUT_MS
 from cluster.probe import partition_offsets, read_to_end
 from cluster.smoke import ensure_topic
 from cluster.waiting import wait_until
-from tests.integration.conftest import DRILL_TXN_MAX_TIMEOUT_MS
 
 pytestmark = pytest.mark.cluster
 

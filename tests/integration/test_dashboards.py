@@ -13,9 +13,9 @@ import time
 import uuid
 
 import pytest
-import requests
 from confluent_kafka import Producer
 
+from cluster.prometheus import Prometheus, PrometheusError
 from cluster.smoke import ensure_topic
 from cluster.waiting import wait_until
 from dashboards import boards
@@ -48,16 +48,15 @@ def left_open(conn, topic: str) -> Producer:
 
 def returns_data(prometheus: str, pq: PanelQuery, start: float, end: float) -> bool:
     """The query as Grafana sends it (instant at `end`, else over the range, 5 s steps): any series?"""
-    path, params = (("query", {"time": end}) if pq.instant
-                    else ("query_range", {"start": start, "end": end, "step": 5}))
-    response = requests.post(f"{prometheus}/api/v1/{path}", data={"query": pq.expr, **params}, timeout=30)
-    assert response.status_code == 200, f"panel {pq.title!r}: {pq.expr}: {response.text[:300]}"
-    return bool(response.json()["data"]["result"])
+    client = Prometheus(prometheus, timeout=30)
+    try:
+        return bool(client.query(pq.expr, at=end) if pq.instant else client.query_range(pq.expr, start, end, 5))
+    except PrometheusError as exc:                   # the error names the query and what Prometheus said
+        pytest.fail(f"panel {pq.title!r}: {exc}")
 
 
 def alert_states(prometheus: str) -> dict[str, str]:
-    alerts = requests.get(f"{prometheus}/api/v1/alerts", timeout=10).json()["data"]["alerts"]
-    return {a["labels"]["alertname"]: a["state"] for a in alerts}
+    return {a["labels"]["alertname"]: a["state"] for a in Prometheus(prometheus).alerts()}
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """Hanging and late transactions through /metrics, on the drill cluster (verification off, small
-transaction.max.timeout.ms, coordinator timeout sweep slowed down: see conftest.DRILL_BROKER_CONFIG)."""
+transaction.max.timeout.ms, coordinator timeout sweep slowed down: see conftest.TEST_DRILL_BROKER_CONFIG)."""
 from __future__ import annotations
 
 import json
@@ -10,9 +10,9 @@ import uuid
 
 from confluent_kafka import Producer
 
+from cluster.layout import DRILL_TXN_MAX_TIMEOUT_MS
 from cluster.smoke import ensure_topic
 from cluster.waiting import wait_until
-from tests.integration.conftest import DRILL_TXN_MAX_TIMEOUT_MS
 from tests.integration.exporter_helpers import metric, running_exporter, scrape, value
 
 INTERVAL = 2.0

@@ -19,10 +19,8 @@ def test_every_broker_exports_producer_state_and_late_transaction_gauges(cluster
 
 
 def _prometheus_value(cluster, query):
-    resp = requests.get(f"http://127.0.0.1:{cluster.layout.prometheus_port}/api/v1/query",
-                        params={"query": query}, timeout=5).json()
-    result = resp["data"]["result"]
-    return float(result[0]["value"][1]) if result else None
+    values = cluster.prometheus(timeout=5).values(query)
+    return values[0] if values else None
 
 
 def test_prometheus_scrapes_all_brokers(cluster):

@@ -7,13 +7,13 @@ import json
 import random
 import sys
 import textwrap
-import time
 
 import pytest
 
 from chaos.workloads import java_copier as jc
 from chaos.workloads.base import WorkloadContext
 from cluster.connection import ConnectionSettings
+from cluster.waiting import Deadline
 
 
 # ---- VerifiableProducer -------------------------------------------------------------------------------
@@ -229,7 +229,7 @@ def test_a_failing_tool_is_a_fail_with_its_stderr():
 def test_stopping_terminates_the_tools_and_drains_what_they_print_on_the_way_out(monkeypatch):
     monkeypatch.setattr(jc, "STOP_GRACE_S", 1.0)
     ctx = context()
-    ctx.deadline = time.monotonic() + 2.0                    # time enough to install the handler
+    ctx.deadline = Deadline(2.0)                             # time enough to install the handler
     polite = fake_tool(ctx, f"""
         import signal, sys, time
         def bye(*_):

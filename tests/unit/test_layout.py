@@ -4,8 +4,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
-from cluster.layout import ClusterLayout, new_cluster_id, render_properties
+from cluster.layout import ClusterLayout, new_cluster_id, render_prometheus_config, render_properties
 
 
 @pytest.fixture
@@ -94,3 +95,17 @@ def test_cluster_ids_never_start_with_a_dash(monkeypatch):
     ids = iter([uuid_module.UUID(bytes=b"\xfb" + b"\x00" * 15), uuid_module.UUID(bytes=b"\x01" * 16)])
     monkeypatch.setattr(layout_module.uuid, "uuid4", lambda: next(ids))
     assert not new_cluster_id().startswith("-")
+
+
+def test_prometheus_config_is_yaml_data_with_shared_labels_written_out():
+    labels = {"cluster": "it's: #1"}
+    jobs = {"kafka-jmx": {"targets": ["h:1", "h:2"], "labels": labels},
+            "txnlab-exporter": {"targets": ["h:3"], "labels": labels}}
+    text = render_prometheus_config("/tmp/a dir/rules: 1.yml", jobs)
+    assert "&" not in text and "*" not in text                     # no YAML anchors or aliases
+    doc = yaml.safe_load(text)
+    assert doc["global"] == {"scrape_interval": "5s", "evaluation_interval": "5s"}
+    assert doc["rule_files"] == ["/tmp/a dir/rules: 1.yml"]
+    assert doc["scrape_configs"] == [
+        {"job_name": "kafka-jmx", "static_configs": [{"targets": ["h:1", "h:2"], "labels": labels}]},
+        {"job_name": "txnlab-exporter", "static_configs": [{"targets": ["h:3"], "labels": labels}]}]

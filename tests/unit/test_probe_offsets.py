@@ -6,7 +6,7 @@ from concurrent.futures import Future
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from cluster import probe
+from cluster import probe, waiting
 from cluster.connection import ConnectionSettings
 
 CONN = ConnectionSettings(bootstrap="127.0.0.1:1")
@@ -42,7 +42,7 @@ def scripted(answers):
 def test_a_new_leader_catching_up_is_asked_again(monkeypatch):
     admin = scripted([KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION, Answer(42)])
     monkeypatch.setattr(probe, "AdminClient", admin)
-    monkeypatch.setattr(probe.time, "sleep", lambda s: None)
+    monkeypatch.setattr(waiting.time, "sleep", lambda s: None)
     assert probe.partition_offsets(CONN, "t", [0, 1], committed=True) == {0: 42, 1: 42}
     assert admin.calls == 3
 
@@ -52,6 +52,6 @@ def test_other_errors_and_a_spent_timeout_raise(monkeypatch):
     with pytest.raises(KafkaException):
         probe.partition_offsets(CONN, "t", [0], committed=False)
     monkeypatch.setattr(probe, "AdminClient", scripted([KafkaError.OFFSET_NOT_AVAILABLE]))
-    monkeypatch.setattr(probe.time, "sleep", lambda s: None)
+    monkeypatch.setattr(waiting.time, "sleep", lambda s: None)
     with pytest.raises(KafkaException):
         probe.partition_offsets(CONN, "t", [0], committed=True, timeout=0.05)
