@@ -4,7 +4,7 @@ Owns: building one record batch with a chosen producer id, epoch, base sequence 
 flag; the InitProducerId and Produce requests (with their pinned protocol versions) and reading their
 responses; sending them through a kafka-python KafkaAdminClient's connection manager, one at a time
 or pipelined through a sliding window.
-Must not: decide what to inject (hanging.py and producer_flood.py do), send AddPartitionsToTxn, or
+Must not: decide what to inject (inject_hanging.py and producer_flood.py do), send AddPartitionsToTxn, or
 retry a Produce (each request here is meant to be exactly one write).
 """
 from __future__ import annotations

@@ -1,7 +1,10 @@
 """Cluster backends: the node and network capabilities a fault needs, behind one small interface.
 
 Owns: the Backend protocol (kill, stop, start, pause, resume a node; wait until it serves requests
-and is registered; Toxiproxy toxics on a node's links; heal everything) and its implementations.
+and is registered; Toxiproxy toxics on a node's links; heal) and its implementations. heal() of the
+two ToxiproxyBackends removes every toxic, resumes and starts every node, waits until each is
+registered, then elects the preferred leaders (the one write it makes to the cluster's metadata);
+ExistingBackend's heal() does nothing, as none of the faults it could undo can start there.
 Two share ToxiproxyBackend (toxics, waiting, the heal):
   - LocalBackend: the local launcher (cluster/local.py), node control by thin delegation;
   - DockerBackend: the compose stack (docker-compose.yml, rendered by cluster/compose.py): containers
@@ -30,6 +33,7 @@ from cluster.layout import LOOPBACK, ClusterLayout
 from cluster.local import TOXIC_PREFIX, LocalCluster
 from cluster.toxiproxy import STREAMS, Toxiproxy
 from cluster.waiting import wait_until
+from cluster.errors import TxnlabError
 
 HEAL_TIMEOUT_S = 120.0
 SERVICE_LABEL = "com.docker.compose.service"
@@ -38,7 +42,7 @@ DOCKER_STOP_TIMEOUT_S = 30
 ISOLATE_TOXIC = {"name": "isolate", "type": "timeout", "attributes": {"timeout": 0}}
 
 
-class BackendError(RuntimeError):
+class BackendError(TxnlabError, RuntimeError):
     """A backend cannot do what was asked; the message says what to do."""
 
 

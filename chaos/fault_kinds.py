@@ -37,37 +37,37 @@ class TargetParams(Params):
         return value
 
 
-class KillBroker(TargetParams):
+class KillBrokerParams(TargetParams):
     """SIGKILL the node; heal: start it again."""
 
 
-class StopBroker(TargetParams):
+class StopBrokerParams(TargetParams):
     """Clean stop (SIGTERM, controlled shutdown); heal: start it again."""
 
 
-class PauseBroker(TargetParams):
+class PauseBrokerParams(TargetParams):
     """SIGSTOP the node (a long GC pause); heal: SIGCONT."""
 
 
-class RollingRestart(Params):
+class RollingRestartParams(Params):
     """Restart every node in turn (clean, or SIGKILL with clean: false), waiting for it to register."""
     clean: bool = True
     pause_between_s: float = Field(5.0, ge=0, le=600)
 
 
-class PauseWorkload(Params):
+class PauseWorkloadParams(Params):
     """SIGSTOP a workload process (e.g. past its transaction timeout); heal: SIGCONT. It resumes as a
     zombie if its transaction was aborted meanwhile."""
     process: str
 
 
-class ZombieProducer(Params):
+class ZombieProducerParams(Params):
     """Pause `process`, start a second process with its transactional.id (fencing it), resume the first
     at heal: it must be fenced (its commit fails) and exit."""
     process: str
 
 
-class Network(TargetParams):
+class NetworkParams(TargetParams):
     """A Toxiproxy toxic on the node's links; heal: remove it."""
     scope: Literal["client", "inter", "all"] = "all"
     toxic: Literal["latency", "blackhole", "reset", "bandwidth"] = "latency"
@@ -76,34 +76,34 @@ class Network(TargetParams):
     rate_kb: int = Field(64, ge=1, description="bandwidth toxic: KB/s")
 
 
-class IsolateBroker(TargetParams):
+class IsolateBrokerParams(TargetParams):
     """Cut the node off (client links, inter-broker links, or all); heal: remove the toxics."""
     scope: Literal["client", "inter", "all"] = "all"
 
 
-class HangingTransaction(Params):
+class HangingTransactionParams(Params):
     """Inject a real hanging transaction (needs a drill cluster: verification off); heal: abort it."""
     topic: str
     partition: int = Field(0, ge=0)
 
 
-class Storm(Params):
+class StormParams(Params):
     """Start a producer-state storm (short-lived idempotent producers) for the fault's duration."""
     topic: str
     rate: float = Field(20.0, gt=0, le=1000)
 
 
 FAULT_KINDS: dict[str, type[Params]] = {
-    "kill-broker": KillBroker,
-    "stop-broker": StopBroker,
-    "pause-broker": PauseBroker,
-    "rolling-restart": RollingRestart,
-    "pause-workload": PauseWorkload,
-    "zombie-producer": ZombieProducer,
-    "network": Network,
-    "isolate-broker": IsolateBroker,
-    "hanging-transaction": HangingTransaction,
-    "storm": Storm,
+    "kill-broker": KillBrokerParams,
+    "stop-broker": StopBrokerParams,
+    "pause-broker": PauseBrokerParams,
+    "rolling-restart": RollingRestartParams,
+    "pause-workload": PauseWorkloadParams,
+    "zombie-producer": ZombieProducerParams,
+    "network": NetworkParams,
+    "isolate-broker": IsolateBrokerParams,
+    "hanging-transaction": HangingTransactionParams,
+    "storm": StormParams,
 }
 
 

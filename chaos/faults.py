@@ -34,12 +34,13 @@ from kafka.structs import TopicPartition
 
 from chaos.backends import HEAL_TIMEOUT_S, ISOLATE_TOXIC, Backend
 from chaos.fault_kinds import TARGET_RE, Params, parse_params, with_tag
-from chaos.hanging import InjectedHanging, inject_hanging
+from chaos.inject_hanging import InjectedHanging, inject_hanging
 from chaos.run import Run, WorkloadSpec
 from cluster.abort import abort_transaction, open_transaction
 from cluster.admin import ClusterAdmin
 from cluster.connection import ConnectionSettings
 from cluster.waiting import wait_until
+from cluster.errors import TxnlabError
 
 ZOMBIE_VICTIM_ARGS = ("--on-fenced", "exit")
 ZOMBIE_SUFFIX = "-zombie"
@@ -47,7 +48,7 @@ TRANSACTIONAL_WORKLOADS = ("txn-producer", "processor")
 RESOLVE_TIMEOUT_S = 15.0
 
 
-class FaultError(RuntimeError):
+class FaultError(TxnlabError, RuntimeError):
     """A fault cannot start (bad target, missing process, ...); the message says why."""
 
 
@@ -404,7 +405,7 @@ class Storm(Fault):
 
 # ---- hanging transactions ---------------------------------------------------------------------------
 class HangingTransaction(Fault):
-    """chaos.hanging.inject_hanging on topic-partition under a fresh transactional id; heal aborts the
+    """chaos.inject_hanging.inject_hanging on topic-partition under a fresh transactional id; heal aborts the
     open transaction through cluster.abort (re-validated; the epochs DescribeProducers reports, KIP-664)."""
     kind = "hanging-transaction"
 

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from cluster.errors import TxnlabError
+
 OP_TYPES = ("invoke", "ok", "fail", "info")
 ROLL_LINES = 1_000_000
 FLUSH_S = 0.2
@@ -36,7 +38,7 @@ FSYNC_S = 1.0
 SOCKET_NAME = "history.sock"
 
 
-class HistoryError(ValueError):
+class HistoryError(TxnlabError, ValueError):
     """A malformed operation or history file."""
 
 

@@ -22,15 +22,16 @@ from kafka.structs import TopicPartition
 from chaos.fault_kinds import with_tag
 from cluster.admin import ClusterAdmin
 from cluster.connection import ConnectionSettings
-from cluster.probe import partition_offsets
+from cluster.reads import partition_offsets
 from cluster.prometheus import Prometheus
 from cluster.waiting import Deadline
+from cluster.errors import TxnlabError
 
 ERROR_GRACE_S = 10.0           # how long a probe that errors (rather than fails) is retried at least
 HANGING_CONFIRM_S = 5.0        # an open transaction seen again this much later is held, not in flight
 
 
-class ProbeError(ValueError):
+class ProbeError(TxnlabError, ValueError):
     """A probe that cannot be evaluated (unknown admin probe, no Prometheus configured)."""
 
 

@@ -21,6 +21,7 @@ from kafka.structs import TopicPartition
 from chaos import _raw_produce as raw
 from cluster.admin import ClusterAdmin
 from cluster.connection import ConnectionSettings
+from cluster.errors import TxnlabError
 
 FLOOD_WINDOW = 64           # requests in flight per connection
 CHUNK = 2000                # ids initialised, then written, per step
@@ -30,7 +31,7 @@ RETRY_BACKOFF_S = 0.05
 Progress = Callable[[int, int], None]
 
 
-class FloodError(RuntimeError):
+class FloodError(TxnlabError, RuntimeError):
     """The flood could not create or write producer ids."""
 
 

@@ -24,14 +24,14 @@ from typing import Callable
 from chaos.history import HistoryWriter
 from cluster.admin import ClusterAdmin
 from cluster.connection import ConnectionSettings
-from cluster.probe import partition_offsets
+from cluster.reads import partition_offsets
 from cluster.smoke import ensure_topic
 from cluster.supervisor import Supervisor
 from cluster.versions import REPO_ROOT, pinned
 from cluster.waiting import Deadline
 from chaos.workloads.topics import partition_counts
+from cluster.progress import Progress
 
-Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)

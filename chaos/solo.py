@@ -1,8 +1,7 @@
 """`txnlab chaos workload NAME`: one workload alone against any cluster, in a run of its own.
 
-Owns: the default plan of each workload when run alone (its topics, its processes, and what feeds it:
-the processor gets a transactional producer writing its input), running it for a duration with
-progress, and always finishing the run (Ctrl-C included).
+Owns: running one workload alone as chaos/plans.py plans it, for a duration with progress, and always
+finishing the run (Ctrl-C included).
 Must not: inject faults (experiments do, issue 5).
 """
 from __future__ import annotations
@@ -10,62 +9,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
-from chaos.run import Progress, Run, WorkloadSpec, new_run_dir, new_run_tag
-from chaos.workloads import WORKLOADS
+from chaos.plans import plan
+from chaos.run import Run, new_run_dir, new_run_tag
 from cluster.connection import ConnectionSettings
-
-
-@dataclass(frozen=True)
-class Plan:
-    topics: dict[str, int]
-    specs: list[WorkloadSpec]
-
-
-def plan(workload: str, tag: str, instances: int, extra: list[str], partitions: int = 6) -> Plan:
-    """Topics and processes of one workload run alone; `extra` options go to the workload's processes."""
-    if workload not in WORKLOADS:
-        raise ValueError(f"unknown workload {workload!r}; one of {', '.join(WORKLOADS)}")
-    planners: dict[str, Callable[[], Plan]] = {
-        "txn-producer": lambda: _txn_producer(tag, instances, extra, partitions),
-        "processor": lambda: _processor(tag, instances, extra, partitions),
-        "java-copier": lambda: Plan({f"{tag}-jin": partitions, f"{tag}-jout": partitions},
-                                    [WorkloadSpec("java-copier", "java-copier", (
-                                        "--input", f"{tag}-jin", "--output", f"{tag}-jout", *extra))]),
-        "storm": lambda: Plan({f"{tag}-storm": 3}, [WorkloadSpec("storm", f"storm-{i}", ("--topic", f"{tag}-storm",
-                                                                                          *extra))
-                                                   for i in range(instances)]),
-        "observer": lambda: _observer(extra),
-    }
-    return planners[workload]()
-
-
-def _txn_producer(tag: str, instances: int, extra: list[str], partitions: int) -> Plan:
-    topics = [f"{tag}-a", f"{tag}-b"]
-    specs = [WorkloadSpec("txn-producer", f"txp-{i}", ("--topics", *topics, *extra)) for i in range(instances)]
-    return Plan({t: partitions for t in topics}, specs + observers(topics))
-
-
-def _processor(tag: str, instances: int, extra: list[str], partitions: int) -> Plan:
-    inputs, output = [f"{tag}-in-a", f"{tag}-in-b"], f"{tag}-out"
-    feeder = WorkloadSpec("txn-producer", "feeder", ("--topics", *inputs, "--rate", "10"))
-    specs = [WorkloadSpec("processor", f"eos-{i}", ("--inputs", *inputs, "--output", output, *extra))
-             for i in range(instances)]
-    return Plan({**{t: partitions for t in inputs}, output: partitions}, [feeder, *specs])
-
-
-def _observer(extra: list[str]) -> Plan:
-    if "--topics" not in extra:
-        raise ValueError("observer alone needs the topics to watch: txnlab chaos workload observer --topics T ...")
-    return Plan({}, [WorkloadSpec("observer", "obs-rc", (*extra, "--isolation", "read_committed")),
-                     WorkloadSpec("observer", "obs-ru", (*extra, "--isolation", "read_uncommitted"))])
-
-
-def observers(topics: list[str]) -> list[WorkloadSpec]:
-    """A read_committed and a read_uncommitted observer of the topics."""
-    return [WorkloadSpec("observer", f"obs-{short}", ("--topics", *topics, "--isolation", level))
-            for short, level in (("rc", "read_committed"), ("ru", "read_uncommitted"))]
+from cluster.progress import Progress
 
 
 @dataclass

@@ -5,7 +5,7 @@ Owns: the spec model (pydantic, unknown keys rejected at every level), loading a
 field path of every problem (`schedule.faults[2].kind: unknown fault 'kil-broker'; ...`), never a value.
 Must not: reach a cluster, start a process or read the environment: loading a spec is pure. The fault
 kinds and their parameters are chaos/fault_kinds.py's; the processes and topics of a workload are
-chaos/solo.py's plan(); this module checks a spec against both and decides nothing else.
+chaos/plans.py's plan(); this module checks a spec against both and decides nothing else.
 
 The model:
 
@@ -55,12 +55,13 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
                       model_validator)
 from pydantic_core import PydanticCustomError
 
-from chaos.fault_kinds import FAULT_KINDS, Params, ZombieProducer, parse_params
+from chaos.fault_kinds import FAULT_KINDS, Params, ZombieProducerParams, parse_params
 from chaos.run import WorkloadSpec
-from chaos.solo import plan
+from chaos.plans import plan
 from chaos.workloads import WORKLOADS
 from chaos.workloads.base import add_common_arguments
 from cluster.layout import HANGING_DRILL_BROKER_CONFIG, HANGING_DRILL_FEATURES, MAX_NODES
+from cluster.errors import TxnlabError
 
 EXPERIMENTS_DIR = Path(__file__).with_name("experiments")
 STARTUP_ALLOWANCE_S = 10.0       # topics created and workload processes started, before the method
@@ -72,7 +73,7 @@ AdminProbe = Literal["brokers-registered", "lso-equals-hwm", "no-hanging-transac
 ADMIN_PROBES = get_args(AdminProbe)
 
 
-class SpecError(ValueError):
+class SpecError(TxnlabError, ValueError):
     """A spec that cannot run; `problems` holds (field path, message) pairs, the message names them all."""
 
     def __init__(self, source: str, problems: list[Problem]):
@@ -202,11 +203,11 @@ class WorkloadEntry(_Strict):
         return self
 
     def topics(self) -> dict[str, int]:
-        """Topic -> partitions, named with `{tag}` (as chaos/solo.py plans this workload alone)."""
+        """Topic -> partitions, named with `{tag}` (as chaos/plans.py plans this workload)."""
         return plan(self.workload, "{tag}", self.instances, list(self.options)).topics
 
     def processes(self) -> list[WorkloadSpec]:
-        """The workload's processes, as chaos/solo.py plans them (`{tag}` for the run tag)."""
+        """The workload's processes, as chaos/plans.py plans them (`{tag}` for the run tag)."""
         return plan(self.workload, "{tag}", self.instances, list(self.options)).specs
 
 
@@ -429,7 +430,7 @@ def _process_problem(params: Params, refs: _Refs) -> str | None:
     process = params.process
     if process not in refs.workload_of:
         return _unknown("process", process, list(refs.workload_of))
-    if isinstance(params, ZombieProducer) and refs.workload_of[process] not in TRANSACTIONAL_WORKLOADS:
+    if isinstance(params, ZombieProducerParams) and refs.workload_of[process] not in TRANSACTIONAL_WORKLOADS:
         return f"{process} is not a transactional producer (a {refs.workload_of[process]} process)"
     return None
 

@@ -36,12 +36,13 @@ from kafka.structs import TopicPartition
 
 from cluster.admin import (COORDINATOR_LEADERLESS, COORDINATOR_MOVED, IN_PROGRESS_STATES, TXN_STATE_TOPIC,
                            ClusterAdmin, acl_probe_id, coordinator_gaps)
+from cluster.errors import TxnlabError
 
 TORN_CONSEQUENCE = ("if the producer then commits, this partition's records are lost while its other "
                     "partitions commit")
 
 
-class AbortError(RuntimeError):
+class AbortError(TxnlabError, RuntimeError):
     """An administrative abort did not happen as asked."""
 
 

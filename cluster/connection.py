@@ -19,6 +19,8 @@ from typing import Any, Literal, Mapping, get_args
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from cluster.errors import TxnlabError
+
 ENV_PREFIX = "TXNLAB_KAFKA_"
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
@@ -73,7 +75,7 @@ def install_log_redaction(*handlers: logging.Handler) -> None:
             handler.addFilter(LOG_SECRETS)
 
 
-class ConnectionSettingsError(ValueError):
+class ConnectionSettingsError(TxnlabError, ValueError):
     """Bad connection settings (raised before anything talks to Kafka)."""
 
 

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from cluster.connection import ConnectionSettings
 from cluster.layout import ClusterLayout
-from cluster.probe import committed_and_aborted
+from cluster.reads import committed_and_aborted
 
 HEALTH_STYLE = {"up": "green", "paused": "yellow", "down": "red", "unregistered": "yellow"}
 

@@ -10,11 +10,12 @@ import subprocess
 from pathlib import Path
 
 from cluster import versions
+from cluster.errors import TxnlabError
 
 TEMPLATES = Path(__file__).parent / "templates"
 
 
-class MissingInstall(RuntimeError):
+class MissingInstall(TxnlabError, RuntimeError):
     """Something `make setup` installs is not there."""
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import yaml
 
+from cluster.errors import TxnlabError
 from cluster.toxiproxy import Proxy
 
 LOOPBACK = "127.0.0.1"
@@ -68,6 +69,10 @@ def new_cluster_id() -> str:
             return cid
 
 
+class LayoutError(TxnlabError, ValueError):
+    """A cluster shape that cannot be laid out (node count, port plan)."""
+
+
 @dataclass(frozen=True)
 class ClusterLayout:
     """Ports and paths of one local cluster under state_dir."""
@@ -81,9 +86,9 @@ class ClusterLayout:
 
     def __post_init__(self) -> None:
         if not 1 <= self.nodes <= MAX_NODES:
-            raise ValueError(f"nodes must be 1..{MAX_NODES}, got {self.nodes}")
+            raise LayoutError(f"nodes must be 1..{MAX_NODES}, got {self.nodes}")
         if not 1024 <= self.base_port <= 64000:
-            raise ValueError(f"base_port must be 1024..64000, got {self.base_port}")
+            raise LayoutError(f"base_port must be 1024..64000, got {self.base_port}")
 
     @property
     def node_ids(self) -> list[int]:
@@ -223,11 +228,11 @@ def render_properties(props: dict[str, str]) -> str:
     return "".join(f"{k}={v}\n" for k, v in sorted(props.items()))
 
 
-def render_prometheus_config(rule_file: str, jobs: dict[str, dict]) -> str:
+def render_prometheus_config(rule_file: str | None, jobs: dict[str, dict]) -> str:
     """prometheus.yml of a txnlab stack: every PROMETHEUS_SCRAPE_INTERVAL, each job's one static config
-    ({"targets": [...], "labels": {...}}), evaluated against txnlab's alerting rules in `rule_file`."""
+    ({"targets": [...], "labels": {...}}), evaluated against txnlab's alerting rules in `rule_file` (none: no rules)."""
     every = PROMETHEUS_SCRAPE_INTERVAL
-    doc = {"global": {"scrape_interval": every, "evaluation_interval": every}, "rule_files": [rule_file],
+    doc = {"global": {"scrape_interval": every, "evaluation_interval": every}, "rule_files": [rule_file] if rule_file else [],
            "scrape_configs": [{"job_name": name, "static_configs": [static]} for name, static in jobs.items()]}
     return yaml.dump(doc, Dumper=_PlainDumper, sort_keys=False, width=200)
 

@@ -10,11 +10,10 @@ from __future__ import annotations
 import json
 import shutil
 import socket
-import sys
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable
 
 from cluster import java, versions
 from cluster.admin import ClusterAdmin, broker_answers
@@ -24,13 +23,14 @@ from cluster.prometheus import Prometheus, PrometheusError
 from cluster.supervisor import Supervisor
 from cluster.toxiproxy import Toxiproxy
 from cluster.waiting import Deadline, wait_until
+from cluster.progress import Progress
+from cluster.errors import TxnlabError
 
-Progress = Callable[[str], None]
 TOXIC_PREFIX = "txnlab-"
 EXPORTER_INTERVAL_SECONDS = 15
 
 
-class ClusterError(RuntimeError):
+class ClusterError(TxnlabError, RuntimeError):
     """The local cluster cannot do what was asked; the message says what to do."""
 
 
@@ -38,27 +38,34 @@ def default_state_dir() -> Path:
     return versions.txnlab_home() / "cluster"
 
 
-ALERT_RULES = versions.REPO_ROOT / "dashboards" / "alerts" / "txnlab.rules.yml"
-
 
 class LocalCluster:
     """One local cluster, described by a ClusterLayout and remembered in state_dir/cluster.json."""
 
-    def __init__(self, layout: ClusterLayout):
+    def __init__(self, layout: ClusterLayout, alert_rules: Path | None = None,
+                 exporter_command: Sequence[str] | None = None):
+        """alert_rules: the Prometheus rule file the stack's Prometheus evaluates (none: no rules);
+        exporter_command: the argv that starts txnlab's exporter (the cluster adds --bootstrap,
+        --listen-address, --port and --interval; none: the stack runs no exporter). Both belong to the
+        packages above cluster/, so the caller passes them in (report/stack.py builds txnlab's)."""
         self.layout = layout
+        self.alert_rules = Path(alert_rules) if alert_rules is not None else None
+        self.exporter_command = tuple(exporter_command) if exporter_command else None
         self.supervisor = Supervisor(layout.pid_dir)
         self.toxiproxy = Toxiproxy(f"http://{LOOPBACK}:{layout.toxiproxy_port}")
 
     # ---- construction --------------------------------------------------------------------------
     @classmethod
-    def load(cls, state_dir: Path | None = None, **overrides: object) -> "LocalCluster":
-        """The cluster recorded in state_dir, or a default layout there; overrides replace fields."""
+    def load(cls, state_dir: Path | None = None, alert_rules: Path | None = None,
+             exporter_command: Sequence[str] | None = None, **overrides: object) -> "LocalCluster":
+        """The cluster recorded in state_dir, or a default layout there; overrides replace layout fields
+        (alert_rules and exporter_command: see __init__)."""
         state_dir = Path(state_dir or default_state_dir()).resolve()
         saved = _read_json(state_dir / "cluster.json").get("layout", {})
         fields = {k: v for k, v in saved.items() if k in ClusterLayout.__dataclass_fields__}
         fields.update({k: v for k, v in overrides.items() if v is not None})
         fields["state_dir"] = state_dir
-        return cls(ClusterLayout(**fields))
+        return cls(ClusterLayout(**fields), alert_rules, exporter_command)
 
     def connection(self) -> ConnectionSettings:
         return ConnectionSettings(bootstrap=self.layout.bootstrap)
@@ -118,7 +125,8 @@ class LocalCluster:
 
     def wait_ready(self, timeout: float = 120.0, progress: Progress = print) -> None:
         """Until all brokers are registered, a transactional produce + commit round-trips, and Prometheus
-        has scraped the stack's exporter reaching the cluster (so PromQL probes can be asked at once)."""
+        has scraped the stack's exporter (when it runs one) reaching the cluster (so PromQL probes can be
+        asked at once)."""
         deadline = Deadline(timeout)
         expected = self.layout.node_ids
         wait_until(lambda: self._all_registered(expected), timeout, f"brokers {expected} all registered "
@@ -127,6 +135,8 @@ class LocalCluster:
         from cluster.smoke import transactional_round_trip
         transactional_round_trip(self.connection(), timeout=max(5.0, deadline.left()))
         progress("transactional produce + commit round-trip ok")
+        if self.exporter_command is None:
+            return
         wait_until(self._exporter_scraped, max(30.0, deadline.left()),
                    "Prometheus to scrape the exporter (kafkatxn_up == 1)", 0.5, ClusterError)
         progress("prometheus scrapes the exporter")
@@ -346,12 +356,12 @@ class LocalCluster:
         progress(f"prometheus up on http://{LOOPBACK}:{self.layout.prometheus_port}")
 
     def _ensure_exporter(self, progress: Progress) -> None:
-        """The txnlab exporter as a process of the stack (started as `python -m exporter`: cluster/
-        never imports it)."""
-        if self.supervisor.is_running("exporter"):
+        """The txnlab exporter as a process of the stack, started with the caller's exporter_command
+        (cluster/ neither imports nor locates it); nothing when there is none."""
+        if self.exporter_command is None or self.supervisor.is_running("exporter"):
             return
         self._require_ports_free([self.layout.exporter_port], "the txnlab exporter")
-        argv = [sys.executable, "-m", "exporter", "--bootstrap", self.layout.bootstrap, "--listen-address", LOOPBACK,
+        argv = [*self.exporter_command, "--bootstrap", self.layout.bootstrap, "--listen-address", LOOPBACK,
                 "--port", str(self.layout.exporter_port), "--interval", str(EXPORTER_INTERVAL_SECONDS)]
         self.supervisor.start("exporter", argv, self.layout.logs_dir / "exporter.log", cwd=versions.REPO_ROOT)
         wait_until(lambda: _port_open(self.layout.exporter_port), 30, "the txnlab exporter", 0.2, ClusterError)
@@ -359,12 +369,13 @@ class LocalCluster:
 
     def prometheus_config(self) -> str:
         """prometheus.yml of the local stack: the brokers' JMX agents and the txnlab exporter, evaluated
-        against txnlab's alerting rules (dashboards/alerts/, the same file the compose stack loads)."""
+        against the alert_rules passed in (txnlab's: dashboards/alerts/, the same file the compose stack loads)."""
         labels = {"cluster": self.cluster_label}
         jmx = [f"{LOOPBACK}:{self.layout.jmx_port(n)}" for n in self.layout.node_ids]
-        return render_prometheus_config(str(ALERT_RULES), {
-            "kafka-jmx": {"targets": jmx, "labels": labels},
-            "txnlab-exporter": {"targets": [f"{LOOPBACK}:{self.layout.exporter_port}"], "labels": labels}})
+        jobs = {"kafka-jmx": {"targets": jmx, "labels": labels}}
+        if self.exporter_command is not None:
+            jobs["txnlab-exporter"] = {"targets": [f"{LOOPBACK}:{self.layout.exporter_port}"], "labels": labels}
+        return render_prometheus_config(str(self.alert_rules) if self.alert_rules else None, jobs)
 
     @property
     def cluster_label(self) -> str:

@@ -13,8 +13,10 @@ from typing import Any
 
 import requests
 
+from cluster.errors import TxnlabError
 
-class PrometheusError(RuntimeError):
+
+class PrometheusError(TxnlabError, RuntimeError):
     """A Prometheus request that did not give an answer; the message says which request and why."""
 
 

@@ -11,10 +11,12 @@ from typing import Any
 
 import requests
 
+from cluster.errors import TxnlabError
+
 STREAMS = ("upstream", "downstream")
 
 
-class ToxiproxyError(RuntimeError):
+class ToxiproxyError(TxnlabError, RuntimeError):
     pass
 
 

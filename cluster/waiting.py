@@ -1,8 +1,12 @@
 """Polling with a deadline: the one way txnlab waits for state (never a bare sleep).
 
-Owns: `wait_until` (ask until an answer is truthy, or raise when the time is up; chosen exceptions
-count as "not yet", a `NotYet` answer says why) and `Deadline` (for the loops that must do work between
-looks: read a topic, reap processes, let workloads run): no other module does its own deadline arithmetic.
+Owns: `wait_until` (ask until an answer is truthy, or raise `WaitTimeout`, or the caller's error, when
+the time is up; chosen exceptions count as "not yet", a `NotYet` answer says why) and `Deadline` (for the
+loops that must do work between looks: read a topic, reap processes, let workloads run). Waits for
+state go through these two. Not through them: timeouts handed to a client library (a socket, a Kafka
+request, a subprocess), and the clocks that are not waits for state: exporter/kafka_access.py's deadline
+shared by the futures of one gather (asyncio, cannot block), chaos/producer_flood.py's no-progress timer,
+the exporter service's loop interval.
 Must not: know what is waited for.
 """
 from __future__ import annotations
@@ -10,7 +14,13 @@ from __future__ import annotations
 import time
 from typing import Callable, TypeVar
 
+from cluster.errors import TxnlabError
+
 T = TypeVar("T")
+
+
+class WaitTimeout(TxnlabError, TimeoutError):
+    """What was waited for did not happen in time (wait_until's default error)."""
 
 
 class NotYet(str):
@@ -41,7 +51,7 @@ class Deadline:
 
 
 def wait_until(check: Callable[[], T], timeout: float, what: str, interval: float = 0.5,
-               error: type[Exception] = TimeoutError, ignore: tuple[type[BaseException], ...] = (),
+               error: type[Exception] = WaitTimeout, ignore: tuple[type[BaseException], ...] = (),
                ignore_if: Callable[[BaseException], bool] | None = None, reraise: bool = False) -> T:
     """Call check() until it returns something truthy and return that; raise error after timeout.
 

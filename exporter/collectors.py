@@ -13,7 +13,7 @@ from typing import Iterable, Iterator
 
 from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily, Metric
 
-from exporter.hanging import EVIDENCE_REASONS, Evidence, OpenTransaction, Verdict
+from exporter.hanging_verdicts import EVIDENCE_REASONS, Evidence, OpenTransaction, Verdict
 from exporter.kafka_access import (ConfigsResult, FeaturesResult, GroupOffsetsResult, Partition, ProducersResult,
                                    ReadableLagResult, TransactionsResult)
 from exporter.service import COLLECTORS, Background, CollectorHealth, ExporterService, OffsetsView

@@ -21,12 +21,13 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 from pydantic_core import PydanticCustomError
 
 from cluster.connection import ConnectionSettings, validation_problems
+from cluster.errors import TxnlabError
 
 ENV_PREFIX = "TXNLAB_EXPORTER__"
 REFERENCE_FILE = Path(__file__).with_name("txnlab-exporter.yaml")
 
 
-class ConfigError(ValueError):
+class ConfigError(TxnlabError, ValueError):
     """A configuration the exporter cannot start with; the message says which key and why."""
 
 

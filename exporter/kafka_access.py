@@ -34,6 +34,7 @@ from kafka.protocol.metadata.metadata import MetadataRequest
 from cluster.admin import IN_PROGRESS_STATES, TXN_STATE_TOPIC, acl_probe_id
 from cluster.connection import ConnectionSettings
 from exporter.readable_lag import GroupReadable, ReadableRange, pending_ranges, readable_by_group
+from cluster.errors import TxnlabError
 
 Partition = tuple[str, int]
 BROKER_RESOURCE = 4                   # DescribeConfigs resource type of a broker
@@ -47,7 +48,7 @@ FETCH_BY_NAME_MAX_VERSION = 12        # Fetch v13+ names topics by id
 READ_ROUNDS = 4                       # Fetches per readable-lag range (each reads on where a log segment ended)
 
 
-class KafkaUnavailable(RuntimeError):
+class KafkaUnavailable(TxnlabError, RuntimeError):
     """No broker answered: nothing could be collected."""
 
 

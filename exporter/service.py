@@ -23,7 +23,7 @@ from typing import Any, Callable
 from prometheus_client import CollectorRegistry, Counter
 
 from exporter.config import ExporterConfig
-from exporter.hanging import (ID_ACL, Evidence, HangingTracker, OpenTransaction, Verdict, classify, evidence_of, late,
+from exporter.hanging_verdicts import (ID_ACL, Evidence, HangingTracker, OpenTransaction, Verdict, classify, evidence_of, late,
                               open_transactions)
 from exporter.kafka_access import (ConfigsResult, FeaturesResult, GroupOffsetsResult, ItemError, KafkaAccess,
                                    OffsetsResult, Partition, ProducersResult, ReadableLagResult, TransactionsResult,

@@ -19,6 +19,7 @@ import yaml
 from chaos.annotations import fault_windows
 from chaos.history import read_history
 from report import detection, series
+from cluster.errors import TxnlabError
 
 SUITE_FILE = "suite.json"
 EXAMPLES = 5
@@ -37,7 +38,7 @@ def rule_holds() -> dict[str, str]:
     return {r["alert"]: r.get("for", "0s") for g in groups for r in g["rules"] if "alert" in r}
 
 
-class ReportError(RuntimeError):
+class ReportError(TxnlabError, RuntimeError):
     """The directory holds no suite or run to report on."""
 
 

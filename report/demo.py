@@ -15,18 +15,19 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from chaos.backends import LocalBackend
 from chaos.history import read_history
-from chaos.runner import Experiment
+from chaos.experiment import Experiment
 from chaos.spec import load_spec
 from cluster.layout import DRILL_BROKER_CONFIG
 from cluster.local import LocalCluster
 from cluster.versions import pinned, txnlab_home
+from cluster.errors import TxnlabError
+from cluster.progress import Progress
 from report import build, series
+from report.stack import local_stack
 
-Progress = Callable[[str], None]
 DEFAULT_SUITE = ("coordinator-kill", "zombie-producer", "hanging-transaction-drill", "producer-state-storm")
 TRANSACTION_VERSIONS = (1, 2)
 DEMO_BASE_PORT = 25000
@@ -51,9 +52,13 @@ class DemoOptions:
     def check(self) -> None:
         unknown = [v for v in self.transaction_versions if v not in TRANSACTION_VERSIONS]
         if unknown or not self.transaction_versions:
-            raise ValueError(f"transaction.version must be among {TRANSACTION_VERSIONS}, got {unknown or 'none'}")
+            raise DemoError(f"transaction.version must be among {TRANSACTION_VERSIONS}, got {unknown or 'none'}")
         for name in self.experiments:
             load_spec(name, short=True)             # a SpecError names the experiment before anything starts
+
+
+class DemoError(TxnlabError, ValueError):
+    """Demo options that cannot run (checked before anything starts)."""
 
 
 class Demo:
@@ -92,7 +97,7 @@ class Demo:
         cluster = LocalCluster.load(state, nodes=1 if drill else 3,
                                     base_port=self.options.drill_base_port if drill else self.options.base_port,
                                     broker_overrides=dict(DRILL_BROKER_CONFIG) if drill else None,
-                                    features={"transaction.version": str(tv)})
+                                    features={"transaction.version": str(tv)}, **local_stack())
         self._step(f"{which} cluster (transaction.version={tv}) coming up in {state}")
         self.clusters[key] = cluster
         cluster.up(progress=lambda m: self._step(f"  {which}: {m}"), timeout=240)

@@ -16,11 +16,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+from cluster.errors import TxnlabError
+
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--hide-scrollbars",
          "--disable-background-networking", "--disable-component-update", "--disable-sync")
 
 
-class ChromiumMissing(RuntimeError):
+class ChromiumMissing(TxnlabError, RuntimeError):
     """Debian's chromium is not installed."""
 
 

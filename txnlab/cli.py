@@ -1,7 +1,11 @@
-"""`txnlab` command line: parses arguments and dispatches to the packages below. No logic lives here.
+"""`txnlab` command line: parses arguments and dispatches to the packages below.
 
-Before dispatching it checks that the command's optional extras (pyproject.toml) are installed and
-names the missing ones in one line; the exporter and `txnlab txn` need none.
+What lives here besides parsing: turning options into the arguments of one call (e.g. `--hanging-drill`
+into broker overrides, `--broker-config k=v` pairs), the extras check (before dispatching it checks that
+the command's optional extras, pyproject.toml, are installed and names the missing ones in one line; the
+exporter and `txnlab txn` need none), printing results (tables, JSON, summaries) and the exit code, and the
+error edge: a `TxnlabError` (cluster/errors.py) is printed on one line with exit 2, Ctrl-C exits 130, any
+other exception is a bug and keeps its traceback.
 
 Must not: talk to Kafka or manage processes itself; every subcommand calls one function of
 cluster/, exporter/, chaos/, spark_analysis/ or report/.
@@ -17,18 +21,21 @@ from pathlib import Path
 
 from rich.console import Console
 
+from cluster.errors import TxnlabError
+
 err = Console(stderr=True)
 
 
 def _cluster(args: argparse.Namespace):
     from cluster.local import LocalCluster
     from cluster.layout import HANGING_DRILL_BROKER_CONFIG, HANGING_DRILL_FEATURES
+    from report.stack import local_stack
     overrides = dict(HANGING_DRILL_BROKER_CONFIG) if args.hanging_drill else {}
     features = dict(HANGING_DRILL_FEATURES) if args.hanging_drill else {}
     overrides.update(_key_values(args.broker_config or [], "--broker-config"))
     features.update(_key_values(args.feature or [], "--feature"))
     return LocalCluster.load(args.state_dir, nodes=args.nodes, base_port=args.base_port,
-                             broker_overrides=overrides or None, features=features or None)
+                             broker_overrides=overrides or None, features=features or None, **local_stack())
 
 
 def _key_values(items: list[str], flag: str) -> list[tuple[str, str]]:
@@ -106,17 +113,17 @@ def _txn_query(args: argparse.Namespace, query, to_json, render):
 
 
 def cmd_txn_list(args: argparse.Namespace) -> int:
-    from exporter import operator
-    _txn_query(args, lambda access: operator.in_progress(access, every_state=args.all),
-               operator.descriptions_json, operator.render_list)
+    from exporter import txn_commands
+    _txn_query(args, lambda access: txn_commands.in_progress(access, every_state=args.all),
+               txn_commands.descriptions_json, txn_commands.render_list)
     return 0
 
 
 def cmd_txn_hanging(args: argparse.Namespace) -> int:
-    from exporter import operator
-    report = _txn_query(args, lambda access: operator.find_hanging(
+    from exporter import txn_commands
+    report = _txn_query(args, lambda access: txn_commands.find_hanging(
         access, args.confirm_after, progress=lambda m: err.print(f"[cyan]txn[/]: {m}")),
-        operator.report_json, operator.render_hanging)
+        txn_commands.report_json, txn_commands.render_hanging)
     return 1 if report.hanging else 0
 
 
@@ -125,7 +132,7 @@ def _say_txn(message: str) -> None:
 
 
 def cmd_txn_abort(args: argparse.Namespace) -> int:
-    from exporter import operator
+    from exporter import txn_commands
     if args.hanging == bool(args.topic is not None or args.producer_id is not None):
         raise SystemExit("txn abort: give either --hanging, or --topic, --partition and --producer-id")
     if not args.hanging and (args.topic is None or args.partition is None or args.producer_id is None):
@@ -133,9 +140,9 @@ def cmd_txn_abort(args: argparse.Namespace) -> int:
     access = _txn_access(args)
     try:
         if args.hanging:
-            operator.abort_hanging(access, args.confirm_after, args.yes, args.force, _say_txn)
+            txn_commands.abort_hanging(access, args.confirm_after, args.yes, args.force, _say_txn)
         else:
-            operator.abort_explicit(access.conn, (args.topic, args.partition), args.producer_id, args.yes,
+            txn_commands.abort_explicit(access.conn, (args.topic, args.partition), args.producer_id, args.yes,
                                     args.force, _say_txn)
     finally:
         access.close()
@@ -143,7 +150,7 @@ def cmd_txn_abort(args: argparse.Namespace) -> int:
 
 
 def cmd_txn_inject_hanging(args: argparse.Namespace) -> int:
-    from chaos.hanging import inject_hanging
+    from chaos.inject_hanging import inject_hanging
     from exporter.config import load_config
     conn = load_config(args.config, flags={"kafka.bootstrap": args.bootstrap}).kafka
     injected = inject_hanging(conn, args.topic, args.partition, transactional_id=args.transactional_id)
@@ -178,13 +185,15 @@ def cmd_chaos_list(args: argparse.Namespace) -> int:
 
 
 def cmd_chaos_run(args: argparse.Namespace) -> int:
-    from chaos.runner import Experiment, dry_run
+    from chaos.experiment import Experiment, dry_run
     from chaos.spec import load_spec
     spec = load_spec(args.spec, short=args.short)
     if args.dry_run:
         print("\n".join(dry_run(spec, args.seed)))
         return 0
-    result = Experiment(spec, args.seed, args.runs_dir, progress=lambda m: err.print(f"[cyan]chaos[/]: {m}")).run()
+    from report.stack import local_stack
+    result = Experiment(spec, args.seed, args.runs_dir, progress=lambda m: err.print(f"[cyan]chaos[/]: {m}"),
+                        local_stack=local_stack()).run()
     print(json.dumps({"run_dir": str(result.run_dir), "steady": result.steady, "error": result.error,
                       "quiescence": result.quiescence}, indent=2))
     return 0 if result.steady else 1
@@ -271,7 +280,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
                           keep=args.keep, seed=args.seed, verify=not args.no_verify)
     try:
         options.check()
-    except ValueError as exc:
+    except TxnlabError as exc:
         err.print(f"[red]txnlab demo[/]: {exc}")
         return 2
     report = Demo(options, progress=lambda msg: print(msg, file=sys.stderr, flush=True)).run()
@@ -433,10 +442,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-USER_ERRORS = {  # errors of the packages above cluster/ that are the user's to fix: module -> class
-    "chaos.hanging": "InjectionError", "chaos.spec": "SpecError", "exporter.kafka_access": "KafkaUnavailable",
-    "report.build": "ReportError", "spark_analysis.submit": "SetupError",
-}
 EXTRAS = {  # optional extra of pyproject.toml -> modules that show it installed (with the extras it includes)
     "lab": ("confluent_kafka", "psutil", "requests"),
     "verify": ("pyspark", "confluent_kafka"),
@@ -472,10 +477,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         err.print("[yellow]interrupted[/]")
         return 130
-    except Exception as exc:  # noqa: BLE001 - the edge: one clear message, non-zero exit
-        from cluster.errors import is_user_error
-        if not is_user_error(exc, also=USER_ERRORS):
-            raise
+    except TxnlabError as exc:  # the user's to fix: one clear message; anything else keeps its traceback
         err.print(f"[red]error[/]: {exc}")
         return 2
 

@@ -52,6 +52,7 @@ from cluster.connection import ConnectionSettings
 from cluster.java import java_command
 from cluster.layout import render_properties
 from cluster.waiting import Deadline
+from cluster.errors import TxnlabError
 
 PRODUCER_MAIN = "org.apache.kafka.tools.VerifiableProducer"
 COPIER_MAIN = "org.apache.kafka.tools.TransactionalMessageCopier"
@@ -64,7 +65,7 @@ STOP_GRACE_S = 8.0                   # SIGTERM -> SIGKILL (the runner kills this
 DRAIN_S = 10.0                       # how long to wait for a dead JVM's output to be read
 
 
-class JavaCopierError(RuntimeError):
+class JavaCopierError(TxnlabError, RuntimeError):
     """A setting this workload cannot run with (reported before any JVM starts)."""
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 from confluent_kafka.admin import AdminClient
 
 from cluster.connection import ConnectionSettings
+from cluster.errors import TxnlabError
 
 
-class TopicError(ValueError):
+class TopicError(TxnlabError, ValueError):
     """A workload topic that does not exist."""
 
 

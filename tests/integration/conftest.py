@@ -17,6 +17,7 @@ from cluster.layout import DRILL_BROKER_CONFIG, HANGING_DRILL_FEATURES
 from cluster.local import LocalCluster
 from cluster.smoke import ensure_topic
 from cluster.versions import txnlab_home
+from report.stack import local_stack
 
 TEST_BASE_PORT = int(os.environ.get("TXNLAB_TEST_BASE_PORT", "21000"))
 
@@ -35,7 +36,7 @@ TEST_DRILL_BROKER_CONFIG = {**DRILL_BROKER_CONFIG,
 
 def _session_cluster(name: str, **settings: object):
     stale = LocalCluster.load(cluster_state_dir(name))
-    local = LocalCluster.load(cluster_state_dir(name), **settings)
+    local = LocalCluster.load(cluster_state_dir(name), **local_stack(), **settings)
     if stale.layout != local.layout:          # left over from an aborted run with other settings
         stale.down(purge=True, progress=lambda msg: print(f"[stale {name}] {msg}"))
     local.up(progress=lambda msg: print(f"[{name}] {msg}"), timeout=240)

@@ -14,12 +14,12 @@ from confluent_kafka import Producer
 from kafka.structs import TopicPartition
 
 from chaos import _raw_produce as raw
-from chaos.hanging import InjectedHanging, inject_hanging
+from chaos.inject_hanging import InjectedHanging, inject_hanging
 from cluster.abort import AbortRefused, abort_transaction, open_transaction, partition_producers
 from cluster.admin import ClusterAdmin
 from cluster.connection import ConnectionSettings
 from cluster.layout import DRILL_TXN_MAX_TIMEOUT_MS
-from cluster.probe import partition_offsets, read_to_end
+from cluster.reads import partition_offsets, read_to_end
 from cluster.smoke import ensure_topic
 from cluster.waiting import wait_until
 

@@ -14,9 +14,9 @@ import yaml
 from chaos.backends import LocalBackend
 from chaos.history import read_history
 from chaos.ids import decode_value
-from chaos.runner import Experiment
+from chaos.experiment import Experiment
 from chaos.spec import builtin_specs, load_spec, parse_spec
-from cluster.probe import read_to_end
+from cluster.reads import read_to_end
 from cluster.waiting import wait_until
 from tests.integration.conftest import TEST_BASE_PORT, cluster_state_dir
 from tests.integration.test_workloads import assert_complete

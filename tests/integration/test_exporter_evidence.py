@@ -25,7 +25,7 @@ from confluent_kafka import Producer
 
 from cluster.admin import ClusterAdmin, transaction_state_partition
 from cluster.layout import HANGING_DRILL_BROKER_CONFIG, HANGING_DRILL_FEATURES
-from cluster.probe import partition_offsets
+from cluster.reads import partition_offsets
 from cluster.smoke import ensure_topic
 from cluster.waiting import wait_until
 from exporter.kafka_access import KafkaAccess

@@ -16,7 +16,7 @@ from chaos.faults import FaultEnv, make_fault
 from chaos.history import read_history
 from chaos.run import Run, WorkloadSpec, new_run_dir, new_run_tag
 from cluster.admin import transaction_state_partition
-from cluster.probe import partition_offsets
+from cluster.reads import partition_offsets
 from cluster.smoke import ensure_topic
 from cluster.waiting import wait_until
 

@@ -7,7 +7,7 @@ from confluent_kafka import KafkaException, Producer
 from kafka.errors import KafkaError
 from confluent_kafka.admin import AdminClient
 
-from cluster.probe import read_to_end
+from cluster.reads import read_to_end
 from cluster.waiting import wait_until
 
 

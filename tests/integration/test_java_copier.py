@@ -9,7 +9,7 @@ import pytest
 
 from chaos.history import read_history
 from chaos.run import Run, WorkloadSpec, new_run_dir, new_run_tag
-from cluster.probe import read_to_end
+from cluster.reads import read_to_end
 from cluster.smoke import ensure_topic
 from tests.unit.test_java_copier import assert_paired
 

@@ -5,7 +5,7 @@ import uuid
 
 from confluent_kafka import Producer
 
-from cluster.probe import partition_offsets, read_to_end
+from cluster.reads import partition_offsets, read_to_end
 from cluster.waiting import wait_until
 
 

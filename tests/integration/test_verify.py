@@ -13,10 +13,10 @@ import pytest
 from confluent_kafka import Producer
 
 from chaos.history import read_history
-from chaos.runner import Experiment
+from chaos.experiment import Experiment
 from chaos.spec import parse_spec
 from chaos.backends import LocalBackend
-from cluster.probe import partition_offsets, read_to_end
+from cluster.reads import partition_offsets, read_to_end
 from tests.integration.conftest import TEST_BASE_PORT, cluster_state_dir
 from tests.integration.test_experiments import drop_run_topics
 

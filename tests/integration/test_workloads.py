@@ -9,8 +9,8 @@ from confluent_kafka import Consumer, TopicPartition
 from chaos.history import read_history
 from chaos.ids import decode_value
 from chaos.run import Run, new_run_dir, new_run_tag
-from chaos.solo import plan
-from cluster.probe import read_to_end
+from chaos.plans import plan
+from cluster.reads import read_to_end
 
 DURATION = 30.0
 

@@ -8,8 +8,8 @@ from kafka.structs import TopicPartition
 
 from cluster import abort as ab
 from cluster.abort import Allowed, CoordinatorView, ExpectedTransaction, Refused, decide
-from exporter import operator
-from exporter.operator import HangingReport
+from exporter import txn_commands
+from exporter.txn_commands import HangingReport
 
 EXPECTED = ExpectedTransaction("t", 0, producer_id=7, producer_epoch=3, start_offset=100, coordinator_epoch=1)
 NOBODY = CoordinatorView({})                       # every coordinator answered; none lists producer 7
@@ -179,8 +179,8 @@ def report(unresolved=0, failed=0) -> HangingReport:
 @pytest.mark.parametrize("unresolved, failed", [(1, 0), (0, 2)])
 def test_abort_hanging_refuses_an_incomplete_report(unresolved, failed):
     with pytest.raises(ab.AbortRefused, match=f"{unresolved} unresolved verdicts, {failed} partitions not scanned"):
-        operator.hanging_to_abort(report(unresolved, failed))
-    assert operator.hanging_to_abort(report()) == []
+        txn_commands.hanging_to_abort(report(unresolved, failed))
+    assert txn_commands.hanging_to_abort(report()) == []
 
 
 def test_the_operator_aborts_the_others_then_reports_every_refusal(monkeypatch):
@@ -192,8 +192,8 @@ def test_the_operator_aborts_the_others_then_reports_every_refusal(monkeypatch):
             raise ab.AbortRefused("abort of t-0 refused: changed since the verdict")
         written.append((txn, force, dry_run))
         return Allowed(0, 0)
-    monkeypatch.setattr(operator, "abort_transaction", one_path)
+    monkeypatch.setattr(txn_commands, "abort_transaction", one_path)
     said = []
     with pytest.raises(ab.AbortRefused, match="t-0 refused: changed"):
-        operator.abort(None, [EXPECTED, other], yes=True, force=False, say=said.append)
+        txn_commands.abort(None, [EXPECTED, other], yes=True, force=False, say=said.append)
     assert written == [(other, False, False)] and said == [f"aborted {other.describe()}"]

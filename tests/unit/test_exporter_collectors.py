@@ -5,7 +5,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from exporter.collectors import TxnCollector
 from exporter.config import load_config
-from exporter.hanging import (COORDINATOR_LEADERLESS, ID_ACL, PARTITION_NOT_IN_TRANSACTION, Evidence, OpenTransaction,
+from exporter.hanging_verdicts import (COORDINATOR_LEADERLESS, ID_ACL, PARTITION_NOT_IN_TRANSACTION, Evidence, OpenTransaction,
                               Verdict)
 from exporter.kafka_access import (ConfigsResult, FeaturesResult, GroupOffsetsResult, ItemError, OffsetsResult,
                                    ProducerEntry,

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from cluster.admin import transaction_state_partition
-from exporter.hanging import (COORDINATOR_LEADERLESS, COORDINATOR_MOVED, COORDINATOR_NOT_ONGOING,
+from exporter.hanging_verdicts import (COORDINATOR_LEADERLESS, COORDINATOR_MOVED, COORDINATOR_NOT_ONGOING,
                               COORDINATOR_UNANSWERED, ID_ACL, NO_TRANSACTIONAL_ID, PARTITION_NOT_IN_TRANSACTION,
                               PAST_MAX_TIMEOUT, PRODUCER_ID_MISMATCH, STATE_TOPIC_UNSEEN, UNKNOWN_TO_COORDINATOR,
                               HangingTracker, classify, evidence_of, late, open_transactions)

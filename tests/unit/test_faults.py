@@ -15,7 +15,7 @@ from chaos import backends, faults
 from chaos.backends import Backend, BackendError, DockerBackend, LocalBackend
 from chaos.fault_kinds import FAULT_KINDS
 from chaos.faults import FaultEnv, FaultError, make_fault, parse_target, resolve_target
-from chaos.hanging import InjectedHanging
+from chaos.inject_hanging import InjectedHanging
 from cluster.local import LocalCluster
 
 TAG = "r1"

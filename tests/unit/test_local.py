@@ -26,7 +26,8 @@ def test_a_busy_port_is_named(tmp_path):
 def test_local_prometheus_scrapes_brokers_and_the_exporter(tmp_path):
     import yaml
     from cluster.local import LocalCluster
-    cluster = LocalCluster.load(tmp_path, base_port=25000)
+    from report.stack import local_stack
+    cluster = LocalCluster.load(tmp_path, base_port=25000, **local_stack())
     jobs = {job["job_name"]: job["static_configs"][0]["targets"]
             for job in yaml.safe_load(cluster.prometheus_config())["scrape_configs"]}
     assert jobs["txnlab-exporter"] == ["127.0.0.1:25800"]

@@ -11,7 +11,7 @@ from kafka.record.memory_records import MemoryRecords
 from kafka.structs import TopicPartition
 
 from chaos import _raw_produce as raw
-from chaos.hanging import (broker_configs, transaction_timeout_ms, verification_blocks_injection,
+from chaos.inject_hanging import (broker_configs, transaction_timeout_ms, verification_blocks_injection,
                            verification_enabled_message)
 from chaos.producer_flood import assign_round_robin, ids_per_partition, produce_requests
 

@@ -264,7 +264,7 @@ def test_topics_and_processes_follow_the_solo_plan():
 
 def test_the_compose_stack_is_a_cluster_of_its_own_with_a_docker_backend():
     from chaos.backends import DockerBackend
-    from chaos.runner import make_backend
+    from chaos.experiment import make_backend
     spec = parse_spec(minimal_spec(cluster={"compose": {"project": "txnlab"}}))
     backend = make_backend(spec, progress=lambda m: None)      # the Docker SDK is reached only when a fault acts
     assert isinstance(backend, DockerBackend) and backend.project == "txnlab"

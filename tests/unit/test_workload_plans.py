@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from chaos.solo import _topics_of, plan
+from chaos.plans import plan
+from chaos.solo import _topics_of
 from chaos.workloads import WORKLOADS
 from chaos.workloads.base import Pacer, error_text
 from chaos.workloads.txn_producer import TransactionalWorker, add_arguments

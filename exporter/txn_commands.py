@@ -20,7 +20,7 @@ from rich.table import Table
 from cluster.abort import AbortRefused, ExpectedTransaction, abort_transaction, open_transaction
 from cluster.admin import ClusterAdmin
 from cluster.connection import ConnectionSettings
-from exporter.hanging import HangingTracker, OpenTransaction, Verdict, classify, evidence_of, late, open_transactions
+from exporter.hanging_verdicts import HangingTracker, OpenTransaction, Verdict, classify, evidence_of, late, open_transactions
 from exporter.kafka_access import DESCRIBED_STATES, KafkaAccess, Partition, TransactionDescription
 
 
@@ -71,7 +71,7 @@ def abort_explicit(conn: ConnectionSettings, tp: Partition, producer_id: int, ye
     with ClusterAdmin(conn) as admin:
         txn = open_transaction(admin, tp[0], tp[1], producer_id)
         if txn is None:
-            raise ValueError(f"producer {producer_id} has no open transaction on {tp[0]}-{tp[1]}")
+            raise AbortRefused(f"producer {producer_id} has no open transaction on {tp[0]}-{tp[1]}")
         return abort(admin, [txn], yes, force, say)
 
 

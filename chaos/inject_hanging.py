@@ -21,6 +21,7 @@ from chaos import _raw_produce as raw
 from cluster.admin import ClusterAdmin
 from cluster.connection import ConnectionSettings
 from cluster.waiting import wait_until
+from cluster.errors import TxnlabError
 
 VERIFICATION_CONFIG = "transaction.partition.verification.enable"
 MAX_TIMEOUT_CONFIG = "transaction.max.timeout.ms"
@@ -28,7 +29,7 @@ WANTED_TRANSACTION_TIMEOUT_MS = 60000
 INIT_PRODUCER_ID_TIMEOUT_S = 30.0
 
 
-class InjectionError(RuntimeError):
+class InjectionError(TxnlabError, RuntimeError):
     """A hanging transaction could not be injected."""
 
 

@@ -6,7 +6,7 @@ from concurrent.futures import Future
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from cluster import probe, waiting
+from cluster import reads, waiting
 from cluster.connection import ConnectionSettings
 
 CONN = ConnectionSettings(bootstrap="127.0.0.1:1")
@@ -41,17 +41,17 @@ def scripted(answers):
 
 def test_a_new_leader_catching_up_is_asked_again(monkeypatch):
     admin = scripted([KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION, Answer(42)])
-    monkeypatch.setattr(probe, "AdminClient", admin)
+    monkeypatch.setattr(reads, "AdminClient", admin)
     monkeypatch.setattr(waiting.time, "sleep", lambda s: None)
-    assert probe.partition_offsets(CONN, "t", [0, 1], committed=True) == {0: 42, 1: 42}
+    assert reads.partition_offsets(CONN, "t", [0, 1], committed=True) == {0: 42, 1: 42}
     assert admin.calls == 3
 
 
 def test_other_errors_and_a_spent_timeout_raise(monkeypatch):
-    monkeypatch.setattr(probe, "AdminClient", scripted([KafkaError.TOPIC_AUTHORIZATION_FAILED]))
+    monkeypatch.setattr(reads, "AdminClient", scripted([KafkaError.TOPIC_AUTHORIZATION_FAILED]))
     with pytest.raises(KafkaException):
-        probe.partition_offsets(CONN, "t", [0], committed=False)
-    monkeypatch.setattr(probe, "AdminClient", scripted([KafkaError.OFFSET_NOT_AVAILABLE]))
+        reads.partition_offsets(CONN, "t", [0], committed=False)
+    monkeypatch.setattr(reads, "AdminClient", scripted([KafkaError.OFFSET_NOT_AVAILABLE]))
     monkeypatch.setattr(waiting.time, "sleep", lambda s: None)
     with pytest.raises(KafkaException):
-        probe.partition_offsets(CONN, "t", [0], committed=True, timeout=0.05)
+        reads.partition_offsets(CONN, "t", [0], committed=True, timeout=0.05)

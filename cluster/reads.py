@@ -84,7 +84,7 @@ def _drain(consumer: Consumer, topic: str, ends: dict[int, int], timeout: float)
     pending = {p for p, end in ends.items() if end > 0}
     while pending:
         if deadline.expired:
-            raise TimeoutError(f"{topic}: partitions {sorted(pending)} not read to their end in {timeout:.0f}s")
+            raise WaitTimeout(f"{topic}: partitions {sorted(pending)} not read to their end in {timeout:.0f}s")
         for msg in consumer.consume(500, 0.5):
             if msg.error() is None:
                 records.append(Record(msg.partition(), msg.offset(), msg.key(), msg.value()))

@@ -21,19 +21,24 @@ import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Mapping
 
 from chaos import probes
 from chaos.backends import Backend, LocalBackend
 from chaos.faults import Fault, FaultEnv, make_fault
 from chaos.run import Run, WorkloadSpec, new_run_dir, new_run_tag
 from chaos.schedule import ScheduledFault, build_schedule, describe
-from chaos.solo import plan
+from chaos.plans import plan
 from chaos.spec import ExperimentSpec
+from cluster.errors import TxnlabError
+from cluster.progress import Progress
 from cluster.waiting import Deadline
 
-Progress = Callable[[str], None]
 NEMESIS = "nemesis"
+
+
+class SteadyStateError(TxnlabError, RuntimeError):
+    """The steady-state probes failed before the experiment: nothing was injected."""
 
 
 @dataclass
@@ -85,13 +90,15 @@ def dry_run(spec: ExperimentSpec, seed: int) -> list[str]:
     return lines + [f"  {line}" for line in describe(build_schedule(spec, seed))]
 
 
-def make_backend(spec: ExperimentSpec, progress: Progress) -> Backend:
+def make_backend(spec: ExperimentSpec, progress: Progress, local_stack: Mapping[str, Any] | None = None) -> Backend:
+    """The spec's cluster; a local one is loaded with local_stack (LocalCluster.load's alert_rules and
+    exporter_command, passed in from above: report/stack.py)."""
     if spec.cluster.local is not None:
         from cluster.local import LocalCluster
         local = spec.cluster.local
         cluster = LocalCluster.load(local.state_dir, base_port=local.base_port, nodes=local.nodes,
                                     broker_overrides=local.broker_overrides() or None,
-                                    features=local.feature_overrides() or None)
+                                    features=local.feature_overrides() or None, **dict(local_stack or {}))
         cluster.up(progress=lambda m: progress(f"cluster: {m}"), timeout=240)
         return LocalBackend(cluster)
     if spec.cluster.compose is not None:
@@ -103,17 +110,18 @@ def make_backend(spec: ExperimentSpec, progress: Progress) -> Backend:
 
 class Experiment:
     def __init__(self, spec: ExperimentSpec, seed: int, runs_dir: Path, progress: Progress = print,
-                 backend: Backend | None = None):
+                 backend: Backend | None = None, local_stack: Mapping[str, Any] | None = None):
         self.spec, self.seed, self.runs_dir, self.progress = spec, seed, Path(runs_dir), progress
         self.schedule = build_schedule(spec, seed)
         self.backend = backend
+        self.local_stack = local_stack
         self.active: list[ActiveFault] = []
         self._heal_lock = threading.Lock()
         self.result = ExperimentResult(spec.name, seed, None, [asdict(s) for s in self.schedule])
 
     # ---- the whole experiment ----------------------------------------------------------------------
     def run(self) -> ExperimentResult:
-        self.backend = self.backend or make_backend(self.spec, self.progress)
+        self.backend = self.backend or make_backend(self.spec, self.progress, self.local_stack)
         tag = new_run_tag()
         run_dir = new_run_dir(self.runs_dir, self.spec.name, tag)
         self.result.run_dir = run_dir
@@ -137,7 +145,7 @@ class Experiment:
         self._start_workloads(run, tag)
         self.result.probes_before = self._probes(self.spec.probes.before, run)
         if not all(p["ok"] for p in self.result.probes_before):
-            raise RuntimeError(f"steady state does not hold before the experiment: {self.result.probes_before}")
+            raise SteadyStateError(f"steady state does not hold before the experiment: {self.result.probes_before}")
         self._timeline(run, env)
         self._quiesce(run, env)
         self.result.probes_after = self._probes(self.spec.probes.after, run)
