@@ -16,7 +16,8 @@ import time
 import psutil
 
 from cluster.local import LocalCluster
-from cluster.probe import committed_and_aborted
+from report.stack import local_stack
+from cluster.reads import committed_and_aborted
 from cluster.versions import txnlab_home
 
 
@@ -55,7 +56,7 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--base-port", type=int, default=23000)
     args = parser.parse_args()
-    cluster = LocalCluster.load(txnlab_home() / "bench-cluster", base_port=args.base_port)
+    cluster = LocalCluster.load(txnlab_home() / "bench-cluster", base_port=args.base_port, **local_stack())
     times, peaks = [], []
     try:
         for i in range(args.trials):

@@ -66,7 +66,8 @@ from cluster.admin import ClusterAdmin
 from cluster.connection import ConnectionSettings
 from cluster.java import TEMPLATES, java_binary, require_kafka_libs
 from cluster.local import LocalCluster
-from cluster.probe import partition_offsets
+from report.stack import local_stack
+from cluster.reads import partition_offsets
 from cluster.smoke import ensure_topic
 from cluster.versions import REPO_ROOT, pinned, txnlab_home
 from cluster.waiting import wait_until
@@ -615,7 +616,7 @@ def main() -> int:
     result = {"command": " ".join(sys.argv), "params": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
               "machine": machine(), "started": time.strftime("%Y-%m-%d %H:%M:%S"), "runs": []}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    cluster = LocalCluster.load(HOME / "cluster", base_port=args.base_port)
+    cluster = LocalCluster.load(HOME / "cluster", base_port=args.base_port, **local_stack())
     try:
         cluster.up(progress=lambda m: say(f"[cluster] {m}"), timeout=240)
         for n in args.records:

@@ -23,6 +23,7 @@ from chaos.history import read_history
 from chaos.run import Run, WorkloadSpec, new_run_dir, new_run_tag
 from cluster.java import java_command
 from cluster.local import LocalCluster
+from report.stack import local_stack
 from cluster.versions import txnlab_home
 
 PERF_LINE = re.compile(r"(\d+) records sent, ([\d.]+) records/sec")
@@ -78,7 +79,7 @@ def main() -> None:
     parser.add_argument("--base-port", type=int, default=26000)
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args()
-    cluster = LocalCluster.load(txnlab_home() / "bench-workload-cluster", base_port=args.base_port)
+    cluster = LocalCluster.load(txnlab_home() / "bench-workload-cluster", base_port=args.base_port, **local_stack())
     try:
         cluster.up(progress=lambda m: print(f"[cluster] {m}", file=sys.stderr), timeout=240)
         with tempfile.TemporaryDirectory() as runs:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cluster.connection import ConnectionSettings
-from cluster.probe import log_start_offsets, partition_offsets, topic_partitions
+from cluster.reads import log_start_offsets, partition_offsets, topic_partitions
 
 
 @dataclass

@@ -16,11 +16,12 @@ from pathlib import Path
 
 from cluster.connection import ConnectionSettings
 from cluster.versions import REPO_ROOT, pinned, txnlab_home
+from cluster.errors import TxnlabError
 
 HERE = Path(__file__).resolve().parent
 
 
-class SetupError(RuntimeError):
+class SetupError(TxnlabError, RuntimeError):
     """Something `make setup` installs is missing."""
 
 
