@@ -84,14 +84,18 @@ def debug_root(monkeypatch):
     """The root logger at DEBUG with two capturing handlers, without and with the redaction (in that
     order: the redaction rewrites the shared record); LOG_SECRETS knows only this test's secrets."""
     monkeypatch.setattr(LOG_SECRETS, "secrets", ())
-    root = logging.getLogger()
-    monkeypatch.setattr(root, "level", logging.DEBUG)
+    root, kafka = logging.getLogger(), logging.getLogger("kafka")
+    levels = root.level, kafka.level          # an exporter run earlier in the session quiets "kafka"
+    root.setLevel(logging.DEBUG)
+    kafka.setLevel(logging.NOTSET)
     bare, redacted = _capture(False), _capture(True)
     root.addHandler(bare)
     root.addHandler(redacted)
     yield lambda: (bare.stream.getvalue(), redacted.stream.getvalue())
     root.removeHandler(bare)
     root.removeHandler(redacted)
+    root.setLevel(levels[0])
+    kafka.setLevel(levels[1])
 
 
 def test_kafka_python_debug_logs_never_show_the_password(debug_root):
