@@ -106,6 +106,7 @@ class ConnectionSettings(BaseModel):
     sasl_mechanism: SaslMechanism | None = None
     sasl_username: str | None = None
     sasl_password: SecretStr | None = Field(None, repr=False)
+    sasl_password_file: str | None = None       # read when sasl_password is not given (keeps it out of env)
     tls_ca_file: str | None = None
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
@@ -131,6 +132,18 @@ class ConnectionSettings(BaseModel):
             raise PydanticCustomError("bootstrap", "must be host:port[,host:port...], got {got}",
                                       {"got": repr(bootstrap)})
         return bootstrap
+
+    @model_validator(mode="before")
+    @classmethod
+    def _password_from_file(cls, values: Any) -> Any:
+        if isinstance(values, dict) and values.get("sasl_password_file") and values.get("sasl_password") is None:
+            path = values["sasl_password_file"]
+            try:
+                values = {**values, "sasl_password": open(path).read().strip()}
+            except OSError as exc:
+                raise PydanticCustomError("no_such_file", "cannot read sasl_password_file {path}: {why}",
+                                          {"path": repr(path), "why": exc.strerror}) from None
+        return values
 
     @field_validator("sasl_password", "tls_key_password")
     @classmethod

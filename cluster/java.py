@@ -5,8 +5,10 @@ distribution. Must not: supervise long-running processes (cluster/supervisor.py 
 """
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 from cluster import versions
@@ -41,9 +43,31 @@ def java_command(main: str, args: list[str], heap: str = "256m", jvm: list[str] 
             "-cp", f"{libs}/*", main, *args]
 
 
-def run_tool(main: str, args: list[str], timeout: float = 120.0, heap: str = "256m") -> subprocess.CompletedProcess:
-    """Run a short-lived Kafka tool to completion; raises with its output on a non-zero exit."""
-    proc = subprocess.run(java_command(main, args, heap), capture_output=True, text=True, timeout=timeout)
+def run_tool(main: str, args: list[str], timeout: float = 120.0, heap: str = "256m",
+             secret_args: list[str] | None = None) -> subprocess.CompletedProcess:
+    """Run a short-lived Kafka tool to completion; raises with its output on a non-zero exit.
+    secret_args (e.g. SCRAM passwords) follow args but never reach the command line: the main class and
+    all its arguments then go into a Java argument file (mode 0600, deleted afterwards) that the java
+    launcher expands, so /proc/<pid>/cmdline shows only `@<file>`."""
+    if not secret_args:
+        proc = subprocess.run(java_command(main, args, heap), capture_output=True, text=True, timeout=timeout)
+    else:
+        fd, argfile = tempfile.mkstemp(prefix="txnlab-args-", suffix=".txt")     # 0600
+        try:
+            with os.fdopen(fd, "w") as out:
+                out.write("\n".join(_argfile_quote(a) for a in [main, *args, *secret_args]) + "\n")
+            argv = java_command(main, [], heap)
+            argv[-1] = f"@{argfile}"                                            # the main class's place
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        finally:
+            os.unlink(argfile)
     if proc.returncode != 0:
         raise RuntimeError(f"{main} {' '.join(args[:3])}... exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
     return proc
+
+
+def _argfile_quote(arg: str) -> str:
+    """One argument of a java @argfile: quoted (backslash and quote escaped) when it holds blanks or quotes."""
+    if not any(c in arg for c in " \t\"'\\#"):
+        return arg
+    return '"' + arg.replace("\\", "\\\\").replace('"', '\\"') + '"'

@@ -24,6 +24,7 @@ from cluster.errors import TxnlabError
 from cluster.toxiproxy import Proxy
 
 LOOPBACK = "127.0.0.1"
+SECURITY_MODES = ("plaintext", "sasl_ssl")
 MAX_NODES = 9
 
 # Broker settings every local cluster runs with (replication factors follow the node count, see
@@ -83,8 +84,11 @@ class ClusterLayout:
     heap: str = "768m"
     broker_overrides: dict[str, str] = field(default_factory=dict)
     features: dict[str, str] = field(default_factory=dict)
+    security: str = "plaintext"          # or "sasl_ssl" (cluster/security.py)
 
     def __post_init__(self) -> None:
+        if self.security not in SECURITY_MODES:
+            raise LayoutError(f"security must be one of {', '.join(SECURITY_MODES)}, got {self.security!r}")
         if not 1 <= self.nodes <= MAX_NODES:
             raise LayoutError(f"nodes must be 1..{MAX_NODES}, got {self.nodes}")
         if not 1024 <= self.base_port <= 64000:
@@ -153,6 +157,14 @@ class ClusterLayout:
         return self.node_dir(node) / "server.properties"
 
     @property
+    def secrets_dir(self) -> Path:
+        return self.state_dir / "secrets"
+
+    @property
+    def secured(self) -> bool:
+        return self.security == "sasl_ssl"
+
+    @property
     def pid_dir(self) -> Path:
         return self.state_dir / "pids"
 
@@ -210,8 +222,16 @@ class ClusterLayout:
                 "controller.quorum.voters": voters, "controller.listener.names": "CONTROLLER",
                 "log.dirs": str(self.data_dir(node)), "metadata.log.dir": str(self.data_dir(node))}
 
+    @property
+    def listener_protocol(self) -> str:
+        return "SASL_SSL" if self.secured else "PLAINTEXT"
+
+    def sasl_listeners(self) -> list[str]:
+        """The listeners that take SCRAM logins (client and inter-broker; the controller's takes PLAIN)."""
+        return ["CLIENT"] + [f"REPL_FROM_{s}" for s in self.node_ids]
+
     def _listeners(self, node: int) -> dict[str, str]:
-        names = ["CLIENT", "CONTROLLER"] + [f"REPL_FROM_{s}" for s in self.node_ids]
+        names = ["CLIENT", "CONTROLLER", *self.sasl_listeners()[1:]]
         listeners = [f"CLIENT://{LOOPBACK}:{self.client_port(node)}",
                      f"CONTROLLER://{LOOPBACK}:{self.controller_port(node)}"]
         advertised = [f"CLIENT://{LOOPBACK}:{self.client_proxy_port(node)}"]
@@ -220,7 +240,7 @@ class ClusterLayout:
             port = self.repl_port(node, src) if src == node else self.repl_proxy_port(node, src)
             advertised.append(f"REPL_FROM_{src}://{LOOPBACK}:{port}")
         return {"listeners": ",".join(listeners), "advertised.listeners": ",".join(advertised),
-                "listener.security.protocol.map": ",".join(f"{n}:PLAINTEXT" for n in names),
+                "listener.security.protocol.map": ",".join(f"{n}:{self.listener_protocol}" for n in names),
                 "inter.broker.listener.name": f"REPL_FROM_{node}"}
 
 
@@ -228,12 +248,16 @@ def render_properties(props: dict[str, str]) -> str:
     return "".join(f"{k}={v}\n" for k, v in sorted(props.items()))
 
 
-def render_prometheus_config(rule_file: str | None, jobs: dict[str, dict]) -> str:
+def render_prometheus_config(rule_file: str | None, jobs: dict[str, dict],
+                             job_settings: dict[str, dict] | None = None) -> str:
     """prometheus.yml of a txnlab stack: every PROMETHEUS_SCRAPE_INTERVAL, each job's one static config
-    ({"targets": [...], "labels": {...}}), evaluated against txnlab's alerting rules in `rule_file` (none: no rules)."""
+    ({"targets": [...], "labels": {...}}) and its scrape settings if any (scheme, tls_config, basic_auth),
+    evaluated against txnlab's alerting rules in `rule_file` (none: no rules)."""
     every = PROMETHEUS_SCRAPE_INTERVAL
+    settings = job_settings or {}
     doc = {"global": {"scrape_interval": every, "evaluation_interval": every}, "rule_files": [rule_file] if rule_file else [],
-           "scrape_configs": [{"job_name": name, "static_configs": [static]} for name, static in jobs.items()]}
+           "scrape_configs": [{"job_name": name, **settings.get(name, {}), "static_configs": [static]}
+                              for name, static in jobs.items()]}
     return yaml.dump(doc, Dumper=_PlainDumper, sort_keys=False, width=200)
 
 

@@ -8,6 +8,7 @@ Must not: run workloads or judge results; only loopback addresses are ever used.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 from collections.abc import Sequence
@@ -15,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 
-from cluster import java, versions
+from cluster import java, security, versions
 from cluster.admin import ClusterAdmin, broker_answers
 from cluster.connection import ConnectionSettings
 from cluster.layout import LOOPBACK, ClusterLayout, new_cluster_id, render_prometheus_config, render_properties
@@ -53,6 +54,7 @@ class LocalCluster:
         self.exporter_command = tuple(exporter_command) if exporter_command else None
         self.supervisor = Supervisor(layout.pid_dir)
         self.toxiproxy = Toxiproxy(f"http://{LOOPBACK}:{layout.toxiproxy_port}")
+        self._acls_in_place = False
 
     # ---- construction --------------------------------------------------------------------------
     @classmethod
@@ -67,8 +69,16 @@ class LocalCluster:
         fields["state_dir"] = state_dir
         return cls(ClusterLayout(**fields), alert_rules, exporter_command)
 
-    def connection(self) -> ConnectionSettings:
-        return ConnectionSettings(bootstrap=self.layout.bootstrap)
+    def connection(self, role: str | None = None) -> ConnectionSettings:
+        """How to reach the cluster: PLAINTEXT, or on a sasl_ssl cluster as `role` (cluster/security.py
+        ROLES; default admin, the super user txnlab's own set-up and node control use)."""
+        if not self.layout.secured:
+            return ConnectionSettings(bootstrap=self.layout.bootstrap)
+        return security.connection(self.secrets, self.layout.bootstrap, role or security.ADMIN)
+
+    @property
+    def secrets(self) -> security.Secrets:
+        return security.Secrets(self.layout.secrets_dir)
 
     @property
     def cluster_id(self) -> str | None:
@@ -91,6 +101,8 @@ class LocalCluster:
 
     def _start_missing(self, progress: Progress) -> None:
         self._save_state()
+        if self.layout.secured:
+            self.secrets.ensure()
         self._ensure_toxiproxy(progress)
         self._prepare_nodes(progress)
         starting = [n for n in self.layout.node_ids if not self.supervisor.is_running(self.node_name(n))]
@@ -98,6 +110,8 @@ class LocalCluster:
             self.start_node(node)
         if starting:
             progress(f"started Kafka nodes {starting}")
+        if self.layout.secured and self.exporter_command is not None:
+            self._wait_registered(Deadline(120), progress)  # ACLs before the exporter's first look at the cluster
         self._ensure_exporter(progress)
         self._ensure_prometheus(progress)
 
@@ -128,10 +142,7 @@ class LocalCluster:
         has scraped the stack's exporter (when it runs one) reaching the cluster (so PromQL probes can be
         asked at once)."""
         deadline = Deadline(timeout)
-        expected = self.layout.node_ids
-        wait_until(lambda: self._all_registered(expected), timeout, f"brokers {expected} all registered "
-                   f"(see {self.layout.state_dir}/node-*/logs/server.log)", 0.5, ClusterError)
-        progress(f"brokers {expected} registered")
+        self._wait_registered(deadline, progress)
         from cluster.smoke import transactional_round_trip
         transactional_round_trip(self.connection(), timeout=max(5.0, deadline.left()))
         progress("transactional produce + commit round-trip ok")
@@ -140,6 +151,27 @@ class LocalCluster:
         wait_until(self._exporter_scraped, max(30.0, deadline.left()),
                    "Prometheus to scrape the exporter (kafkatxn_up == 1)", 0.5, ClusterError)
         progress("prometheus scrapes the exporter")
+
+    def _wait_registered(self, deadline: Deadline, progress: Progress) -> None:
+        """Until every broker is registered; on a sasl_ssl cluster, then the roles' ACLs are put in place."""
+        expected = self.layout.node_ids
+        wait_until(lambda: self._all_registered(expected), deadline.left(), f"brokers {expected} all registered "
+                   f"(see {self.layout.state_dir}/node-*/logs/server.log)", 0.5, ClusterError)
+        progress(f"brokers {expected} registered")
+        if self.layout.secured and not self._acls_in_place:
+            self._ensure_acls(deadline)
+            self._acls_in_place = True
+            progress(f"ACLs of the roles {', '.join(r for r in security.ROLES if r != security.ADMIN)} in place")
+
+    def _ensure_acls(self, deadline: Deadline) -> None:
+        """The roles' ACLs (cluster/security.py ACLS), created as admin (an existing one is left as it is)."""
+        from confluent_kafka.admin import AdminClient
+        admin = AdminClient(self.connection().confluent())
+        try:
+            for future in admin.create_acls(security.acl_bindings()).values():
+                future.result(timeout=max(5.0, deadline.left()))
+        except Exception as exc:  # noqa: BLE001 - KafkaException or a timeout: one message either way
+            raise ClusterError(f"creating the roles' ACLs failed: {exc}") from None
 
     def _all_registered(self, expected: list[int]) -> bool:
         self._fail_if_node_died()
@@ -314,7 +346,10 @@ class LocalCluster:
         for node in self.layout.node_ids:
             node_dir = self.layout.node_dir(node)
             (node_dir / "logs").mkdir(parents=True, exist_ok=True)
-            self.layout.properties_file(node).write_text(render_properties(self.layout.server_properties(node)))
+            props = self.layout.server_properties(node)
+            if self.layout.secured:              # holds the brokers' own password: the file is 0600
+                props.update(security.broker_properties(self.secrets, self.layout.sasl_listeners()))
+            security.write_private(self.layout.properties_file(node), render_properties(props))
             if not (self.layout.data_dir(node) / "meta.properties").exists():
                 todo.append(node)
         if todo:
@@ -326,7 +361,8 @@ class LocalCluster:
         args = ["format", "-t", str(self.cluster_id), "-c", str(self.layout.properties_file(node)), "--ignore-formatted"]
         for name, level in sorted(self.layout.features.items()):
             args += ["--feature", f"{name}={level}"]
-        java.run_tool("kafka.tools.StorageTool", args)
+        java.run_tool("kafka.tools.StorageTool", args,
+                      secret_args=security.format_arguments(self.secrets) if self.layout.secured else None)
 
     def _broker_command(self, node: int) -> list[str]:
         logs = self.layout.node_dir(node) / "logs"
@@ -363,9 +399,15 @@ class LocalCluster:
         self._require_ports_free([self.layout.exporter_port], "the txnlab exporter")
         argv = [*self.exporter_command, "--bootstrap", self.layout.bootstrap, "--listen-address", LOOPBACK,
                 "--port", str(self.layout.exporter_port), "--interval", str(EXPORTER_INTERVAL_SECONDS)]
-        self.supervisor.start("exporter", argv, self.layout.logs_dir / "exporter.log", cwd=versions.REPO_ROOT)
+        env = None
+        if self.layout.secured:      # its principal, HTTPS and basic auth from a 0600 config file, not argv
+            config = self.layout.secrets_dir / "exporter.yaml"
+            security.write_private(config, security.exporter_config(self.secrets, self.layout.bootstrap))
+            env = {**os.environ, "TXNLAB_EXPORTER_CONFIG": str(config)}
+        self.supervisor.start("exporter", argv, self.layout.logs_dir / "exporter.log", cwd=versions.REPO_ROOT, env=env)
         wait_until(lambda: _port_open(self.layout.exporter_port), 30, "the txnlab exporter", 0.2, ClusterError)
-        progress(f"exporter up on http://{LOOPBACK}:{self.layout.exporter_port}/metrics")
+        scheme = "https" if self.layout.secured else "http"
+        progress(f"exporter up on {scheme}://{LOOPBACK}:{self.layout.exporter_port}/metrics")
 
     def prometheus_config(self) -> str:
         """prometheus.yml of the local stack: the brokers' JMX agents and the txnlab exporter, evaluated
@@ -373,9 +415,12 @@ class LocalCluster:
         labels = {"cluster": self.cluster_label}
         jmx = [f"{LOOPBACK}:{self.layout.jmx_port(n)}" for n in self.layout.node_ids]
         jobs = {"kafka-jmx": {"targets": jmx, "labels": labels}}
+        settings = {}
         if self.exporter_command is not None:
             jobs["txnlab-exporter"] = {"targets": [f"{LOOPBACK}:{self.layout.exporter_port}"], "labels": labels}
-        return render_prometheus_config(str(self.alert_rules) if self.alert_rules else None, jobs)
+            if self.layout.secured:
+                settings["txnlab-exporter"] = security.prometheus_scrape_settings(self.secrets)
+        return render_prometheus_config(str(self.alert_rules) if self.alert_rules else None, jobs, settings)
 
     @property
     def cluster_label(self) -> str:

@@ -35,7 +35,8 @@ def _cluster(args: argparse.Namespace):
     overrides.update(_key_values(args.broker_config or [], "--broker-config"))
     features.update(_key_values(args.feature or [], "--feature"))
     return LocalCluster.load(args.state_dir, nodes=args.nodes, base_port=args.base_port,
-                             broker_overrides=overrides or None, features=features or None, **local_stack())
+                             broker_overrides=overrides or None, features=features or None,
+                             security=args.security, **local_stack())
 
 
 def _key_values(items: list[str], flag: str) -> list[tuple[str, str]]:
@@ -52,6 +53,19 @@ def cmd_cluster_up(args: argparse.Namespace) -> int:
     cluster = _cluster(args)
     bootstrap = cluster.up(progress=lambda msg: err.print(f"[cyan]cluster[/]: {msg}"), timeout=args.timeout)
     print(bootstrap)
+    return 0
+
+
+def cmd_cluster_env(args: argparse.Namespace) -> int:
+    import shlex
+    cluster = _cluster(args)
+    env = {"TXNLAB_KAFKA_BOOTSTRAP": cluster.layout.bootstrap}
+    if cluster.layout.secured:
+        conn = cluster.connection(args.role)
+        env.update({k: v for k, v in conn.to_env().items() if k != "TXNLAB_KAFKA_SASL_PASSWORD"})
+        env["TXNLAB_KAFKA_SASL_PASSWORD_FILE"] = str(cluster.secrets.password_file(args.role))
+    for key, value in env.items():
+        print(f"export {key}={shlex.quote(value)}")
     return 0
 
 
@@ -333,6 +347,9 @@ def _add_cluster_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--broker-config", action="append", metavar="KEY=VALUE", help="broker config override (repeatable)")
     p.add_argument("--feature", action="append", metavar="NAME=LEVEL", help="feature level at format time, "
                    "e.g. transaction.version=1 (repeatable)")
+    p.add_argument("--security", choices=["plaintext", "sasl_ssl"], default=None,
+                   help="plaintext (default), or sasl_ssl: TLS from a local CA, SASL/SCRAM-SHA-512 users per role, "
+                        "ACLs (docs/security.md; `txnlab cluster env --role ROLE` says how to connect)")
     p.add_argument("--hanging-drill", action="store_true", help="run brokers with transaction partition "
                    "verification off and transaction.version=1, so `txnlab txn inject-hanging` can create a "
                    "real hanging transaction (drills and tests only)")
@@ -425,7 +442,12 @@ def build_parser() -> argparse.ArgumentParser:
     logs.add_argument("--node", type=int, default=None)
     logs.add_argument("--lines", type=int, default=40)
     logs.set_defaults(func=cmd_cluster_logs)
-    for p in (up, down, status, logs):
+    env = csub.add_parser("env", help="shell exports that point txnlab commands (TXNLAB_KAFKA_*) at the local "
+                          "cluster as one role; the password stays in its 0600 file")
+    env.add_argument("--role", default="admin", help="a role of a sasl_ssl cluster: admin, exporter, workload, "
+                     "operator, verify (docs/security.md)")
+    env.set_defaults(func=cmd_cluster_env)
+    for p in (up, down, status, logs, env):
         _add_cluster_options(p)
     smoke = sub.add_parser("smoke", help="a transactional smoke workload against the local cluster, with a summary")
     smoke.add_argument("--state-dir", type=Path, default=None)

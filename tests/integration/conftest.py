@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from cluster.admin import ClusterAdmin
-from cluster.layout import DRILL_BROKER_CONFIG, HANGING_DRILL_FEATURES
+from cluster.layout import DRILL_BROKER_CONFIG, HANGING_DRILL_BROKER_CONFIG, HANGING_DRILL_FEATURES
 from cluster.local import LocalCluster
 from cluster.smoke import ensure_topic
 from cluster.versions import txnlab_home
@@ -54,6 +54,18 @@ def cluster():
 def drill_cluster():
     yield from _session_cluster("test-drill-cluster", nodes=1, base_port=DRILL_BASE_PORT,
                                 broker_overrides=TEST_DRILL_BROKER_CONFIG, features=dict(HANGING_DRILL_FEATURES))
+
+
+SECURED_BASE_PORT = TEST_BASE_PORT + 9000
+
+
+@pytest.fixture(scope="session")
+def secured_cluster():
+    """The secured cluster (docs/security.md): 3 nodes, SASL_SSL with SCRAM-SHA-512 users per role, TLS from
+    its own CA, the StandardAuthorizer and the roles' ACLs; partition verification off, so a hanging
+    transaction can be injected where ACLs hide transactional ids."""
+    yield from _session_cluster("test-secured-cluster", base_port=SECURED_BASE_PORT, security="sasl_ssl",
+                                broker_overrides=dict(HANGING_DRILL_BROKER_CONFIG), features=dict(HANGING_DRILL_FEATURES))
 
 
 @pytest.fixture

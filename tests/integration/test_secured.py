@@ -1,0 +1,226 @@
+"""The secured cluster end to end (docs/security.md): SASL_SSL with SCRAM-SHA-512 users per role, TLS from
+the cluster's own CA, the StandardAuthorizer and each role's least-privilege ACLs. The stack's exporter
+serves HTTPS with basic auth to the stack's Prometheus as the read-only exporter principal; the workloads
+commit as the workload principal; `txnlab txn` works as the operator and is refused as the exporter; an
+exporter principal that may not describe some transactional ids never calls their live transactions
+hanging, and still finds a real hanging transaction it may see."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import stat
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import Counter
+
+import pytest
+import requests
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+
+from chaos.history import read_history
+from chaos.ids import decode_value
+from chaos.plans import plan
+from chaos.run import Run, new_run_dir, new_run_tag
+from cluster import security
+from cluster.connection import ConnectionSettings
+from cluster.reads import read_to_end
+from cluster.smoke import ensure_topic
+from cluster.waiting import NotYet, wait_until
+from tests.integration.exporter_helpers import running_exporter, scrape, value
+
+pytestmark = pytest.mark.cluster
+
+
+def txnlab(conn: ConnectionSettings, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """A txnlab command as a user runs it: the role's settings in TXNLAB_KAFKA_*, nothing secret in argv."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TXNLAB_KAFKA_")} | conn.to_env()
+    return subprocess.run([sys.executable, "-m", "txnlab.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def test_secrets_are_generated_per_cluster_and_private(secured_cluster):
+    folder = secured_cluster.layout.secrets_dir
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    files = list(folder.iterdir())
+    assert len(files) >= 10 and all(stat.S_IMODE(f.stat().st_mode) == 0o600 for f in files), files
+    passwords = {role: secured_cluster.secrets.password(role) for role in security.ROLES}
+    assert len(set(passwords.values())) == len(passwords) and all(len(p) >= 32 for p in passwords.values())
+    for node in secured_cluster.layout.node_ids:       # they hold the brokers' own password
+        assert stat.S_IMODE(secured_cluster.layout.properties_file(node).stat().st_mode) == 0o600
+
+
+def test_stack_exporter_serves_https_with_basic_auth_to_prometheus(secured_cluster):
+    secrets = secured_cluster.secrets
+    url = f"https://127.0.0.1:{secured_cluster.layout.exporter_port}/metrics"
+    ca = str(secrets.ca_file)
+    password = secrets.web_password_file.read_text().strip()
+    assert requests.get(url, verify=ca, timeout=20).status_code == 401
+    assert requests.get(url, verify=ca, auth=(security.WEB_USER, "wrong"), timeout=20).status_code == 401
+    with pytest.raises(requests.exceptions.SSLError):                      # an untrusted CA is refused
+        requests.get(url, timeout=20)
+    conn = secured_cluster.connection("workload")
+    topic = f"sec-{uuid.uuid4().hex[:8]}"
+    ensure_topic(conn, topic, partitions=3, replication=3)
+    producer = Producer(conn.confluent(**{"transactional.id": f"sec-{uuid.uuid4().hex[:6]}"}))
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, partition=0, value=b"x")
+    producer.commit_transaction(30)
+
+    def served() -> str:
+        response = requests.get(url, verify=ca, auth=(security.WEB_USER, password), timeout=20)
+        response.raise_for_status()
+        return response.text
+
+    wait_until(lambda: f'topic="{topic}"' in served(), 60, "the exporter to serve the new topic", interval=2)
+    text = served()
+    families = {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE kafkatxn_")}
+    for name in ("kafkatxn_partition_lso_lag", "kafkatxn_partition_high_watermark", "kafkatxn_broker_active_producers",
+                 "kafkatxn_transactions", "kafkatxn_hanging_transactions", "kafkatxn_hanging_evidence_complete",
+                 "kafkatxn_consumergroup_lso_lag", "kafkatxn_broker_transaction_max_timeout_seconds"):
+        assert name in families, f"{name} not served; families: {sorted(families)}"
+    assert "kafkatxn_hanging_evidence_complete 1.0" in text          # the exporter role may describe every id
+    assert 'kafkatxn_up 1.0' in text
+    assert "AUTHORIZATION_FAILED" not in text, [l for l in text.splitlines() if "AUTHORIZATION" in l]
+    prometheus = secured_cluster.prometheus()
+    wait_until(lambda: prometheus.values('up{job="txnlab-exporter"}') == [1.0], 60,
+               "Prometheus to scrape the exporter over HTTPS with basic auth", interval=2)
+
+
+def _run_workload(conn: ConnectionSettings, tmp_path, workload: str, seconds: float) -> tuple:
+    tag = new_run_tag()
+    the_plan = plan(workload, tag, 1, [])
+    run_dir = new_run_dir(tmp_path, workload, tag)
+    with Run(conn, run_dir, tag, seed=3, name=workload) as run:
+        run.create_topics(the_plan.topics)
+        for spec in the_plan.specs:
+            run.start(spec)
+        run.wait(seconds)
+        assert sorted(run.alive()) == sorted(s.process for s in the_plan.specs), "a workload died early"
+        run.finish()
+    return the_plan, run_dir
+
+
+def test_workloads_commit_through_sasl_ssl_as_the_workload_principal(secured_cluster, tmp_path):
+    conn = secured_cluster.connection("workload")
+    the_plan, run_dir = _run_workload(conn, tmp_path, "txn-producer", 15)
+    ops = read_history(run_dir).ops
+    committed_ids = {w["id"] for op in ops if op["f"] == "txn" and op["type"] == "ok" for w in op["value"]["writes"]}
+    seen = Counter(decode_value(r.value)["id"] for t in the_plan.topics for r in read_to_end(conn, t, committed=True))
+    assert len(committed_ids) > 20 and committed_ids <= set(seen) and max(seen.values()) == 1
+
+    the_plan, run_dir = _run_workload(conn, tmp_path, "processor", 20)
+    output = next(t for t in the_plan.topics if t.endswith("-out"))
+    out = Counter(decode_value(r.value)["input"] for r in read_to_end(conn, output, committed=True))
+    assert out and max(out.values()) == 1, "the exactly-once processor committed nothing, or a duplicate"
+
+
+def test_txn_commands_work_as_operator_and_are_refused_as_exporter(secured_cluster):
+    workload, operator = secured_cluster.connection("workload"), secured_cluster.connection("operator")
+    topic = f"sec-txn-{uuid.uuid4().hex[:8]}"
+    ensure_topic(workload, topic, partitions=1, replication=3)
+    # the injector is a drill tool: it reads broker configs (verification off?) and so runs as admin
+    injected = txnlab(secured_cluster.connection(), "txn", "inject-hanging", "--topic", topic, "--partition", "0")
+    assert injected.returncode == 0, injected.stderr
+    pid = str(json.loads(injected.stdout)["producer_id"])
+    listed = txnlab(operator, "txn", "list", "--all", "--json")
+    assert listed.returncode == 0, listed.stderr
+    found = txnlab(operator, "txn", "hanging", "--confirm-after", "2", "--json")
+    assert found.returncode == 1 and pid in found.stdout, (found.returncode, found.stdout, found.stderr)
+    refused = txnlab(secured_cluster.connection("exporter"), "txn", "abort", "--topic", topic, "--partition", "0",
+                     "--producer-id", pid, "--yes")
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr
+    assert "authoriz" in refused.stderr.lower(), refused.stderr
+    aborted = txnlab(operator, "txn", "abort", "--topic", topic, "--partition", "0", "--producer-id", pid, "--yes")
+    assert aborted.returncode == 0, aborted.stderr
+    again = txnlab(operator, "txn", "hanging", "--confirm-after", "2", "--json")
+    assert pid not in again.stdout, again.stdout
+
+
+# ---- ACLs meet hanging verdicts ---------------------------------------------------------------------------
+VISIBLE = "visible-"
+
+
+@pytest.fixture(scope="module")
+def limited_exporter(secured_cluster) -> ConnectionSettings:
+    """A principal with the exporter's ACLs except that it may describe only the transactional ids starting
+    with `visible-` (so ListTransactions leaves the others out)."""
+    user, password = f"exporter-limited-{uuid.uuid4().hex[:6]}", uuid.uuid4().hex * 2
+    admin = AdminClient(secured_cluster.connection().confluent())
+    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, security.SCRAM_ITERATIONS)
+    for future in admin.alter_user_scram_credentials(
+            [UserScramCredentialUpsertion(user, info, password.encode())]).values():
+        future.result(30)
+    acls = [a._replace(role=user) for a in security.ACLS if a.role == "exporter" and a.resource != "transactional-id"]
+    acls.append(security.Acl(user, "transactional-id", VISIBLE, "Describe", "prefixed"))
+    for future in admin.create_acls(security.acl_bindings(acls)).values():
+        future.result(30)
+    base = secured_cluster.connection("exporter")
+    return ConnectionSettings(**{**base.model_dump(exclude={"sasl_password"}), "sasl_username": user,
+                                 "sasl_password": password})
+
+
+def _flags(conn: ConnectionSettings) -> dict:
+    return {f"kafka.{k.lower()}": v for k, v in conn.to_env(prefix="").items() if k != "BOOTSTRAP"}
+
+
+def _live_transaction(conn: ConnectionSettings, topic: str, seconds: float, stop: threading.Event) -> None:
+    """A hidden-id transaction that stays open and keeps writing (a live one), then commits."""
+    producer = Producer(conn.confluent(**{"transactional.id": f"hidden-{uuid.uuid4().hex[:6]}",
+                                          "transaction.timeout.ms": 15000}))
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    until = time.monotonic() + seconds
+    while time.monotonic() < until and not stop.is_set():
+        producer.produce(topic, partition=1, value=b"live")
+        producer.flush(10)
+        stop.wait(1)
+    producer.commit_transaction(30)
+
+
+def test_ids_hidden_by_acls_stay_unresolved_and_a_visible_hanging_one_is_found(secured_cluster, limited_exporter,
+                                                                               caplog):
+    workload = secured_cluster.connection("workload")
+    topic = f"sec-acl-{uuid.uuid4().hex[:8]}"
+    ensure_topic(workload, topic, partitions=2, replication=3)
+    stop = threading.Event()
+    live = threading.Thread(target=_live_transaction, args=(workload, topic, 12, stop), daemon=True)
+    caplog.set_level(logging.WARNING, logger="txnlab")
+    with running_exporter(limited_exporter, interval=2.0, **_flags(limited_exporter)) as url:
+        live.start()
+        unresolved_seen, hanging_seen = 0, []
+        deadline = time.monotonic() + 11
+        while time.monotonic() < deadline:                       # ~5 collections while it is open and live
+            samples = scrape(url)
+            unresolved_seen = max(unresolved_seen, value(samples, "kafkatxn_hanging_unresolved_transactions",
+                                                         topic=topic, reason="transactional_id_acl") or 0)
+            hanging_seen += [k for k, v in samples.items() if k[0] in ("kafkatxn_hanging_transactions",
+                                                                     "kafkatxn_hanging_suspect_transactions")
+                             and ("topic", topic) in k[1] and v > 0]
+            time.sleep(1)
+        live.join(30)
+        assert not hanging_seen, f"a live transaction of a hidden id was called hanging: {hanging_seen}"
+        assert unresolved_seen >= 1, "the hidden id's open transaction was not reported as unresolved"
+        assert value(scrape(url), "kafkatxn_hanging_evidence_complete") == 0
+        assert any("--transactional-id" in r.getMessage() and "Describe" in r.getMessage() for r in caplog.records)
+
+        injected = txnlab(secured_cluster.connection(), "txn", "inject-hanging", "--topic", topic, "--partition", "0",
+                          "--transactional-id", f"{VISIBLE}{uuid.uuid4().hex[:6]}")
+        assert injected.returncode == 0, injected.stderr
+        pid = json.loads(injected.stdout)["producer_id"]
+
+        def confirmed():
+            about = {(name, tuple(sorted(labels))): v for (name, labels), v in scrape(url).items()
+                     if name.startswith("kafkatxn_hanging") and ("topic", topic) in labels}
+            hanging = sum(v for (name, _), v in about.items() if name == "kafkatxn_hanging_transactions")
+            return hanging >= 1 or NotYet(f"hanging samples of {topic}: {about}")
+
+        wait_until(confirmed, 30, "the visible injected hanging transaction to be confirmed", interval=1)
+    aborted = txnlab(secured_cluster.connection("operator"), "txn", "abort", "--topic", topic, "--partition", "0",
+                     "--producer-id", str(pid), "--yes")
+    assert aborted.returncode == 0, aborted.stderr
