@@ -224,3 +224,44 @@ def test_ids_hidden_by_acls_stay_unresolved_and_a_visible_hanging_one_is_found(s
     aborted = txnlab(secured_cluster.connection("operator"), "txn", "abort", "--topic", topic, "--partition", "0",
                      "--producer-id", str(pid), "--yes")
     assert aborted.returncode == 0, aborted.stderr
+
+
+# ---- no secret leaks -------------------------------------------------------------------------------------
+def _cmdlines(supervisor) -> dict[str, str]:
+    lines = {}
+    for name in supervisor.names():
+        record = supervisor.record(name)
+        if record and supervisor.is_running(name):
+            try:
+                lines[name] = open(f"/proc/{record.pid}/cmdline", "rb").read().replace(b"\0", b" ").decode()
+            except OSError:
+                pass
+    return lines
+
+
+def test_no_password_in_logs_run_directories_reports_or_command_lines(secured_cluster, tmp_path):
+    secrets = secured_cluster.secrets
+    passwords = [secrets.password(role) for role in security.ROLES] + [secrets.web_password_file.read_text().strip()]
+    conn = secured_cluster.connection("workload")
+    tag = new_run_tag()
+    the_plan = plan("txn-producer", tag, 1, [])
+    run_dir = new_run_dir(tmp_path, "txn-producer", tag)
+    with Run(conn, run_dir, tag, seed=5, name="leak-check") as run:
+        run.create_topics(the_plan.topics)
+        for spec in the_plan.specs:
+            run.start(spec)
+        run.wait(5)
+        cmdlines = {**_cmdlines(run.supervisor), **_cmdlines(secured_cluster.supervisor)}
+        run.finish()
+    assert {"exporter", "prometheus", "kafka-1"} <= set(cmdlines) and the_plan.specs[0].process in cmdlines
+    listed = txnlab(secured_cluster.connection("operator"), "txn", "list", "--all")
+    assert listed.returncode == 0, listed.stderr
+    leaks = [name for name, line in cmdlines.items() if any(p in line for p in passwords)]
+    assert not leaks, f"a password on the command line of {leaks}"
+    state = secured_cluster.layout.state_dir
+    files = [p for p in [*state.glob("logs/**/*"), *state.glob("node-*/logs/**/*"), *state.glob("prometheus/*.yml"),
+                         *run_dir.rglob("*")] if p.is_file()]
+    assert len(files) > 5
+    leaked = [str(p) for p in files if any(pw.encode() in p.read_bytes() for pw in passwords)]
+    assert not leaked, f"a password written to {leaked}"
+    assert not [p for p in passwords if p in listed.stdout + listed.stderr]
