@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version as package_version
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, generate_latest
 
 from cluster.connection import install_log_redaction
 from exporter.collectors import TxnCollector
@@ -58,11 +58,13 @@ def config_from_args(args: argparse.Namespace) -> ExporterConfig:
 
 @dataclass
 class Exporter:
-    """A running exporter: its service (background loop) and HTTP server."""
+    """A running exporter: its service (background loop) and HTTP server. /metrics: the registry's metrics
+    (the service's error counters), then the collector's `kafkatxn_*` families (not in the registry)."""
     config: ExporterConfig
     service: ExporterService
     server: MetricsServer
     registry: CollectorRegistry
+    collector: TxnCollector
 
     @classmethod
     def build(cls, config: ExporterConfig) -> "Exporter":
@@ -73,9 +75,10 @@ class Exporter:
                              topic_filter=config.filters.topic_allowed)
         registry = CollectorRegistry(auto_describe=False)
         service = ExporterService(access, config, registry)
-        registry.register(TxnCollector(service, txnlab_version()))
-        server = MetricsServer(registry, lambda: service.ready, config.web)
-        return cls(config, service, server, registry)
+        collector = TxnCollector(service, txnlab_version())
+        server = MetricsServer(lambda: generate_latest(registry) + collector.exposition(), lambda: service.ready,
+                               config.web)
+        return cls(config, service, server, registry, collector)
 
     def start(self) -> "Exporter":
         self.service.start()

@@ -1,8 +1,10 @@
-"""Prometheus collectors: map the service's results to `kafkatxn_*` metric families, fresh each scrape.
+"""Prometheus collectors: map the service's results to `kafkatxn_*` metric families for each scrape (each
+part built from a cached result is rendered once per result: exposition.py).
 
 Owns: the metric catalog (names, HELP, labels; docs/exporter.md lists them; the names are a contract
 for dashboards and alerts: extend, never rename), cardinality controls (partition or topic
-granularity, caps), and the rule that a roll-up is not emitted when one of its parts is missing.
+granularity, caps), the rule that a roll-up is not emitted when one of its parts is missing, and
+which results each part of the families is built from (what its rendering is cached on).
 Must not: call Kafka or the access layer; every value comes from ExporterService.
 """
 from __future__ import annotations
@@ -11,8 +13,9 @@ import platform
 from collections import defaultdict
 from typing import Iterable, Iterator
 
-from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily, Metric
+from prometheus_client.core import Metric
 
+from exporter.exposition import Family, Part, PartCache
 from exporter.hanging_verdicts import EVIDENCE_REASONS, Evidence, OpenTransaction, Verdict
 from exporter.kafka_access import (ConfigsResult, FeaturesResult, GroupOffsetsResult, Partition, ProducersResult,
                                    ReadableLagResult, TransactionsResult)
@@ -23,12 +26,12 @@ CACHED = " (cached: refreshed by the background collection every collection.inte
 TP = ["topic", "partition"]
 
 
-def _gauge(name: str, doc: str, labels: list[str] | None = None) -> GaugeMetricFamily:
-    return GaugeMetricFamily(P + name, doc, labels=labels or [])
+def _gauge(name: str, doc: str, labels: list[str] | None = None) -> Family:
+    return Family(P + name, doc, labels or [])
 
 
-def _tp(tp: Partition) -> list[str]:
-    return [tp[0], str(tp[1])]
+def _tp(tp: Partition) -> tuple[str, str]:
+    return tp[0], str(tp[1])
 
 
 def _by_topic(values: dict[Partition, float]) -> dict[str, list[float]]:
@@ -45,32 +48,51 @@ def _complete_topics(values: dict[Partition, float], expected: Iterable[Partitio
 
 
 class TxnCollector:
-    """The registry collector: one offsets collection per scrape (shared by concurrent scrapes)."""
+    """All `kafkatxn_*` families of one scrape (one offsets collection, shared by concurrent scrapes):
+    exposition() renders them for /metrics, each part again only when the results it is built from were
+    replaced; collect() yields them as prometheus_client Metrics (registry API)."""
 
     def __init__(self, service: ExporterService, version: str):
         self.service = service
         self.version = version
+        self._rendered = PartCache()
 
     def describe(self) -> list[Metric]:
         return []                            # unchecked collector: collect() must not run at register time
 
     def collect(self) -> Iterator[Metric]:
+        for part in self.parts():
+            yield from (family.to_metric() for family in part.build())
+
+    def exposition(self) -> bytes:
+        return self._rendered.render(self.parts())
+
+    def parts(self) -> list[Part]:
+        """The families in order, grouped by what they are built from: the results of the offsets
+        collection and of the background one (replaced, never changed, by the service) or, key None, the
+        health and the clock, which change every scrape."""
         svc, metrics = self.service, self.service.config.metrics
         view = svc.offsets()
         bg = svc.background
+        now = svc.clock()
         per_partition = metrics.granularity == "partition"
-        yield from health_families(svc.health, view.reachable, self.version)
-        yield from offsets_families(view, per_partition, svc.clock())
-        yield from producer_families(bg.producers, per_partition)
-        yield from transaction_families(bg.transactions, svc.clock(), metrics.top_transactions, bg.collected_at)
-        yield from hanging_families(bg, metrics.hanging_info_limit)
-        yield from config_families(bg.configs)
-        yield from group_families(bg.groups, view, per_partition)
-        yield from feature_and_readable_lag_families(bg, per_partition)
+        return [
+            Part("health", None, lambda: health_families(svc.health, view.reachable, self.version)),
+            Part("brokers", None, lambda: _broker_offsets(view, now)),
+            Part("offsets", (view,), lambda: partition_and_topic_offsets(view, per_partition)),
+            Part("producers", (bg.producers,), lambda: producer_families(bg.producers, per_partition)),
+            Part("transactions", None, lambda: transaction_families(bg.transactions, now, metrics.top_transactions,
+                                                                    bg.collected_at)),
+            Part("hanging", (bg,), lambda: hanging_families(bg, metrics.hanging_info_limit)),
+            Part("configs", (bg.configs,), lambda: config_families(bg.configs)),
+            Part("groups", (bg.groups, view), lambda: group_families(bg.groups, view, per_partition)),
+            Part("features", (bg.features, bg.readable_lag),
+                 lambda: feature_and_readable_lag_families(bg, per_partition)),
+        ]
 
 
 # ---- health ----------------------------------------------------------------------------------------
-def health_families(health: dict[str, CollectorHealth], reachable: bool, version: str) -> Iterator[Metric]:
+def health_families(health: dict[str, CollectorHealth], reachable: bool, version: str) -> Iterator[Family]:
     up = _gauge("up", "1 if this scrape reached the Kafka cluster (metadata and offsets), else 0")
     up.add_metric([], 1.0 if reachable else 0.0)
     c_up = _gauge("collector_up", "1 if the collector's last run got an answer from every broker it asked",
@@ -84,14 +106,13 @@ def health_families(health: dict[str, CollectorHealth], reachable: bool, version
         dur.add_metric([name], h.duration_seconds)
         if h.last_success is not None:
             last.add_metric([name], h.last_success)
-    info = InfoMetricFamily(P + "build", "txnlab exporter build information")
-    info.add_metric([], {"version": version, "python": platform.python_version()})
+    info = Family(P + "build", "txnlab exporter build information", ["version", "python"], type="info")
+    info.add_metric([version, platform.python_version()], 1.0)
     yield from (up, c_up, dur, last, info)
 
 
 # ---- LSO (scrape time) --------------------------------------------------------------------------------
-def offsets_families(view: OffsetsView, per_partition: bool, now: float | None = None) -> Iterator[Metric]:
-    yield from _broker_offsets(view, now)
+def partition_and_topic_offsets(view: OffsetsView, per_partition: bool) -> Iterator[Family]:
     res = view.result
     both = {tp for tp in res.last_stable if tp in res.high_watermark}
     lag = {tp: max(0, res.high_watermark[tp] - res.last_stable[tp]) for tp in both}
@@ -101,7 +122,7 @@ def offsets_families(view: OffsetsView, per_partition: bool, now: float | None =
                               res.leaders)
 
 
-def _broker_offsets(view: OffsetsView, now: float | None) -> Iterator[Metric]:
+def _broker_offsets(view: OffsetsView, now: float | None) -> Iterator[Family]:
     """Per leader: did it answer this scrape's ListOffsets within the deadline, and how old are the last
     offsets it served (its partitions are absent from this scrape when it did not answer)."""
     up = _gauge("broker_offsets_up", "1 if the broker answered this scrape's ListOffsets (LSO and HWM) within "
@@ -116,7 +137,7 @@ def _broker_offsets(view: OffsetsView, now: float | None) -> Iterator[Metric]:
     yield from (up, age)
 
 
-def _partition_offsets(hwm: dict, lso: dict, lag: dict, advance: dict) -> Iterator[Metric]:
+def _partition_offsets(hwm: dict, lso: dict, lag: dict, advance: dict) -> Iterator[Family]:
     families = [
         (_gauge("partition_high_watermark", "High watermark (READ_UNCOMMITTED end offset)", TP), hwm),
         (_gauge("partition_last_stable_offset", "Last stable offset (READ_COMMITTED end offset): first offset "
@@ -125,13 +146,15 @@ def _partition_offsets(hwm: dict, lso: dict, lag: dict, advance: dict) -> Iterat
         (_gauge("partition_lso_last_advance_timestamp_seconds", "Unix time the LSO last advanced or had no lag "
                 "(as seen by this exporter since it started)", TP), advance),
     ]
+    order = [(tp, _tp(tp)) for tp in sorted(hwm.keys() | lso.keys() | advance.keys())]   # sorted once
     for family, values in families:
-        for tp, value in sorted(values.items()):
-            family.add_metric(_tp(tp), value)
+        for tp, labels in order:
+            if tp in values:
+                family.add_metric(labels, values[tp])
         yield family
 
 
-def _topic_offsets(lag: dict, advance: dict, leaders: dict) -> Iterator[Metric]:
+def _topic_offsets(lag: dict, advance: dict, leaders: dict) -> Iterator[Family]:
     lag_sum = _gauge("topic_lso_lag", "Sum of partition LSO lag over the topic (absent if a partition failed)",
                      ["topic"])
     lag_max = _gauge("topic_max_lso_lag", "Largest partition LSO lag of the topic", ["topic"])
@@ -148,7 +171,7 @@ def _topic_offsets(lag: dict, advance: dict, leaders: dict) -> Iterator[Metric]:
 
 
 # ---- producer state (cached) ----------------------------------------------------------------------------
-def producer_families(res: ProducersResult | None, per_partition: bool) -> Iterator[Metric]:
+def producer_families(res: ProducersResult | None, per_partition: bool) -> Iterator[Family]:
     if res is None:
         return
     active = {tp: len(entries) for tp, entries in res.producers.items()}
@@ -172,7 +195,7 @@ def producer_families(res: ProducersResult | None, per_partition: bool) -> Itera
     yield scan
 
 
-def _partition_producers(res: ProducersResult, active: dict, opened: dict) -> Iterator[Metric]:
+def _partition_producers(res: ProducersResult, active: dict, opened: dict) -> Iterator[Family]:
     f_active = _gauge("partition_active_producers", "Producer ids with state on the partition leader "
                       "(DescribeProducers)" + CACHED, TP)
     f_open = _gauge("partition_open_transactions", "Producers with an open transaction on the partition" + CACHED, TP)
@@ -195,7 +218,7 @@ def _partition_producers(res: ProducersResult, active: dict, opened: dict) -> It
     yield from (f_active, f_open, f_start, f_write, f_oldest)
 
 
-def _broker_producers(res: ProducersResult, active: dict) -> Iterator[Metric]:
+def _broker_producers(res: ProducersResult, active: dict) -> Iterator[Family]:
     family = _gauge("broker_active_producers", "Active producer ids over the partitions the broker leads "
                     "(absent if one of them failed)" + CACHED, ["broker"])
     totals: dict[int, int] = defaultdict(int)
@@ -213,7 +236,7 @@ def _broker_producers(res: ProducersResult, active: dict) -> Iterator[Metric]:
 
 # ---- coordinators (cached) -------------------------------------------------------------------------------
 def transaction_families(res: TransactionsResult | None, now: float, top_n: int,
-                         collected_at: float | None = None) -> Iterator[Metric]:
+                         collected_at: float | None = None) -> Iterator[Family]:
     """Ages are at scrape time; "over its timeout" is judged when the states were read (collected_at): a
     transaction Ongoing and young then may well have ended since, and must not count as overdue."""
     if res is None:
@@ -249,7 +272,7 @@ def transaction_families(res: TransactionsResult | None, now: float, top_n: int,
         yield _top_transactions(res, now_ms, top_n)
 
 
-def _top_transactions(res: TransactionsResult, now_ms: float, top_n: int) -> Metric:
+def _top_transactions(res: TransactionsResult, now_ms: float, top_n: int) -> Family:
     family = _gauge("transaction_age_seconds", f"Age of the {top_n} oldest in-progress transactions" + CACHED,
                     ["coordinator", "transactional_id", "state"])
     described = sorted((d for d in res.descriptions.values() if d.start_time_ms >= 0), key=lambda d: d.start_time_ms)
@@ -259,7 +282,7 @@ def _top_transactions(res: TransactionsResult, now_ms: float, top_n: int) -> Met
 
 
 # ---- hanging (cached) ------------------------------------------------------------------------------------
-def hanging_families(bg: Background, info_limit: int) -> Iterator[Metric]:
+def hanging_families(bg: Background, info_limit: int) -> Iterator[Family]:
     if bg.producers is None or bg.transactions is None:
         return
     yield _count_by_topic("hanging_transactions", "Open transactions the coordinator does not track for the "
@@ -284,7 +307,7 @@ def hanging_families(bg: Background, info_limit: int) -> Iterator[Metric]:
     yield from evidence_families(bg.evidence)
 
 
-def evidence_families(evidence: Evidence | None) -> Iterator[Metric]:
+def evidence_families(evidence: Evidence | None) -> Iterator[Family]:
     if evidence is None:
         return
     complete = _gauge("hanging_evidence_complete", "1 if the last coordinator collection saw every transactional "
@@ -300,7 +323,7 @@ def evidence_families(evidence: Evidence | None) -> Iterator[Metric]:
     yield from (complete, gaps)
 
 
-def _count_by_topic(name: str, doc: str, keys: list[tuple], labels: list[str]) -> Metric:
+def _count_by_topic(name: str, doc: str, keys: list[tuple], labels: list[str]) -> Family:
     family = _gauge(name, doc, labels)
     counts: dict[tuple, int] = defaultdict(int)
     for key in keys:
@@ -310,7 +333,7 @@ def _count_by_topic(name: str, doc: str, keys: list[tuple], labels: list[str]) -
     return family
 
 
-def _hanging_info(hanging: list[Verdict], limit: int) -> Iterator[Metric]:
+def _hanging_info(hanging: list[Verdict], limit: int) -> Iterator[Family]:
     info = _gauge("hanging_transaction_info", "One series per hanging transaction with what an abort needs "
                   "(value: its producer's last write, unix seconds)" + CACHED,
                   ["topic", "partition", "producer_id", "producer_epoch", "coordinator_epoch", "start_offset",
@@ -333,7 +356,7 @@ CONFIG_GAUGES = (
 )
 
 
-def config_families(res: ConfigsResult | None) -> Iterator[Metric]:
+def config_families(res: ConfigsResult | None) -> Iterator[Family]:
     if res is None:
         return
     for name, key, divisor in CONFIG_GAUGES:
@@ -351,7 +374,7 @@ def config_families(res: ConfigsResult | None) -> Iterator[Metric]:
 
 
 # ---- consumer groups against the LSO ------------------------------------------------------------------------
-def group_families(res: GroupOffsetsResult | None, view: OffsetsView, per_partition: bool) -> Iterator[Metric]:
+def group_families(res: GroupOffsetsResult | None, view: OffsetsView, per_partition: bool) -> Iterator[Family]:
     if res is None:
         return
     lso, hwm = view.result.last_stable, view.result.high_watermark
@@ -376,7 +399,7 @@ def group_families(res: GroupOffsetsResult | None, view: OffsetsView, per_partit
     yield topic
 
 
-def _group_partition_family(name: str, doc: str, values: dict[tuple[str, str], dict[int, int]]) -> Metric:
+def _group_partition_family(name: str, doc: str, values: dict[tuple[str, str], dict[int, int]]) -> Family:
     family = _gauge(name, doc, ["group", "topic", "partition"])
     for (group, topic), parts in sorted(values.items()):
         for partition, value in sorted(parts.items()):
@@ -391,12 +414,12 @@ READABLE_LAG_HELP = ("Records a read_committed consumer starting at the group's 
                      "upper bound where consumergroup_readable_lag_estimated_partitions counts it" + CACHED)
 
 
-def feature_and_readable_lag_families(bg: Background, per_partition: bool) -> Iterator[Metric]:
+def feature_and_readable_lag_families(bg: Background, per_partition: bool) -> Iterator[Family]:
     yield from feature_families(bg.features)
     yield from readable_lag_families(bg.readable_lag, per_partition)
 
 
-def feature_families(res: FeaturesResult | None) -> Iterator[Metric]:
+def feature_families(res: FeaturesResult | None) -> Iterator[Family]:
     if res is None:
         return
     family = _gauge("cluster_finalized_feature_level", "Finalized level of each cluster feature (KIP-584, "
@@ -407,7 +430,7 @@ def feature_families(res: FeaturesResult | None) -> Iterator[Metric]:
     yield family
 
 
-def readable_lag_families(res: ReadableLagResult | None, per_partition: bool) -> Iterator[Metric]:
+def readable_lag_families(res: ReadableLagResult | None, per_partition: bool) -> Iterator[Family]:
     if res is None:
         return
     values: dict[tuple[str, str], dict[int, int]] = defaultdict(dict)
@@ -431,7 +454,7 @@ def readable_lag_families(res: ReadableLagResult | None, per_partition: bool) ->
     yield from _readable_lag_cost(res)
 
 
-def _readable_lag_cost(res: ReadableLagResult) -> Iterator[Metric]:
+def _readable_lag_cost(res: ReadableLagResult) -> Iterator[Family]:
     requests = _gauge("consumergroup_readable_lag_fetch_requests", "Fetch requests the last readable-lag "
                       "collection sent" + CACHED)
     requests.add_metric([], res.fetch_requests)

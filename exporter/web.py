@@ -1,9 +1,10 @@
 """The exporter's HTTP endpoints: /metrics, /healthz, /ready; optional TLS and basic auth.
 
 Owns: the threaded HTTP server and its request handling. /healthz answers 200 while the process
-serves; /ready answers 200 once the service reached the cluster, 503 before; /metrics renders the
-registry (one offsets collection per scrape, shared by concurrent scrapes). A connection that sends or
-reads nothing for web.connection_timeout_seconds is closed, so idle clients cannot hold server threads.
+serves; /ready answers 200 once the service reached the cluster, 503 before; /metrics serves what the
+function app.py hands it renders (one offsets collection per scrape, shared by concurrent scrapes). A
+connection that sends or reads nothing for web.connection_timeout_seconds is closed, so idle clients
+cannot hold server threads.
 Must not: log credentials or request headers (the basic-auth password joins the log redaction of
 cluster/connection.py); collect anything itself.
 """
@@ -13,11 +14,12 @@ import base64
 import hmac
 import logging
 import ssl
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from cluster.connection import LOG_SECRETS
 from exporter.config import WebSection
@@ -35,7 +37,7 @@ def _check_auth(header: str | None, username: str, password: str) -> bool:
     return hmac.compare_digest(user.encode(), username.encode()) & hmac.compare_digest(given.encode(), password.encode())
 
 
-def make_handler(registry: CollectorRegistry, ready: Callable[[], bool], web: WebSection) -> type:
+def make_handler(metrics: Callable[[], bytes], ready: Callable[[], bool], web: WebSection) -> type:
     password = web.basic_auth_password.get_secret_value() if web.basic_auth_password else ""
     LOG_SECRETS.add(password)
 
@@ -48,7 +50,7 @@ def make_handler(registry: CollectorRegistry, ready: Callable[[], bool], web: We
                                                   password):
                 self._reply(401, b"authentication required\n", extra={"WWW-Authenticate": 'Basic realm="txnlab"'})
             elif self.path.split("?")[0] == "/metrics":
-                self._reply(200, generate_latest(registry), CONTENT_TYPE_LATEST)
+                self._reply(200, metrics(), CONTENT_TYPE_LATEST)
             elif self.path == "/healthz":
                 self._reply(200, b"ok\n")
             elif self.path == "/ready":
@@ -72,11 +74,24 @@ def make_handler(registry: CollectorRegistry, ready: Callable[[], bool], web: We
     return Handler
 
 
-class MetricsServer:
-    """A ThreadingHTTPServer on its own thread; close() stops it."""
+class _QuietServer(ThreadingHTTPServer):
+    """A client that hangs up mid-request or mid-handshake (a port check, a TLS client that distrusts us)
+    is logged at DEBUG, not as a traceback on stderr."""
 
-    def __init__(self, registry: CollectorRegistry, ready: Callable[[], bool], web: WebSection):
-        self.httpd = ThreadingHTTPServer((web.listen_address, web.port), make_handler(registry, ready, web))
+    def handle_error(self, request, client_address) -> None:  # noqa: ANN001 - socketserver API
+        exc = sys.exc_info()[1]
+        if isinstance(exc, OSError):          # ssl.SSLError, ConnectionResetError, BrokenPipeError, timeouts
+            log.debug("connection from %s ended: %s", client_address[0], exc)
+        else:
+            super().handle_error(request, client_address)
+
+
+class MetricsServer:
+    """A ThreadingHTTPServer on its own thread; close() stops it. `metrics`: the /metrics body (text format
+    0.0.4)."""
+
+    def __init__(self, metrics: Callable[[], bytes], ready: Callable[[], bool], web: WebSection):
+        self.httpd = _QuietServer((web.listen_address, web.port), make_handler(metrics, ready, web))
         self.httpd.daemon_threads = True
         if web.basic_auth and not web.tls:
             log.warning("basic auth over plain HTTP: the password crosses the network readable; set "

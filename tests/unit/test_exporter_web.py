@@ -10,7 +10,7 @@ import time
 
 import pytest
 import requests
-from prometheus_client import CollectorRegistry, Gauge
+from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
 from exporter.config import load_config
 from exporter.web import MetricsServer
@@ -25,7 +25,7 @@ def registry():
 
 def serve(registry, ready=lambda: True, **web):
     config = load_config(env={}, flags={"web.port": 0, **{f"web.{k}": v for k, v in web.items()}})
-    server = MetricsServer(registry, ready, config.web)
+    server = MetricsServer(lambda: generate_latest(registry), ready, config.web)
     server.start()
     return server
 
@@ -133,6 +133,8 @@ def test_exporter_with_no_cluster_keeps_serving_is_not_ready_and_shows_no_secret
             text = requests.get(f"{base}/metrics", auth=auth, timeout=30).text
             assert "kafkatxn_up 0.0" in text and 'kafkatxn_collector_up{collector="offsets"} 0.0' in text
         assert 'kafkatxn_collector_errors_total{collector="offsets",error="KafkaUnavailable"}' in text
+        types = [line for line in text.splitlines() if line.startswith("# TYPE ")]    # registry + collector:
+        assert len(types) == len(set(types))                                          # each family once
         ready, healthz = (requests.get(base + path, auth=auth, timeout=5) for path in ("/ready", "/healthz"))
         assert ready.status_code == 503 and healthz.status_code == 200
         refused = requests.get(f"{base}/metrics", auth=("prom", "wrong"), timeout=5)
