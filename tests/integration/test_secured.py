@@ -265,3 +265,18 @@ def test_no_password_in_logs_run_directories_reports_or_command_lines(secured_cl
     leaked = [str(p) for p in files if any(pw.encode() in p.read_bytes() for pw in passwords)]
     assert not leaked, f"a password written to {leaked}"
     assert not [p for p in passwords if p in listed.stdout + listed.stderr]
+
+
+def test_a_short_chaos_experiment_runs_and_heals_on_the_secured_cluster(secured_cluster, tmp_path):
+    from chaos.backends import LocalBackend
+    from chaos.experiment import Experiment
+    from chaos.spec import load_spec
+    from tests.integration.test_experiments import assert_healed, nemesis
+
+    spec = load_spec("coordinator-kill", short=True)
+    result = Experiment(spec, seed=13, runs_dir=tmp_path, progress=print, backend=LocalBackend(secured_cluster)).run()
+    ops = read_history(result.run_dir).ops
+    commits = [op for op in ops if op["f"] == "txn" and op["type"] == "ok"]
+    assert result.error is None, result.error
+    assert nemesis(ops, "fault") and nemesis(ops, "heal-all") and len(commits) > 10
+    assert_healed(secured_cluster)
