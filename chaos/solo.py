@@ -1,7 +1,8 @@
 """`txnlab chaos workload NAME`: one workload alone against any cluster, in a run of its own.
 
 Owns: running one workload alone as chaos/plans.py plans it, for a duration with progress, and always
-finishing the run (Ctrl-C included).
+finishing the run (Ctrl-C included); a cluster it cannot use (unreachable, TLS, authentication) fails it
+before anything starts.
 Must not: inject faults (experiments do, issue 5).
 """
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 from chaos.plans import plan
 from chaos.run import Run, new_run_dir, new_run_tag
 from cluster.connection import ConnectionSettings
+from cluster.diagnose import require_reachable
 from cluster.progress import Progress
 
 
@@ -26,6 +28,7 @@ def run_solo(conn: ConnectionSettings, workload: str, duration: float, runs_dir:
              instances: int = 1, extra: list[str] | None = None, progress: Progress = print) -> SoloResult:
     tag = new_run_tag()
     the_plan = plan(workload, tag, instances, list(extra or []))
+    require_reachable(conn)          # bad credentials or trust fail here, in a second, with why (no run left)
     run_dir = new_run_dir(runs_dir, workload, tag)
     progress(f"run {run_dir}")
     with Run(conn, run_dir, tag, seed, workload, progress) as run:

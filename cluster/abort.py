@@ -36,6 +36,7 @@ from kafka.structs import TopicPartition
 
 from cluster.admin import (COORDINATOR_LEADERLESS, COORDINATOR_MOVED, IN_PROGRESS_STATES, TXN_STATE_TOPIC,
                            ClusterAdmin, acl_probe_id, coordinator_gaps)
+from cluster.diagnose import is_authorization_error, not_authorized
 from cluster.errors import TxnlabError
 
 TORN_CONSEQUENCE = ("if the producer then commits, this partition's records are lost while its other "
@@ -213,6 +214,9 @@ def partition_producers(admin: ClusterAdmin, tp: TopicPartition) -> list[Produce
     try:
         return admin.client.describe_producers([tp])[tp].active_producers
     except Errors.KafkaError as exc:
+        if is_authorization_error(exc):
+            raise AbortRefused(not_authorized(admin.conn, "Read", f"topic {tp.topic}", "DescribeProducers")
+                               + "; nothing written") from exc
         raise AbortRefused(f"cannot re-read the producers of {tp.topic}-{tp.partition} "
                            f"({type(exc).__name__}: {exc}); nothing written") from exc
 
@@ -231,6 +235,9 @@ def _write_abort(admin: ClusterAdmin, tp: TopicPartition, producer_id: int, allo
         admin.client.abort_transaction(AbortTransactionSpec(tp, producer_id, allowed.producer_epoch,
                                                             allowed.coordinator_epoch))
     except Errors.KafkaError as exc:
+        if is_authorization_error(exc):        # refused before anything was written
+            raise AbortRefused(not_authorized(admin.conn, "Alter", "the cluster", "WriteTxnMarkers(ABORT), the "
+                                              "abort itself") + "; nothing written") from exc
         raise AbortFailed(f"WriteTxnMarkers(ABORT) for {tp.topic}-{tp.partition} producer {producer_id} failed "
                           f"({type(exc).__name__}: {exc}); see whether it is still open with `txnlab txn "
                           "hanging`") from exc

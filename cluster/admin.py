@@ -18,6 +18,7 @@ from kafka.admin import KafkaAdminClient
 from kafka.protocol.metadata import CoordinatorType
 
 from cluster.connection import ConnectionSettings
+from cluster.diagnose import ClusterUnreachable, describe_failure
 from cluster.waiting import wait_until
 
 PREFERRED_ELECTION = 0  # ElectLeaders election type (1 would be unclean: never used here)
@@ -84,11 +85,17 @@ class PartitionState:
 
 
 class ClusterAdmin:
-    """A read-only admin view of one cluster. Close it (or use `with`) when done."""
+    """A read-only admin view of one cluster. Close it (or use `with`) when done. ClusterUnreachable, saying
+    why (cluster.diagnose), when no broker answers within bootstrap_timeout_ms."""
 
-    def __init__(self, conn: ConnectionSettings, request_timeout_ms: int = 10000):
+    def __init__(self, conn: ConnectionSettings, request_timeout_ms: int = 10000, bootstrap_timeout_ms: int = 30000):
         self.conn = conn
-        self.client = KafkaAdminClient(**conn.kafka_python(request_timeout_ms=request_timeout_ms))
+        try:
+            self.client = KafkaAdminClient(**conn.kafka_python(request_timeout_ms=request_timeout_ms,
+                                                               bootstrap_timeout_ms=bootstrap_timeout_ms))
+        except Errors.KafkaError as exc:
+            raise ClusterUnreachable(describe_failure(
+                conn, f"no broker of {conn.describe()} answered: {type(exc).__name__}")) from exc
 
     def __enter__(self) -> "ClusterAdmin":
         return self

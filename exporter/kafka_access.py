@@ -33,6 +33,7 @@ from kafka.protocol.metadata.metadata import MetadataRequest
 
 from cluster.admin import IN_PROGRESS_STATES, TXN_STATE_TOPIC, acl_probe_id
 from cluster.connection import ConnectionSettings
+from cluster.diagnose import Diagnosis, diagnose
 from exporter.readable_lag import GroupReadable, ReadableRange, pending_ranges, readable_by_group
 from cluster.errors import TxnlabError
 
@@ -46,10 +47,11 @@ THRESHOLD_CONFIGS = ("transaction.max.timeout.ms", "producer.id.expiration.ms",
 FETCH_MAX_BYTES = 50 * 1024 * 1024    # bytes asked of one Fetch at most (the Java consumer's fetch.max.bytes)
 FETCH_BY_NAME_MAX_VERSION = 12        # Fetch v13+ names topics by id
 READ_ROUNDS = 4                       # Fetches per readable-lag range (each reads on where a log segment ended)
+DIAGNOSIS_MAX_AGE_S = 30.0            # why the cluster is unreachable is found out again at most this often
 
 
 class KafkaUnavailable(TxnlabError, RuntimeError):
-    """No broker answered: nothing could be collected."""
+    """No broker answered: nothing could be collected. The message says why (cluster.diagnose)."""
 
 
 @dataclass(frozen=True)
@@ -236,6 +238,7 @@ class KafkaAccess:
         self._metadata_stale = False             # an error hinted that leadership moved: refresh, rate-limited
         self.metadata_min_refresh_s = metadata_min_refresh_s
         self._pending: dict[int, Any] = {}       # broker -> a scrape request of an earlier scrape still unanswered
+        self._diagnosis: tuple[float, Diagnosis] | None = None   # (when, why the cluster was last unreachable)
 
     # ---- plumbing -----------------------------------------------------------------------------
     # One client per lane serves every thread of that lane: scrape-time requests and background
@@ -251,8 +254,18 @@ class KafkaAccess:
                         request_timeout_ms=self.timeout_ms, bootstrap_timeout_ms=self.timeout_ms,
                         reconnect_backoff_max_ms=2000))
                 except Errors.KafkaError as exc:
-                    raise KafkaUnavailable(f"no broker of {self.conn.describe()} answered: {error_name(exc)}") from exc
+                    raise KafkaUnavailable(self._why_unavailable(
+                        f"no broker of {self.conn.describe()} answered: {error_name(exc)}")) from exc
             return self._admins[lane]
+
+    def _why_unavailable(self, what: str) -> str:
+        """Why no broker answered, in one line (cluster.diagnose: unreachable, TLS trust or hostname,
+        authentication), found out again at most every DIAGNOSIS_MAX_AGE_S; `what` failed when every check
+        passes (the settings are fine: the brokers are slow or overloaded)."""
+        if self._diagnosis is None or time.monotonic() - self._diagnosis[0] >= DIAGNOSIS_MAX_AGE_S:
+            self._diagnosis = (time.monotonic(), diagnose(self.conn))
+        found = self._diagnosis[1]
+        return f"{what} ({found.message})" if found.ok else found.message
 
     def _lease(self, lane: str = BACKGROUND) -> KafkaAdminClient:
         admin = self._client(lane)
@@ -330,7 +343,7 @@ class KafkaAccess:
             if cached is not None:
                 return cached
             self.close(lane)                 # start over from the bootstrap servers next time
-            raise KafkaUnavailable(f"metadata request failed: {error_name(exc)}") from exc
+            raise KafkaUnavailable(self._why_unavailable(f"metadata request failed: {error_name(exc)}")) from exc
         self._metadata, self._metadata_stale = self._parse_metadata(response), False
         return self._metadata
 

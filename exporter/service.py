@@ -26,8 +26,8 @@ from exporter.config import ExporterConfig
 from exporter.hanging_verdicts import (ID_ACL, Evidence, HangingTracker, OpenTransaction, Verdict, classify, evidence_of, late,
                               open_transactions)
 from exporter.kafka_access import (ConfigsResult, FeaturesResult, GroupOffsetsResult, ItemError, KafkaAccess,
-                                   OffsetsResult, Partition, ProducersResult, ReadableLagResult, TransactionsResult,
-                                   error_name)
+                                   KafkaUnavailable, OffsetsResult, Partition, ProducersResult, ReadableLagResult,
+                                   TransactionsResult, error_name)
 
 log = logging.getLogger("txnlab.exporter")
 COLLECTORS = ("offsets", "producers", "transactions", "configs", "groups", "readable_lag", "features", "background")
@@ -108,6 +108,7 @@ class ExporterService:
         self._broker_last_good: dict[int, float] = {}
         self._last_view: OffsetsView | None = None
         self._acl_warned = False
+        self._unavailable_said: str | None = None    # why Kafka was unreachable, as last logged (once per change)
         self._lock = threading.Lock()
         self._inflight: Future | None = None
         self._stop = threading.Event()
@@ -150,6 +151,9 @@ class ExporterService:
             result = call()
         except Exception as exc:  # noqa: BLE001 - the exporter keeps serving through any failure
             log.warning("%s collection failed: %s", collector, error_name(exc))
+            if isinstance(exc, KafkaUnavailable) and str(exc) != self._unavailable_said:
+                self._unavailable_said = str(exc)     # the diagnosis, once per change (not every collection)
+                log.error("cannot use Kafka: %s", exc)
             self.errors.labels(collector, error_name(exc)).inc()
             self._record(collector, started, ok=False)
             return None

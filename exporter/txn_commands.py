@@ -20,8 +20,11 @@ from rich.table import Table
 from cluster.abort import AbortRefused, ExpectedTransaction, abort_transaction, open_transaction
 from cluster.admin import ClusterAdmin
 from cluster.connection import ConnectionSettings
+from cluster.diagnose import NotAuthorized, not_authorized
 from exporter.hanging_verdicts import HangingTracker, OpenTransaction, Verdict, classify, evidence_of, late, open_transactions
 from exporter.kafka_access import DESCRIBED_STATES, KafkaAccess, Partition, TransactionDescription
+
+BOOTSTRAP_TIMEOUT_MS = 5000     # a terminal command says why it cannot reach the cluster within 10 s
 
 
 @dataclass(frozen=True)
@@ -35,8 +38,12 @@ class HangingReport:
 
 
 def in_progress(access: KafkaAccess, every_state: bool = False) -> list[TransactionDescription]:
-    """Coordinator-side transactions (DescribeTransactions), oldest first."""
+    """Coordinator-side transactions (DescribeTransactions), oldest first; NotAuthorized when the principal may
+    describe no transactional id and none was listed (the empty list would say nothing)."""
     result = access.transactions(describe_states=None if every_state else DESCRIBED_STATES)
+    if result.may_describe_any_id is False and not result.listings:   # ListTransactions hid every id, silently
+        raise NotAuthorized(not_authorized(access.conn, "Describe", "transactional ids",
+                                           "ListTransactions leaves out the ids it may not describe"))
     return sorted(result.descriptions.values(), key=lambda d: (d.start_time_ms < 0, d.start_time_ms))
 
 
@@ -68,7 +75,7 @@ def _max_timeouts(access: KafkaAccess, leaders: dict[Partition, int]) -> dict[Pa
 def abort_explicit(conn: ConnectionSettings, tp: Partition, producer_id: int, yes: bool, force: bool = False,
                    say: Callable[[str], None] = print) -> int:
     """Abort the transaction producer_id holds open on tp now (`txnlab txn abort --topic ...`)."""
-    with ClusterAdmin(conn) as admin:
+    with ClusterAdmin(conn, bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS) as admin:
         txn = open_transaction(admin, tp[0], tp[1], producer_id)
         if txn is None:
             raise AbortRefused(f"producer {producer_id} has no open transaction on {tp[0]}-{tp[1]}")
@@ -79,7 +86,7 @@ def abort_hanging(access: KafkaAccess, confirm_after_s: float, yes: bool, force:
                   say: Callable[[str], None] = print) -> int:
     """Abort every hanging transaction of a complete report (`txnlab txn abort --hanging`)."""
     txns = hanging_to_abort(find_hanging(access, confirm_after_s))
-    with ClusterAdmin(access.conn) as admin:
+    with ClusterAdmin(access.conn, bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS) as admin:
         return abort(admin, [expected_of(t) for t in txns], yes, force, say)
 
 

@@ -4,17 +4,20 @@ Owns: locating PySpark's spark-submit and the Kafka connector jars (setup puts t
 <TXNLAB_HOME>/dist/spark-kafka-<version>/; only those PySpark does not ship are passed), the command line
 (master, driver memory, loopback-only driver, quiet logging with the console progress bar), and the
 environment (the repo on PYTHONPATH, this Python for the driver and workers, the Kafka connection as
-TXNLAB_KAFKA_* variables so no secret is on a command line).
+TXNLAB_KAFKA_* variables so no secret is on a command line); a cluster the job could not use (unreachable,
+TLS, authentication) fails before Spark starts.
 Must not: verify anything itself (job.py does, inside Spark).
 """
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 from cluster.connection import ConnectionSettings
+from cluster.diagnose import require_reachable
 from cluster.versions import REPO_ROOT, pinned, txnlab_home
 from cluster.errors import TxnlabError
 
@@ -78,6 +81,22 @@ def environment(conn: ConnectionSettings | None) -> dict[str, str]:
     return env
 
 
+def check_reachable(runs: list[Path], conn: ConnectionSettings | None) -> None:
+    """ClusterUnreachable, saying why (unreachable, TLS, authentication), before Spark starts: its Kafka
+    connector would retry bad credentials until its own timeouts. The connection is the job's: conn, else
+    TXNLAB_KAFKA_* with the bootstrap of $TXNLAB_KAFKA_BOOTSTRAP or the run's cluster.json (a run with none
+    is left to the job, which says so)."""
+    checked = set()
+    for run_dir in runs:
+        info = run_dir / "cluster.json"
+        bootstrap = os.environ.get("TXNLAB_KAFKA_BOOTSTRAP") or (
+            json.loads(info.read_text()).get("bootstrap") if info.exists() else None)
+        settings = conn or (ConnectionSettings.from_env(bootstrap=bootstrap) if bootstrap else None)
+        if settings is not None and settings not in checked:
+            require_reachable(settings)
+            checked.add(settings)
+
+
 def run(run_dirs: Path | list[Path], conn: ConnectionSettings | None, **options) -> int:
     """Run the job over one or several runs (one Spark session); its progress and Spark's warnings go to our
     stderr. Returns its exit code (for several runs the worst)."""
@@ -85,4 +104,5 @@ def run(run_dirs: Path | list[Path], conn: ConnectionSettings | None, **options)
     for run_dir in runs:
         if not (run_dir / "history").is_dir():
             raise SetupError(f"{run_dir} is not a run directory (no history/)")
+    check_reachable(runs, conn)
     return subprocess.run(command(runs, **options), env=environment(conn), stdout=sys.stderr).returncode

@@ -107,7 +107,9 @@ def cmd_exporter(args: argparse.Namespace) -> int:
 def _txn_access(args: argparse.Namespace):
     from exporter.config import load_config
     from exporter.kafka_access import KafkaAccess
+    from cluster.diagnose import require_reachable
     config = load_config(args.config, flags={"kafka.bootstrap": args.bootstrap})
+    require_reachable(config.kafka)     # bad credentials or trust: said in a second, not after a bootstrap timeout
     return KafkaAccess(config.kafka, request_timeout_s=config.kafka.request_timeout_seconds,
                        topic_filter=config.filters.topic_allowed)
 

@@ -241,3 +241,18 @@ def test_a_missing_transactional_id_acl_is_named_in_one_log_line(caplog):
     assert len(named) == 1 and "--operation Describe" in named[0]
     # unlisted, so unresolved for want of the ACL, but its last write (0 ms) is past the 1 s max timeout
     assert [(v.reason, v.resolved) for v in svc.background.verdicts] == [("past_max_timeout", True)]
+
+
+def test_why_kafka_is_unavailable_is_logged_once_per_change(caplog):
+    access = FakeAccess()
+    access.release.set()
+    access.fail = True
+    svc = service(access)
+    with caplog.at_level("ERROR", logger="txnlab.exporter"):
+        svc.collect_background()
+        svc.offsets()
+        svc.collect_background()
+        access.group_offsets = lambda _filter: (_ for _ in ()).throw(KafkaUnavailable("authentication failed: x"))
+        svc.collect_background()
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("cannot use Kafka")]
+    assert said == ["cannot use Kafka: down", "cannot use Kafka: authentication failed: x"]
