@@ -280,3 +280,19 @@ def test_a_short_chaos_experiment_runs_and_heals_on_the_secured_cluster(secured_
     assert result.error is None, result.error
     assert nemesis(ops, "fault") and nemesis(ops, "heal-all") and len(commits) > 10
     assert_healed(secured_cluster)
+
+
+def test_verify_reads_both_isolation_levels_through_sasl_ssl_and_finds_the_run_valid(secured_cluster, tmp_path):
+    """The verdict a clean run gets on PLAINTEXT (test_verify.py): valid, every check at 0, here with
+    Spark's Kafka connector reading as the verify principal over SASL_SSL."""
+    the_plan, run_dir = _run_workload(secured_cluster.connection("workload"), tmp_path, "txn-producer", 15)
+    proc = txnlab(secured_cluster.connection("verify"), "verify", str(run_dir), "--json", timeout=600)
+    report = json.loads((run_dir / "verify" / "report.json").read_text())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert report["valid"] is True, report
+    assert report["counts"]["records"]["read_committed"] > 20 and report["counts"]["records"]["read_uncommitted"] > 20
+    assert all(c["valid"] is True for c in report["checks"].values()), report["checks"]
+    passwords = [secured_cluster.secrets.password(role) for role in security.ROLES]
+    written = [p for p in (run_dir / "verify").rglob("*") if p.is_file()]
+    assert written and not [p for p in written if any(pw.encode() in p.read_bytes() for pw in passwords)]
+    assert not [pw for pw in passwords if pw in proc.stdout + proc.stderr]
