@@ -597,6 +597,11 @@ def sample(samples: dict, name: str, **labels: str) -> float | None:
     return samples.get((name, frozenset(labels.items())))
 
 
+# Rounds alternate the order, so one round's last scrape and the next round's first hit the same exporter
+# back to back: ours would then serve offsets it fetched < offsets_cache_seconds (default 1 s) before.
+COLD_GAP_S = 1.5
+
+
 def scrape_rounds(targets: dict[str, Target], rounds: int, timeout: float, warmup: int = 2) -> list[Scrape]:
     """warmup rounds, then `rounds` rounds alternating the order (ours first, then the peer first)."""
     for i in range(warmup):
@@ -606,7 +611,9 @@ def scrape_rounds(targets: dict[str, Target], rounds: int, timeout: float, warmu
     out = []
     for i in range(rounds):
         order = (OURS, PEER) if i % 2 == 0 else (PEER, OURS)
-        out += [scrape(targets[name], timeout) for name in order]
+        for name in order:
+            time.sleep(COLD_GAP_S)     # each measured scrape cold: never within our offsets cache of the last
+            out.append(scrape(targets[name], timeout))
         say(f"round {i + 1}/{rounds}: " + ", ".join(
             f"{s.target} {s.wall_s:.3f}s wall {s.cpu_s:.2f}s cpu {s.partitions} partitions" +
             (f" ERROR {s.error}" if s.error else "") for s in out[-2:]))
