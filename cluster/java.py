@@ -55,7 +55,7 @@ def run_tool(main: str, args: list[str], timeout: float = 120.0, heap: str = "25
         fd, argfile = tempfile.mkstemp(prefix="txnlab-args-", suffix=".txt")     # 0600
         try:
             with os.fdopen(fd, "w") as out:
-                out.write("\n".join(_argfile_quote(a) for a in [main, *args, *secret_args]) + "\n")
+                out.write(argfile_text([main, *args, *secret_args]))
             argv = java_command(main, [], heap)
             argv[-1] = f"@{argfile}"                                            # the main class's place
             proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
@@ -64,6 +64,11 @@ def run_tool(main: str, args: list[str], timeout: float = 120.0, heap: str = "25
     if proc.returncode != 0:
         raise RuntimeError(f"{main} {' '.join(args[:3])}... exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
     return proc
+
+
+def argfile_text(args: list[str]) -> str:
+    """A java @argfile holding args, one a line (`java -cp ... @file` runs the main class it starts with)."""
+    return "\n".join(_argfile_quote(a) for a in args) + "\n"
 
 
 def _argfile_quote(arg: str) -> str:

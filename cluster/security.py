@@ -117,9 +117,18 @@ def acl_bindings(acls: Iterable[Acl] = ACLS) -> list:
 # ---- the secrets folder ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Secrets:
-    """state_dir/secrets: role passwords, the CA and the certificates (0700 folder, 0600 files)."""
+    """state_dir/secrets: role passwords, the CA and the certificates (0700 folder, 0600 files).
+    hostnames: DNS names the server certificate must hold besides localhost and 127.0.0.1 (the compose
+    stack's containers dial each other by name). seen_at: where the processes given settings built from
+    these secrets see the folder (a container's mount; default: the folder itself)."""
 
     folder: Path
+    hostnames: tuple[str, ...] = ()
+    seen_at: Path | None = None
+
+    def seen(self, path: Path) -> str:
+        """path (a file of the folder) as the configured processes see it."""
+        return str(self.seen_at / path.relative_to(self.folder)) if self.seen_at else str(path)
 
     @property
     def ca_file(self) -> Path:
@@ -172,7 +181,8 @@ class Secrets:
             write_private(self.web_password_file, secrets.token_hex(24) + "\n")
         if not (self.ca_file.exists() and self.ca_key_file.exists()):
             _write_ca(self)
-        if not (self.server_cert_file.exists() and self.server_key_file.exists() and self.broker_keystore.exists()):
+        if not (self.server_cert_file.exists() and self.server_key_file.exists() and self.broker_keystore.exists()
+                and set(self.hostnames) <= _dns_names(self.server_cert_file)):
             _write_server_cert(self)
 
 
@@ -213,8 +223,15 @@ def _write_ca(s: Secrets) -> None:
         stale.unlink(missing_ok=True)
 
 
+def _dns_names(cert_file: Path) -> set[str]:
+    from cryptography import x509
+    cert = x509.load_pem_x509_certificate(cert_file.read_bytes())
+    return set(cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+               .get_values_for_type(x509.DNSName))
+
+
 def _write_server_cert(s: Secrets) -> None:
-    """One certificate for every broker and the exporter's HTTPS: all listen on 127.0.0.1."""
+    """One certificate for every broker and the exporter's HTTPS: all listen on 127.0.0.1 (and s.hostnames)."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import rsa
@@ -227,7 +244,7 @@ def _write_server_cert(s: Secrets) -> None:
             .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
             .issuer_name(ca.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=CERT_DAYS))
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"),
+            .add_extension(x509.SubjectAlternativeName([*(x509.DNSName(h) for h in ("localhost", *s.hostnames)),
                                                         x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
             .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
                            critical=False)
@@ -254,8 +271,8 @@ def broker_properties(s: Secrets, sasl_listeners: Iterable[str], controller_list
     the StandardAuthorizer with admin as the only super user. Holds the admin password: the caller writes
     it to a 0600 file."""
     admin = s.password(ADMIN)
-    props = {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(s.broker_keystore),
-             "ssl.truststore.type": "PEM", "ssl.truststore.location": str(s.ca_file),
+    props = {"ssl.keystore.type": "PEM", "ssl.keystore.location": s.seen(s.broker_keystore),
+             "ssl.truststore.type": "PEM", "ssl.truststore.location": s.seen(s.ca_file),
              "ssl.client.auth": "none", "ssl.endpoint.identification.algorithm": "https",
              "sasl.enabled.mechanisms": MECHANISM, "sasl.mechanism.inter.broker.protocol": MECHANISM,
              "sasl.mechanism.controller.protocol": CONTROLLER_MECHANISM,
@@ -291,13 +308,13 @@ def exporter_config(s: Secrets, bootstrap: str) -> str:
     """The stack exporter's config file (YAML, written 0600): the exporter principal over SASL_SSL, HTTPS
     with the cluster's certificate, basic auth for Prometheus."""
     import yaml
-    kafka = {k: v for k, v in connection(s, bootstrap, "exporter").to_env(prefix="").items()}
-    web = {"tls_cert_file": str(s.server_cert_file), "tls_key_file": str(s.server_key_file),
+    kafka = {**connection(s, bootstrap, "exporter").to_env(prefix=""), "TLS_CA_FILE": s.seen(s.ca_file)}
+    web = {"tls_cert_file": s.seen(s.server_cert_file), "tls_key_file": s.seen(s.server_key_file),
            "basic_auth_username": WEB_USER, "basic_auth_password": s.web_password_file.read_text().strip()}
     return yaml.safe_dump({"kafka": {k.lower(): v for k, v in kafka.items()}, "web": web}, sort_keys=False)
 
 
 def prometheus_scrape_settings(s: Secrets) -> dict:
     """Prometheus' scrape of the secured exporter: HTTPS trusting the local CA, basic auth from the file."""
-    return {"scheme": "https", "tls_config": {"ca_file": str(s.ca_file)},
-            "basic_auth": {"username": WEB_USER, "password_file": str(s.web_password_file)}}
+    return {"scheme": "https", "tls_config": {"ca_file": s.seen(s.ca_file)},
+            "basic_auth": {"username": WEB_USER, "password_file": s.seen(s.web_password_file)}}

@@ -5,13 +5,20 @@ Docker has no engine here: Debian's docker-compose validates the file against it
 """
 from __future__ import annotations
 
+import re
 import shutil
+import stat
 import subprocess
+from pathlib import Path
 
+import pytest
 import yaml
+from cryptography import x509
 
-from cluster import compose
+from cluster import compose, security
 from cluster.versions import REPO_ROOT
+
+SECURED = REPO_ROOT / compose.SECURED_FILE
 
 
 def test_committed_files_are_what_the_layout_renders():
@@ -19,10 +26,11 @@ def test_committed_files_are_what_the_layout_renders():
         assert path.read_text() == text, f"{path.name} is stale: run `python -m cluster.compose`"
 
 
-def test_docker_compose_validates_the_file():
+@pytest.mark.parametrize("name", ["docker-compose.yml", compose.SECURED_FILE])
+def test_docker_compose_validates_the_file(name):
     binary = shutil.which("docker-compose")
     assert binary, "docker-compose not installed: run `make setup-test`"
-    proc = subprocess.run([binary, "-f", str(REPO_ROOT / "docker-compose.yml"), "config", "-q"],
+    proc = subprocess.run([binary, "-f", str(REPO_ROOT / name), "config", "-q"],
                           capture_output=True, text=True, cwd=REPO_ROOT)
     assert proc.returncode == 0, proc.stderr
 
@@ -83,3 +91,86 @@ def test_verify_service_runs_the_spark_job_with_the_connector_setup_uses():
     assert "spark_analysis/pom.xml" in dockerfile and 'ENTRYPOINT ["txnlab", "verify"]' in dockerfile
     assert 'pip install --no-cache-dir ".[verify]"' in dockerfile
     assert "SPARK_KAFKA_VERSION" in dockerfile and "openjdk-17-jre-headless" in dockerfile
+
+
+# ---- the secured profile ----------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def compose_secrets(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("compose") / "secrets"
+    compose.write_secrets(folder)
+    return folder
+
+
+def test_secrets_are_private_and_fit_the_containers(compose_secrets: Path):
+    assert stat.S_IMODE(compose_secrets.stat().st_mode) == 0o700
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in compose_secrets.iterdir())
+    copied = [name for names in compose.secrets_owners(compose.compose_layout("sasl_ssl")).values() for name in names]
+    assert set(copied) <= {p.name for p in compose_secrets.iterdir()}          # what the secrets container installs
+    assert not ({"ca-key.pem"} | {f"{r}.password" for r in security.ROLES}) & set(copied)  # stays on the host
+    cert = x509.load_pem_x509_certificate((compose_secrets / "server.pem").read_bytes())
+    names = set(cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName))
+    assert {"localhost", "toxiproxy", "kafka-1", "kafka-2", "kafka-3"} <= names   # containers dial by name
+    # Every file a container is told to read is one the secrets container puts in the volume.
+    mount = str(compose.SECRETS_MOUNT)
+    texts = [SECURED.read_text(), (REPO_ROOT / "compose" / "prometheus.secured.yml").read_text(),
+             *(p.read_text() for p in compose_secrets.iterdir() if p.name in copied and not p.name.endswith(".pem"))]
+    referenced = {m for text in texts for m in re.findall(re.escape(mount) + r"/([\w.-]+)", text)}
+    assert referenced and referenced <= set(copied)
+
+
+def test_secured_brokers_listen_only_on_sasl_ssl_with_scram_users(compose_secrets: Path):
+    layout = compose.compose_layout("sasl_ssl")
+    for node in layout.node_ids:
+        props = dict(line.split("=", 1) for line in
+                     (compose_secrets / f"kafka-{node}.properties").read_text().splitlines() if line)
+        protocols = dict(e.split(":") for e in props["listener.security.protocol.map"].split(","))
+        assert set(protocols.values()) == {"SASL_SSL"} and set(protocols) == {"CLIENT", "CONTROLLER", *(
+            f"REPL_FROM_{n}" for n in layout.node_ids)}
+        assert props["ssl.keystore.location"] == f"{compose.SECRETS_MOUNT}/broker-keystore.pem"
+        assert props["super.users"] == "User:admin" and props["allow.everyone.if.no.acl.found"] == "false"
+        assert "toxiproxy:" in props["controller.quorum.voters"]                   # every link still proxied
+        args = (compose_secrets / f"kafka-{node}.format.args").read_text().split()
+        assert args[:2] == ["kafka.tools.StorageTool", "format"] and args.count("--add-scram") == len(security.ROLES)
+        assert f"{compose.SECRETS_MOUNT}/kafka-{node}.properties" in args
+    acls = (compose_secrets / "acls.sh").read_text()
+    assert acls == security.acl_script(bootstrap=layout.bootstrap, admin_config=f"{compose.SECRETS_MOUNT}/admin.properties")
+
+
+def test_no_secret_is_in_the_committed_secured_files(compose_secrets: Path):
+    committed = SECURED.read_text() + (REPO_ROOT / "compose" / "prometheus.secured.yml").read_text()
+    s = security.Secrets(compose_secrets)
+    values = [s.password(r) for r in security.ROLES] + [s.web_password_file.read_text().strip()]
+    assert not [v for v in values if v in committed]
+    assert "BEGIN" not in committed and "jaas" not in committed.lower() and "scram-sha" not in committed.lower()
+    assert not re.search(r"[0-9a-f]{32,}", committed)                              # no password-looking token
+    # "password" appears only as a file name or a password_file key, never with a value
+    assert all(m in ("password_file", "web.password") for m in re.findall(r"[\w.]*password[\w.]*", committed.lower()))
+
+
+def test_secured_exporter_serves_https_and_prometheus_scrapes_it_with_basic_auth(compose_secrets: Path):
+    layout = compose.compose_layout("sasl_ssl")
+    doc = yaml.safe_load(SECURED.read_text())
+    exporter = doc["services"]["exporter"]
+    assert exporter["environment"] == [f"TXNLAB_EXPORTER_CONFIG={compose.SECRETS_MOUNT}/exporter.yaml"]
+    assert exporter["depends_on"] == {"acls": {"condition": "service_completed_successfully"}}
+    config = yaml.safe_load((compose_secrets / "exporter.yaml").read_text())
+    assert config["kafka"]["security_protocol"] == "SASL_SSL" and config["kafka"]["sasl_username"] == "exporter"
+    assert config["web"]["tls_cert_file"].startswith(str(compose.SECRETS_MOUNT)) and config["web"]["basic_auth_password"]
+    prometheus = yaml.safe_load((REPO_ROOT / "compose" / "prometheus.secured.yml").read_text())
+    job = next(j for j in prometheus["scrape_configs"] if j["job_name"] == "txnlab-exporter")
+    assert job["scheme"] == "https" and job["tls_config"]["ca_file"] == f"{compose.SECRETS_MOUNT}/ca.pem"
+    assert job["basic_auth"] == {"username": security.WEB_USER, "password_file": f"{compose.SECRETS_MOUNT}/web.password"}
+    assert job["static_configs"][0]["targets"] == [f"127.0.0.1:{layout.exporter_port}"]
+    assert "./compose/prometheus.secured.yml:/etc/prometheus/prometheus.yml:ro" in doc["services"]["prometheus"]["volumes"]
+    assert doc["services"]["secrets"]["volumes"][0] == "./compose/secrets:/host-secrets:ro"
+    assert "compose/secrets/" in (REPO_ROOT / ".gitignore").read_text().split()
+
+
+def test_compose_secrets_regenerate_a_certificate_without_the_container_names(tmp_path: Path):
+    plain = security.Secrets(tmp_path / "secrets")
+    plain.ensure()
+    ca, password = plain.ca_file.read_bytes(), plain.password("admin")
+    compose.write_secrets(plain.folder)
+    cert = x509.load_pem_x509_certificate(plain.server_cert_file.read_bytes())
+    assert "kafka-1" in cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName)
+    assert plain.ca_file.read_bytes() == ca and plain.password("admin") == password    # the rest is kept
