@@ -32,6 +32,7 @@ from cluster.reads import read_to_end
 from cluster.smoke import ensure_topic
 from cluster.waiting import NotYet, wait_until
 from tests.integration.exporter_helpers import running_exporter, scrape, value
+from tests.integration.test_workloads import run_plan
 
 pytestmark = pytest.mark.cluster
 
@@ -93,16 +94,7 @@ def test_stack_exporter_serves_https_with_basic_auth_to_prometheus(secured_clust
 
 
 def _run_workload(conn: ConnectionSettings, tmp_path, workload: str, seconds: float) -> tuple:
-    tag = new_run_tag()
-    the_plan = plan(workload, tag, 1, [])
-    run_dir = new_run_dir(tmp_path, workload, tag)
-    with Run(conn, run_dir, tag, seed=3, name=workload) as run:
-        run.create_topics(the_plan.topics)
-        for spec in the_plan.specs:
-            run.start(spec)
-        run.wait(seconds)
-        assert sorted(run.alive()) == sorted(s.process for s in the_plan.specs), "a workload died early"
-        run.finish()
+    _, the_plan, run_dir, _ = run_plan(conn, tmp_path, workload, seconds=seconds)
     return the_plan, run_dir
 
 

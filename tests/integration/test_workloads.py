@@ -15,7 +15,7 @@ from cluster.reads import read_to_end
 DURATION = 30.0
 
 
-def run_plan(conn, tmp_path, workload: str, instances: int = 1, extra: tuple = ()) -> tuple:
+def run_plan(conn, tmp_path, workload: str, instances: int = 1, extra: tuple = (), seconds: float = DURATION) -> tuple:
     tag = new_run_tag()
     the_plan = plan(workload, tag, instances, list(extra))
     run_dir = new_run_dir(tmp_path, workload, tag)
@@ -23,7 +23,7 @@ def run_plan(conn, tmp_path, workload: str, instances: int = 1, extra: tuple = (
         run.create_topics(the_plan.topics)
         for spec in the_plan.specs:
             run.start(spec)
-        run.wait(DURATION)
+        run.wait(seconds)
         assert sorted(run.alive()) == sorted(s.process for s in the_plan.specs), "a workload died early"
         summary = run.finish()
     return tag, the_plan, run_dir, summary
