@@ -5,7 +5,10 @@ logs/, pids/),
 starting each workload as its own process (`python -m chaos.workloads ...`, through the one process
 supervisor, so it can be stopped, killed or paused by pid), and finishing a run: stop every workload,
 complete outstanding invokes as info, record the end offsets (HWM and LSO) of every topic the run used
-and the committed offsets of the run's consumer groups (those named "<run tag>.*").
+and the committed offsets of the run's consumer groups (those named "<run tag>.*"); while the workloads
+run, a sampler thread records those groups' committed offsets every GROUP_SAMPLE_S into the history
+(process "observer-groups", ok `group_offsets` {group: {topic: {partition: offset}}}; chaos/recovery.py
+reads them).
 Must not: decide what a run should do (experiment specs and schedules are the runner's, issue 5), or
 check the history (spark_analysis/ does).
 """
@@ -16,12 +19,14 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 import secrets
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from chaos.history import HistoryWriter
+from chaos.history import HistoryError, HistoryWriter
+from chaos.recovery import GROUP_F, GROUP_OBSERVER
 from cluster.admin import ClusterAdmin
 from cluster.connection import ConnectionSettings
 from cluster.reads import partition_offsets
@@ -32,6 +37,8 @@ from cluster.waiting import Deadline
 from chaos.workloads.topics import partition_counts
 from cluster.progress import Progress
 
+
+GROUP_SAMPLE_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -74,6 +81,8 @@ class Run:
         self.socket = self.history.serve()
         self.supervisor = Supervisor(self.dir / "pids")
         self.finished = False
+        self._sampling = threading.Event()
+        self._sampler: threading.Thread | None = None
 
     # ---- topics ------------------------------------------------------------------------------------
     def create_topics(self, topics: dict[str, int]) -> None:
@@ -101,7 +110,8 @@ class Run:
         self.supervisor.stop(process, timeout=timeout)
 
     def stop_all(self, timeout: float = 20.0) -> None:
-        """Every workload, resumed first (a stopped process cannot exit), all at once."""
+        """Every workload, resumed first (a stopped process cannot exit), all at once; the group sampler first."""
+        self.stop_sampling_groups()
         names = self.supervisor.names()
         for name in names:
             self.supervisor.resume(name)
@@ -122,6 +132,36 @@ class Run:
             deadline.sleep(1.0)
             if tick:
                 tick(deadline.left())
+
+    # ---- group offsets over time ----------------------------------------------------------------------
+    def sample_group_offsets(self, every_s: float = GROUP_SAMPLE_S) -> None:
+        """Record the run's groups' committed offsets every `every_s` until stop_sampling_groups (or stop_all)."""
+        if self._sampler is None:
+            self._sampler = threading.Thread(target=self._sample_loop, args=(every_s,), name="group-sampler",
+                                             daemon=True)
+            self._sampler.start()
+
+    def stop_sampling_groups(self) -> None:
+        self._sampling.set()
+        if self._sampler is not None:
+            self._sampler.join(timeout=15)
+
+    def _sample_loop(self, every_s: float) -> None:
+        admin: ClusterAdmin | None = None
+        try:
+            while not self._sampling.wait(every_s):
+                try:
+                    admin = admin or ClusterAdmin(self.conn, request_timeout_ms=5000, bootstrap_timeout_ms=5000)
+                    self.history.record(GROUP_OBSERVER, "ok", GROUP_F, self._group_offsets(admin))
+                except HistoryError:
+                    return                                 # the history is closed: the run is over
+                except Exception:  # noqa: BLE001 - a broker down mid-sample: a gap, then a fresh client
+                    if admin is not None:
+                        admin.close()
+                    admin = None
+        finally:
+            if admin is not None:
+                admin.close()
 
     # ---- finishing --------------------------------------------------------------------------------------
     def finish(self) -> dict:
@@ -151,12 +191,14 @@ class Run:
             offsets[topic] = {str(p): {"hwm": hwm[p], "lso": lso[p]} for p in range(n)}
         return offsets
 
-    def _group_offsets(self) -> dict:
+    def _group_offsets(self, admin: ClusterAdmin | None = None) -> dict:
         """{group: {topic: {partition: committed offset}}} of the run's groups on the run's topics."""
-        with ClusterAdmin(self.conn) as admin:
-            groups = sorted(g["group_id"] for g in admin.client.list_groups()
-                            if g["group_id"].startswith(f"{self.info.run_tag}."))
-            committed = admin.client.list_group_offsets(groups) if groups else {}
+        if admin is None:
+            with ClusterAdmin(self.conn) as admin:
+                return self._group_offsets(admin)
+        groups = sorted(g["group_id"] for g in admin.client.list_groups()
+                        if g["group_id"].startswith(f"{self.info.run_tag}."))
+        committed = admin.client.list_group_offsets(groups) if groups else {}
         out: dict = {}
         for group, offsets in committed.items():
             for tp, meta in offsets.items():

@@ -3,8 +3,9 @@
 Owns: reading a suite directory (suite.json + its runs) or a single run directory, and assembling per run
 the experiment's outcome (probes, quiescence, faults as windows), the verification verdict and anomaly
 examples exactly as `txnlab verify` wrote them (RUN/verify/report.json), the Prometheus timelines and
-alerts the demo captured (RUN/prometheus.json), the alerts' detection latencies, and for suites run under
-several transaction.version levels the side-by-side comparison. `write` puts report.json, the timeline
+alerts the demo captured (RUN/prometheus.json), the alerts' detection latencies, the workloads' recovery
+after each fault (chaos/recovery.py, from the history), and for suites run under several
+transaction.version levels the side-by-side comparison. `write` puts report.json, the timeline
 pictures and report.html in the suite directory.
 Must not: run experiments, Spark or Prometheus queries: `txnlab report` must work on a stored run.
 """
@@ -18,6 +19,7 @@ import yaml
 
 from chaos.annotations import fault_windows
 from chaos.history import read_history
+from chaos.recovery import recovery
 from report import detection, series
 from cluster.errors import TxnlabError
 
@@ -85,11 +87,11 @@ def _windows(run_dir: Path, zero: float, tag: str | None) -> list[dict]:
              "start_s": round(w.start - zero, 1), "end_s": round(w.end - zero, 1)} for w in fault_windows(run_dir)]
 
 
-def _workload(run_dir: Path) -> dict:
+def _workload(ops: list[dict]) -> dict:
     """Transaction attempts by outcome and fenced instances, from the history."""
     outcomes: dict[str, int] = {"ok": 0, "fail": 0, "info": 0}
     fenced = set()
-    for op in read_history(run_dir).ops:
+    for op in ops:
         if op["process"].startswith("nemesis") or op["type"] == "invoke":
             continue
         value = op.get("value") or {}
@@ -104,7 +106,8 @@ def run_report(run_dir: Path, experiment: str, transaction_version: int | None, 
     run_dir = Path(run_dir)
     outcome = _json(run_dir / "experiment.json") or {}
     spec = _json(run_dir / "spec.json") or {}
-    zero = spec.get("started_wall") or min((op["wall"] for op in read_history(run_dir).ops), default=0.0)
+    ops = read_history(run_dir).ops
+    zero = spec.get("started_wall") or min((op["wall"] for op in ops), default=0.0)
     windows = _windows(run_dir, zero, spec.get("run_tag"))
     captured = series.load(run_dir)
     probes = [{**p, "phase": phase} for phase in ("before", "after") for p in outcome.get(f"probes_{phase}", [])]
@@ -123,7 +126,7 @@ def run_report(run_dir: Path, experiment: str, transaction_version: int | None, 
         "window": {"start": (captured or {}).get("start", zero), "end": (captured or {}).get("end")},
         "steady": bool(outcome) and not outcome.get("error") and all(p["ok"] for p in probes),
         "error": outcome.get("error"), "probes": probes, "quiescence": outcome.get("quiescence", {}),
-        "faults": windows, "workload": _workload(run_dir),
+        "faults": windows, "workload": _workload(ops), "recovery": recovery(ops),
         "verify": verdict_of(run_dir), "anomalies": anomalies_of(run_dir),
         "timelines": timelines,
         "alerts": [vars(a) for a in detection.alert_spans(alerts)],
@@ -165,8 +168,22 @@ def summary_rows(runs: list[dict]) -> list[dict]:
     return [{"experiment": r["experiment"], "tv": r["transaction_version"] or "-",
              "verdict": r["verify"]["valid"], "anomalies": sum(a["count"] for a in r["anomalies"]),
              "commit/abort/info": "/".join(str(r["workload"]["attempts"].get(k, 0)) for k in ("ok", "fail", "info")),
-             "expected alerts": expected_alerts(r), "other alerts": other_alerts(r), "steady": r["steady"]}
+             "expected alerts": expected_alerts(r), "other alerts": other_alerts(r), "steady": r["steady"],
+             "recovered": r["recovery"]["recovered"]}
             for r in runs]
+
+
+def recovery_rows(run: dict) -> list[dict]:
+    """Per fault, per workload process and consumer group: seconds until it moved again (null: never did)."""
+    rows = []
+    for f in run["recovery"]["faults"]:
+        fault = f"{f['kind']} at {f['start_s']} s" + ("" if f["heal_ok"] is not False else " (heal failed)")
+        for kind, key, entries in (("process", "commit", f["processes"]), ("group", "advance", f["groups"])):
+            for name, e in entries.items():
+                rows.append({"fault": fault, "heal_s": f["heal_s"], "kind": kind, "name": name,
+                             "after_start_s": e[f"seconds_to_{key}_after_start"],
+                             "after_heal_s": e[f"seconds_to_{key}_after_heal"], "status": e["status"]})
+    return rows
 
 
 def side_by_side(runs: list[dict], versions: list) -> list[dict]:

@@ -2,8 +2,8 @@
 
 Owns: the page: the overall verdict, the summary table, the transaction.version side-by-side (when the
 suite ran under several levels), and per run the verification checks, anomaly examples, the timeline
-picture (embedded, so the page travels alone), the alerts' detection latencies, the faults and the
-steady-state probes.
+picture (embedded, so the page travels alone), the alerts' detection latencies, the time each workload
+took to recover from each fault, the faults and the steady-state probes.
 Must not: compute anything report.json does not hold.
 """
 from __future__ import annotations
@@ -13,6 +13,7 @@ import time
 from html import escape
 from pathlib import Path
 
+from report.build import recovery_rows
 from spark_analysis.page import STYLE, badge, table, verdict_table
 
 EXTRA_STYLE = """
@@ -34,8 +35,32 @@ def _image(directory: Path, relative: str | None) -> str:
 
 
 def _summary(report: dict) -> str:
-    rows = [{**r, "verdict": badge(r["verdict"])} for r in report["summary"]]
+    rows = [{**r, "verdict": badge(r["verdict"]), "recovered": _yes(r.get("recovered"))} for r in report["summary"]]
     return "<h2>Summary</h2>" + (verdict_table(rows) if rows else "")
+
+
+def _yes(value: object) -> str:
+    return "yes" if value is True else "no" if value is False else str(value or "-")
+
+
+def _seconds(value: float | None) -> str:
+    return "never" if value is None else f"{value} s"
+
+
+def _recovery(run: dict) -> str:
+    """Per fault, how long each workload process took to commit again and each group's offsets to advance."""
+    found = run["recovery"]
+    rows = [{"fault": r["fault"], "healed at": "-" if r["heal_s"] is None else f"{r['heal_s']} s",
+             "process / group": f"{r['kind']} {r['name']}",
+             "moved again after heal": _seconds(r["after_heal_s"]) if r["heal_s"] is not None else "-",
+             "after start": _seconds(r["after_start_s"]), "status": r["status"]} for r in recovery_rows(run)]
+    verdict = {True: "every workload and group moved again after every fault",
+               False: "NOT recovered: after some fault a workload never committed again, or a group's offsets never "
+                      f"advanced, before quiescence ({found['horizon_s']} s)"}.get(
+        found["recovered"], "unknown: a fault was healed too close to quiescence to see anything move after it")
+    return (f"<h3>Time to recover</h3><p class='muted'>{escape(verdict)} (a commit: a workload's committed "
+            "transaction; a group: its committed offsets, sampled every ~2 s).</p>"
+            + (table(rows) if rows else "<p class='muted'>no faults.</p>"))
 
 
 def _side_by_side(report: dict) -> str:
@@ -95,6 +120,7 @@ def _run(run: dict, directory: Path) -> str:
                   for d in run["detections"]]
     parts.append("<h3>Alert detection latency</h3>" + (table(detections) if detections else
                  "<p class='muted'>no alert is expected for these faults and none went pending or firing.</p>"))
+    parts.append(_recovery(run))
     attempts = run["workload"]["attempts"]
     faults = [{"fault": f["label"], "from": f"{f['start_s']} s", "to": f"{f['end_s']} s"} for f in run["faults"]]
     probes = [{"phase": p["phase"], "probe": p["name"], "ok": p["ok"], "observed": p.get("observed")} for p in run["probes"]]

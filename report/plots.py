@@ -1,8 +1,9 @@
 """The run timeline picture: Prometheus timelines stacked on one time axis, fault windows shaded.
 
 Owns: drawing one run's report entry (build.run_report) with matplotlib (Agg) to PNG: a row per
-timeline (series.TIMELINES) and a row of alert lanes (pending amber, firing red); seconds since the
-run's start on the x axis; every fault window shaded and labelled in every row. A timeline with no data
+timeline (series.TIMELINES), a row of alert lanes (pending amber, firing red) and a row of recovery
+lanes (per workload process, each fault's heal joined to its first commit after it; a red cross where it
+never committed again); seconds since the run's start on the x axis; every fault window shaded and labelled in every row. A timeline with no data
 says why instead of drawing an empty axis.
 Must not: query anything: it draws what the report holds.
 """
@@ -62,19 +63,47 @@ def _alert_lanes(ax, alerts: list[dict], zero: float, end: float) -> None:
                 fontsize=8, color="#777777")
 
 
+def _recovery_lanes(ax, recovery: dict) -> None:
+    names = sorted({p for f in recovery["faults"] for p in f["processes"]})
+    horizon = recovery.get("horizon_s") or 0.0
+    for f in recovery["faults"]:
+        for name, e in f["processes"].items():
+            row, heal, took = names.index(name), f["heal_s"], e["seconds_to_commit_after_heal"]
+            if heal is None:
+                continue
+            if took is not None:
+                ax.plot([heal, heal + took], [row, row], color="#2da44e", lw=2.2, solid_capstyle="butt")
+                ax.plot([heal + took], [row], "o", color="#2da44e", ms=4)
+                ax.text(heal + took + 0.3, row + 0.15, f"{took:g}s", fontsize=6, color="#1a7f37")
+            elif e["status"] == "not recovered":
+                ax.plot([heal, max(horizon, heal)], [row, row], color="#d62728", lw=1.2, ls=":")
+                ax.plot([max(horizon, heal)], [row], "x", color="#d62728", ms=6)
+            else:
+                ax.text(heal + 0.3, row + 0.15, e["status"], fontsize=6, color="#57606a")
+    ax.set_yticks(range(len(names)), names, fontsize=7)
+    ax.set_ylim(-0.7, max(len(names), 1) - 0.3)
+    ax.set_title("Recovery: heal -> first commit again (green), never (red x)", fontsize=8, loc="left")
+    if not names:
+        ax.set_yticks([])
+        ax.text(0.5, 0.5, "no faults" if not recovery["faults"] else "no workload process committed",
+                transform=ax.transAxes, ha="center", va="center", fontsize=8, color="#777777")
+
+
 def timeline_figure(run: dict):
     zero = run["started"]
     end = (run["window"].get("end") or max([f["end"] for f in run["faults"]] + [zero + 1])) - zero
     rows = list(run["timelines"].values())
-    fig, axes = plt.subplots(len(rows) + 1, 1, figsize=(10, 1.55 * (len(rows) + 1) + 0.6), sharex=True)
+    fig, axes = plt.subplots(len(rows) + 2, 1, figsize=(10, 1.55 * (len(rows) + 2) + 0.6), sharex=True)
     tv = run["transaction_version"]
     fig.suptitle(f"{run['experiment']}" + (f"  (transaction.version={tv})" if tv else "") + f"  {run['run']}",
                  fontsize=10, x=0.01, ha="left")
     for i, (ax, timeline) in enumerate(zip(axes, rows)):
         _shade(ax, run["faults"], label=i == 0)
         _timeline(ax, timeline, zero)
+    _shade(axes[-2], run["faults"], label=False)
+    _alert_lanes(axes[-2], run["alerts"], zero, end)
     _shade(axes[-1], run["faults"], label=False)
-    _alert_lanes(axes[-1], run["alerts"], zero, end)
+    _recovery_lanes(axes[-1], run["recovery"])
     axes[-1].set_xlim(0, max(end, 1))
     axes[-1].set_xlabel("seconds since the run started (shaded: fault windows)", fontsize=8)
     for ax in axes:

@@ -66,6 +66,10 @@ def test_every_section_of_the_json_twin_is_filled_from_real_data(demo):
         assert max(throughput) > 0, where
         assert (runner.dir / run["timeline_image"]).stat().st_size > 20_000, where
         assert run["probes"] and run["quiescence"], where
+        faults = run["recovery"]["faults"]                      # time to recover, per fault and process
+        assert len(faults) == len(run["faults"]) and all(f["heal_s"] is not None for f in faults), (where, faults)
+        assert any(any(p["seconds_to_commit_after_heal"] is not None for p in f["processes"].values())
+                   for f in faults), (where, faults)               # a last heal may land at quiescence: unknown
     for tv in VERSIONS:
         zombie = runs_of(twin, experiment="zombie-producer", transaction_version=tv)[0]
         assert zombie["workload"]["fenced_processes"], f"tv{tv}: the zombie was never told it was fenced"

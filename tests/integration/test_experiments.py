@@ -65,6 +65,8 @@ def test_builtin_experiment_short_mode(name, request, tmp_path):
     assert result.error is None, result.error
     assert_healed(cluster)
     assert elapsed <= 100, f"short mode took {elapsed:.0f}s"
+    assert [op for op in ops if op["f"] == "group_offsets"], "the group offsets sampler recorded nothing"
+    assert len(result.recovery["faults"]) == len(nemesis(ops, "fault", "invoke")), result.recovery
 
 
 def test_zombie_is_fenced_and_nothing_it_wrote_afterwards_is_visible(cluster, conn, tmp_path):

@@ -72,9 +72,12 @@ def stored_run(root: Path, name: str, tv: int, valid=True, with_prometheus=True)
     history.record("txp-0", "ok", "txn", {"attempt": "a1"})
     history.record("txp-0", "invoke", "txn", {"attempt": "a2"})
     history.record("txp-0", "fail", "txn", {"attempt": "a2", "fenced": True})
+    history.record("txp-1", "invoke", "txn", {"attempt": "b1"})
     history.record("nemesis-0", "invoke", "fault", {"kind": "hanging-transaction", "params": {"topic": "{tag}-a"}})
     history.record("nemesis-0", "invoke", "heal", {"kind": "hanging-transaction"})
     history.record("nemesis-0", "ok", "heal", {"kind": "hanging-transaction"})
+    history.record("txp-1", "ok", "txn", {"attempt": "b1"})
+    history.record("nemesis", "invoke", "quiescence", {})
     history.close()
     (run_dir / "experiment.json").write_text(json.dumps({
         "name": name, "error": None, "quiescence": {"lso_equals_hwm": True, "open_partitions": []},
@@ -120,7 +123,7 @@ def test_the_json_twin_holds_every_section_from_the_stored_runs(tmp_path):
     assert bad["anomalies"] == [{"check": "duplicate", "count": 1,
                                  "examples": [{"topic": "t", "partition": 0, "offset": 7, "id": "x"}]}]
     assert bad["verify"]["checks"]["duplicate"] == {"valid": False, "count": 1, "description": "one id at two offsets"}
-    assert bad["workload"] == {"attempts": {"ok": 1, "fail": 1, "info": 0}, "fenced_processes": ["txp-0"]}
+    assert bad["workload"] == {"attempts": {"ok": 2, "fail": 1, "info": 0}, "fenced_processes": ["txp-0"]}
     assert [f["label"] for f in bad["faults"]] == ["hanging-transaction topic=r1a-a"]
     assert all(t["series"] and t["error"] is None for t in bad["timelines"].values())
     assert {d["alert"]: d["detected"] for d in bad["detections"]} == {"HangingTransaction": True, "LSOStuck": False}
@@ -166,3 +169,35 @@ def test_the_page_escapes_what_the_runs_hold(tmp_path):
     report["runs"][0]["anomalies"][0:0] = [{"check": "<script>x</script>", "count": 1, "examples": [{"id": "<b>"}]}]
     page = html.render(report, suite)
     assert "<script>x</script>" not in page and "&lt;script&gt;" in page
+
+
+def test_the_recovery_after_each_fault_is_in_the_json_the_summary_and_the_page(tmp_path):
+    suite = stored_suite(tmp_path, versions=(2,))
+    report = build.build(suite)
+    run = report["runs"][0]
+    [fault] = run["recovery"]["faults"]
+    assert fault["kind"] == "hanging-transaction" and fault["recovered"] is True
+    assert fault["processes"]["txp-1"]["status"] == "recovered"              # committed after the heal
+    assert "txp-0" not in fault["processes"]                                # fenced (exited) before it
+    assert [r["recovered"] for r in report["summary"]] == [True, True]
+    rows = build.recovery_rows(run)
+    assert [(r["name"], r["status"]) for r in rows] == [("txp-1", "recovered")]
+    assert rows[0]["after_heal_s"] is not None and rows[0]["after_heal_s"] >= 0
+    page = html.render(report, suite)
+    assert "<h3>Time to recover</h3>" in page and "<th>recovered</th>" in page and "process txp-1" in page
+
+
+def test_a_fault_nothing_recovered_from_says_never_on_the_page_and_a_red_cross_is_drawn(tmp_path):
+    from report import plots
+    suite = stored_suite(tmp_path, versions=(2,))
+    report = build.build(suite)
+    run = report["runs"][0]
+    run["recovery"]["faults"][0]["processes"]["txp-1"] = {
+        "seconds_to_commit_after_start": None, "seconds_to_commit_after_heal": None, "status": "not recovered"}
+    run["recovery"]["recovered"] = run["recovery"]["faults"][0]["recovered"] = False
+    page = html.render(report, suite)
+    assert "never" in page and "NOT recovered" in page
+    fig = plots.timeline_figure(run)
+    lanes = fig.axes[-1]
+    assert [t.get_text() for t in lanes.get_yticklabels()] == ["txp-1"]
+    assert any(line.get_marker() == "x" for line in lanes.get_lines())

@@ -1,0 +1,190 @@
+"""Recovery and liveness after each fault, from small synthetic histories (chaos/recovery.py)."""
+from __future__ import annotations
+
+import time
+
+from chaos.recovery import recovery
+
+
+def op(t: float, process: str, op_type: str, f: str, **value) -> dict:
+    return {"time": int(t * 1e9), "wall": 1_800_000_000 + t, "process": process, "type": op_type, "f": f,
+            "value": value}
+
+
+def commit(t: float, process: str, f: str = "txn", **value) -> list[dict]:
+    return [op(t - 0.1, process, "invoke", f, **value), op(t, process, "ok", f, **value)]
+
+
+def fault(start: float, heal: float | None, n: int = 0, kind: str = "kill-broker", heal_type: str = "ok") -> list[dict]:
+    ops = [op(start, f"nemesis-{n}", "invoke", "fault", kind=kind), op(start + 0.2, f"nemesis-{n}", "ok", "fault", kind=kind)]
+    if heal is not None:
+        ops += [op(heal - 0.5, f"nemesis-{n}", "invoke", "heal", kind=kind), op(heal, f"nemesis-{n}", heal_type, "heal",
+                                                                                 kind=kind)]
+    return ops
+
+
+def quiescence(t: float) -> list[dict]:
+    return [op(t, "nemesis", "invoke", "quiescence"), op(t + 5, "nemesis", "ok", "quiescence")]
+
+
+def groups(t: float, offset: int, group: str = "r1.eos") -> dict:
+    return op(t, "observer-groups", "ok", "group_offsets", **{group: {"r1-in-a": {"0": offset, "1": 3}}})
+
+
+def run(*parts) -> list[dict]:
+    ops = [o for part in parts for o in (part if isinstance(part, list) else [part])]
+    return sorted(ops, key=lambda o: o["time"])
+
+
+def test_every_process_commits_again_after_the_heal_and_the_times_are_measured_from_start_and_heal():
+    found = recovery(run(commit(1, "txp-0"), commit(2, "eos-0", "process", group="r1.eos"),
+                         fault(10, 20), commit(12, "txp-0"), commit(23.5, "txp-0"), commit(26, "eos-0", "process"),
+                         quiescence(40)))
+    [f] = found["faults"]
+    assert (f["kind"], f["start_s"], f["heal_s"], f["heal_ok"], f["recovered"]) == ("kill-broker", 10.0, 20.0, True, True)
+    assert f["processes"]["txp-0"] == {"seconds_to_commit_after_start": 2.0, "seconds_to_commit_after_heal": 3.5,
+                                       "status": "recovered"}
+    assert f["processes"]["eos-0"]["seconds_to_commit_after_heal"] == 6.0
+    assert found["recovered"] is True and found["horizon_s"] == 40.0
+
+
+def test_a_process_that_never_commits_again_before_quiescence_leaves_the_fault_not_recovered():
+    found = recovery(run(commit(1, "eos-0", "process"), commit(1, "eos-1", "process"), fault(10, 20),
+                         commit(22, "eos-1", "process"), quiescence(40), commit(41, "eos-0", "process")))
+    [f] = found["faults"]
+    assert f["processes"]["eos-0"] == {"seconds_to_commit_after_start": None, "seconds_to_commit_after_heal": None,
+                                       "status": "not recovered"}     # its commit in quiescence does not count
+    assert f["processes"]["eos-1"]["status"] == "recovered"
+    assert (f["recovered"], found["recovered"]) == (False, False)
+    assert found["last_commit_s"] == {"eos-0": 1.0, "eos-1": 22.0}
+
+
+def test_a_fenced_zombie_that_exited_has_ended_and_its_successor_counts_from_its_start():
+    found = recovery(run(commit(1, "txp-0"), fault(10, 25, kind="zombie-producer"), commit(13, "txp-0-zombie"),
+                         commit(27, "txp-0-zombie"), op(25.5, "txp-0", "invoke", "txn"),
+                         op(26, "txp-0", "info", "txn", fenced=True, error="fenced"), quiescence(40)))
+    [f] = found["faults"]
+    assert f["processes"]["txp-0"]["status"] == "ended"
+    assert f["processes"]["txp-0-zombie"] == {"seconds_to_commit_after_start": 3.0,
+                                              "seconds_to_commit_after_heal": 2.0, "status": "recovered"}
+    assert f["recovered"] is True
+
+
+def test_a_process_gone_before_the_fault_or_started_after_its_heal_is_not_judged_for_it():
+    found = recovery(run(commit(1, "txp-0"), op(2, "txp-0", "fail", "txn", fenced=True), commit(1, "txp-1"),
+                         fault(10, 20), commit(21, "txp-1"), commit(30, "txp-2"), quiescence(40)))
+    assert set(found["faults"][0]["processes"]) == {"txp-1"} and found["recovered"] is True
+
+
+def test_a_java_copier_commits_by_copy_events_that_copied_records_and_ends_with_its_jvm():
+    found = recovery(run(op(1, "java-copier-0", "ok", "copy", event="ProcessLoop", copied=5), fault(10, 20),
+                         op(21, "java-copier-0", "ok", "copy", event="RebalanceComplete", copied=0),
+                         op(24, "java-copier-0", "ok", "copy", event="ProcessLoop", copied=5), quiescence(40)))
+    assert found["faults"][0]["processes"]["java-copier-0"]["seconds_to_commit_after_heal"] == 4.0
+    ended = recovery(run(op(1, "java-copier-0", "ok", "copy", event="ProcessLoop", copied=5), fault(10, 20),
+                         op(15, "java-copier-0/jvm", "ok", "jvm", exit_code=0), quiescence(40)))
+    assert ended["faults"][0]["processes"]["java-copier-0"]["status"] == "ended" and ended["recovered"] is True
+
+
+def test_no_faults_is_recovered_and_an_empty_history_too():
+    found = recovery(run(commit(1, "txp-0"), quiescence(10)))
+    assert found == {"horizon_s": 10.0, "faults": [], "recovered": True, "last_commit_s": {"txp-0": 1.0}}
+    assert recovery([])["recovered"] is True
+
+
+def test_a_failed_heal_counts_from_its_attempt_and_a_fault_never_healed_is_not_recovered():
+    failed = recovery(run(commit(1, "txp-0"), fault(10, 20, heal_type="fail"), commit(22, "txp-0"), quiescence(40)))
+    [f] = failed["faults"]
+    assert (f["heal_ok"], f["processes"]["txp-0"]["seconds_to_commit_after_heal"], f["recovered"]) == (False, 2.0, True)
+    never = recovery(run(commit(1, "txp-0"), fault(10, None), commit(22, "txp-0"), quiescence(40)))
+    [f] = never["faults"]
+    assert f["heal_s"] is None and f["processes"]["txp-0"]["seconds_to_commit_after_heal"] is None
+    assert f["processes"]["txp-0"]["seconds_to_commit_after_start"] == 12.0
+    assert (f["recovered"], never["recovered"]) == (False, False)
+
+
+def test_a_heal_at_the_end_of_the_run_leaves_its_recovery_unknown_not_failed():
+    found = recovery(run(commit(1, "eos-0", "process"), commit(1, "eos-1", "process"), fault(10, 20),
+                         fault(25, 39.6, n=1), commit(22, "eos-0", "process"), commit(39.8, "eos-0", "process"),
+                         commit(30, "eos-1", "process"), quiescence(40)))
+    first, late = found["faults"]
+    assert first["recovered"] is True
+    assert late["processes"]["eos-1"]["status"] == "unobserved" and late["processes"]["eos-0"]["status"] == "recovered"
+    assert (late["recovered"], found["recovered"]) == ("unknown", "unknown")
+    stuck = recovery(run(commit(1, "eos-0", "process"), fault(10, 20), fault(25, 39.6, n=1), quiescence(40)))
+    assert [f["recovered"] for f in stuck["faults"]] == [False, "unknown"] and stuck["recovered"] is False
+
+
+def test_group_offsets_that_advance_after_the_heal_recover_and_ones_that_stay_do_not():
+    moving = recovery(run(commit(1, "eos-0", "process", group="r1.eos"), groups(8, 10), groups(10.5, 10), fault(10, 20),
+                          groups(18, 10), groups(20.5, 10), groups(22.5, 12), commit(21, "eos-0", "process"),
+                          quiescence(40)))
+    [f] = moving["faults"]
+    assert f["groups"]["r1.eos"] == {"seconds_to_advance_after_start": 12.5, "seconds_to_advance_after_heal": 2.5,
+                                     "status": "recovered"}
+    assert f["recovered"] is True
+    stuck = recovery(run(commit(1, "eos-0", "process", group="r1.eos"), groups(8, 10), fault(10, 20),
+                         commit(21, "eos-0", "process"), groups(22, 10), groups(38, 10), quiescence(40),
+                         groups(41, 30)))
+    [f] = stuck["faults"]
+    assert f["groups"]["r1.eos"] == {"seconds_to_advance_after_start": None, "seconds_to_advance_after_heal": None,
+                                     "status": "not recovered"}
+    assert f["processes"]["eos-0"]["status"] == "recovered" and f["recovered"] is False
+
+
+def test_a_group_whose_members_all_ended_is_not_held_against_the_fault():
+    found = recovery(run(op(1, "java-copier-0", "ok", "copy", event="ProcessLoop", copied=5),
+                         groups(8, 10, group="r1.java-copier"), fault(10, 20),
+                         op(15, "java-copier-0", "ok", "copy", event="ShutdownComplete", copied=0),
+                         groups(22, 10, group="r1.java-copier"), quiescence(40)))
+    assert found["faults"][0]["groups"]["r1.java-copier"]["status"] == "ended" and found["recovered"] is True
+
+
+# ---- the group offsets sampler of a run (chaos/run.py) ------------------------------------------------------
+def test_a_run_samples_its_groups_offsets_into_the_history_and_a_failed_sample_is_a_gap(tmp_path, monkeypatch):
+    from collections import namedtuple
+    from types import SimpleNamespace
+
+    from chaos import run as run_module
+    from chaos.history import read_history
+    from cluster.connection import ConnectionSettings
+
+    calls = {"n": 0, "clients": 0}
+
+    class FakeClient:
+        def list_groups(self):
+            calls["n"] += 1
+            if calls["n"] == 2:
+                raise TimeoutError("coordinator down")
+            return [{"group_id": "r1.eos"}, {"group_id": "other.eos"}]
+
+        def list_group_offsets(self, groups):
+            assert groups == ["r1.eos"]
+            tp = namedtuple("TopicPartition", "topic partition")
+            return {"r1.eos": {tp("r1-in-a", 0): SimpleNamespace(offset=10 + calls["n"]),
+                               tp("elsewhere", 0): SimpleNamespace(offset=5)}}
+
+    class FakeAdmin:
+        def __init__(self, conn, **kwargs):
+            calls["clients"] += 1
+            self.client = FakeClient()
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(run_module, "ClusterAdmin", FakeAdmin)
+    run = run_module.Run(ConnectionSettings(bootstrap="127.0.0.1:1"), tmp_path, "r1", 0, "t")
+    run.use_topics(["r1-in-a"])
+    run.sample_group_offsets(every_s=0.02)
+    deadline = time.monotonic() + 5
+    while calls["n"] < 5 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    run.stop_all()
+    count = calls["n"]
+    time.sleep(0.1)
+    assert calls["n"] == count                                # stopped with the workloads
+    run.history.close()
+    samples = [op for op in read_history(tmp_path).ops if op["f"] == "group_offsets"]
+    assert samples and all(op["process"] == "observer-groups" and op["type"] == "ok" for op in samples)
+    assert samples[0]["value"] == {"r1.eos": {"r1-in-a": {"0": 11}}}
+    assert len(samples) == count - 1 and calls["clients"] == 2    # the failed one: no sample, a fresh client
