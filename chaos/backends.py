@@ -3,7 +3,9 @@
 Owns: the Backend protocol (kill, stop, start, pause, resume a node; wait until it serves requests
 and is registered; Toxiproxy toxics on a node's links; heal) and its implementations. heal() of the
 two ToxiproxyBackends removes every toxic, resumes and starts every node, waits until each is
-registered, then elects the preferred leaders (the one write it makes to the cluster's metadata);
+registered, then elects the preferred leaders (the one write it makes to the cluster's metadata), each
+step on its own (cluster/heal.py: a failure skips none of the others; HealError names the failed ones);
+the local cluster's is LocalCluster.heal itself (one heal path, also behind `txnlab chaos heal`);
 ExistingBackend's heal() does nothing, as none of the faults it could undo can start there.
 Two share ToxiproxyBackend (toxics, waiting, the heal):
   - LocalBackend: the local launcher (cluster/local.py), node control by thin delegation;
@@ -22,16 +24,13 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
-import kafka.errors as Errors
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient
-
-from cluster.admin import ClusterAdmin, broker_answers
+from cluster.admin import ClusterAdmin, broker_answers, registered_brokers
 from cluster.compose import compose_layout
 from cluster.connection import ConnectionSettings
+from cluster.heal import heal_cluster
 from cluster.layout import LOOPBACK, ClusterLayout
-from cluster.local import TOXIC_PREFIX, LocalCluster
-from cluster.toxiproxy import STREAMS, Toxiproxy
+from cluster.local import LocalCluster
+from cluster.toxiproxy import ISOLATE_TOXIC, Toxiproxy, add_toxic_on_links, toxic_names
 from cluster.waiting import wait_until
 from cluster.errors import TxnlabError
 
@@ -39,7 +38,6 @@ HEAL_TIMEOUT_S = 120.0
 SERVICE_LABEL = "com.docker.compose.service"
 PROJECT_LABEL = "com.docker.compose.project"
 DOCKER_STOP_TIMEOUT_S = 30
-ISOLATE_TOXIC = {"name": "isolate", "type": "timeout", "attributes": {"timeout": 0}}
 
 
 class BackendError(TxnlabError, RuntimeError):
@@ -91,25 +89,6 @@ class Backend(Protocol):
 
 
 # ---- shared by both backends ----------------------------------------------------------------------
-def add_toxic_on_links(toxiproxy: Toxiproxy, links: list[str], toxic: dict) -> list[str]:
-    """Add `toxic` to every proxy in links (each stream it names, both by default); the proxy names."""
-    name = TOXIC_PREFIX + toxic.get("name", toxic["type"])
-    for proxy in links:
-        for stream in toxic.get("streams", STREAMS):
-            toxiproxy.add_toxic(proxy, f"{name}-{stream}", toxic["type"], stream, dict(toxic.get("attributes", {})),
-                                toxic.get("toxicity", 1.0))
-    return links
-
-
-def registered_brokers(conn: ConnectionSettings) -> list[int]:
-    """The registered, unfenced brokers as the controller sees them; [] while the cluster cannot answer."""
-    try:
-        with ClusterAdmin(conn, request_timeout_ms=3000) as admin:
-            return admin.registered_brokers()
-    except (Errors.KafkaError, OSError):
-        return []
-
-
 answers = broker_answers
 
 
@@ -146,19 +125,24 @@ class ToxiproxyBackend:
     def add_toxic(self, node: int, scope: str, toxic: dict) -> list[str]:
         return add_toxic_on_links(self.toxiproxy, self.layout.links_of(node, scope), toxic)
 
+    def toxic_names(self, node: int, scope: str, toxic: dict) -> list[tuple[str, str]]:
+        """(proxy, toxic name) of every toxic add_toxic(node, scope, toxic) adds (for the fault journal)."""
+        return toxic_names(self.layout.links_of(node, scope), toxic)
+
+    def remove_toxics(self, toxics: list[tuple[str, str]]) -> None:
+        """Remove the named toxics (one already gone is fine)."""
+        for proxy, name in toxics:
+            self.toxiproxy.remove_toxic(proxy, name)
+
     def heal_network(self) -> None:
         self.toxiproxy.reset()
 
     def heal(self, timeout: float = HEAL_TIMEOUT_S) -> None:
         """No toxics, every node resumed and running, serving and registered, leadership back on the
-        preferred replicas (faults leave it piled on the survivors)."""
-        self.heal_network()
-        for node in self.node_ids():
-            self.resume(node)
-            self.start(node)
-        for node in self.node_ids():
-            self.wait_registered(node, timeout)
-        elect_preferred_leaders(self.connection())
+        preferred replicas (faults leave it piled on the survivors); each step on its own (cluster/heal.py)."""
+        heal_cluster(self.node_ids(), reset_toxics=self.heal_network, resume=self.resume, start=self.start,
+                     wait_serving=self.wait_registered, elect=lambda: elect_preferred_leaders(self.connection()),
+                     timeout=timeout)
 
     def connection(self) -> ConnectionSettings:
         return ConnectionSettings(bootstrap=self.layout.bootstrap)
@@ -169,10 +153,8 @@ class ToxiproxyBackend:
 
 # ---- the local launcher -------------------------------------------------------------------------
 class LocalBackend(ToxiproxyBackend):
-    """The local cluster (cluster/local.py): node control and isolation are LocalCluster methods.
-
-    The heal is ToxiproxyBackend's, not LocalCluster.heal: that one waits only for the controller's
-    registrations, which still list a just-killed broker."""
+    """The local cluster (cluster/local.py): node control, isolation, waiting and the heal are
+    LocalCluster's (one implementation for `txnlab cluster`, experiments and `txnlab chaos heal`)."""
 
     def __init__(self, cluster: LocalCluster):
         self.cluster = cluster
@@ -185,8 +167,11 @@ class LocalBackend(ToxiproxyBackend):
     def toxiproxy(self) -> Toxiproxy:
         return self.cluster.toxiproxy
 
-    def node_address(self, node: int) -> str:
-        return f"{LOOPBACK}:{self.layout.client_port(node)}"        # the broker's own port, not its proxy
+    def wait_registered(self, node: int, timeout: float) -> None:
+        self.cluster.wait_serving(node, timeout)
+
+    def heal(self, timeout: float = HEAL_TIMEOUT_S) -> None:
+        self.cluster.heal(timeout)
 
     def kill(self, node: int) -> None:
         self.cluster.kill_node(node)
@@ -340,5 +325,5 @@ class ExistingBackend:
         return self.existing.prometheus_url
 
     def describe(self) -> dict:
-        return {"backend": "existing", "connection": self.conn.describe(),
+        return {"backend": "existing", "bootstrap": self.existing.bootstrap, "connection": self.conn.describe(),
                 "prometheus_url": self.existing.prometheus_url}

@@ -7,8 +7,12 @@ the schedule, so a slow restart delays no other fault; heal-all, quiescence and 
 workloads so their transactions finish, wait until LSO == HWM on the run's topics or record which
 partitions stay open), probes after, and experiment.json in the run directory.
 ALWAYS heals: every fault that started is healed (idempotently) and the backend heals the cluster
-(SIGCONT, toxics removed, nodes started) on a normal end, on an exception and on Ctrl-C; then the run
-is finished (workloads stopped, outstanding operations completed as info, end offsets recorded).
+(SIGCONT, toxics removed, nodes started) on a normal end, on an exception, on Ctrl-C, SIGTERM and SIGHUP
+(a second signal does not cut the heal short); then the run is finished (workloads stopped, outstanding
+operations completed as info, end offsets recorded). Each fault is journaled (chaos/journal.py) before it
+starts and its entry removed only once its heal succeeded, so after a kill -9 of the runner `txnlab chaos
+heal RUN_DIR` heals what is left; a fault is healed only once (its heal retried at the end when it
+failed), and every heal step runs whether the others failed or not.
 Must not: validate specs (chaos/spec.py), decide when faults happen (chaos/schedule.py) or how
 (chaos/faults.py).
 """
@@ -20,17 +24,20 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Mapping
 
-from chaos import probes
+from chaos import probes, recovery
 from chaos.backends import Backend, LocalBackend
 from chaos.faults import Fault, FaultEnv, make_fault
+from chaos.journal import Journal, active_faults_message, journal_dirs
 from chaos.run import Run, WorkloadSpec, new_run_dir, new_run_tag
 from chaos.schedule import ScheduledFault, build_schedule, describe
 from chaos.plans import plan
 from chaos.spec import ExperimentSpec
 from cluster.errors import TxnlabError
+from cluster.heal import run_steps
 from cluster.progress import Progress
 from cluster.waiting import Deadline
 
@@ -48,8 +55,10 @@ class ActiveFault:
     started: dict
     heal_at: float
     process: str                             # this fault's logical process in the history: nemesis-<n>
-    healed: bool = False
+    entry: str = ""                          # its journal entry: <run tag>-nemesis-<n>
+    healed: bool = False                     # set only once a heal succeeded
     healer: threading.Thread | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 @dataclass
@@ -63,6 +72,7 @@ class ExperimentResult:
     probes_after: list[dict] = field(default_factory=list)
     quiescence: dict = field(default_factory=dict)
     summary: dict = field(default_factory=dict)
+    recovery: dict = field(default_factory=dict)      # chaos/recovery.py: liveness after each fault
     error: str | None = None
 
     @property
@@ -70,17 +80,43 @@ class ExperimentResult:
         return all(p["ok"] for p in self.probes_before + self.probes_after) and not self.error
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, handled like Ctrl-C: heal, finish, exit (128 + signum)."""
+
+    def __init__(self, signum: int):
+        super().__init__(f"{signal.Signals(signum).name} received")
+        self.signum = signum
+
+
+HEAL_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 @contextmanager
-def _no_interrupts():
-    """While healing, a second Ctrl-C must not cut the heal short (main thread only)."""
+def _signals(handlers: dict[signal.Signals, Any]):
+    """Install handlers while inside (main thread only: elsewhere signals cannot be handled)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    previous = {sig: signal.signal(sig, handler) for sig, handler in handlers.items()}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise Terminated(signum)
+
+
+def _terminate_like_interrupt():
+    """SIGTERM and SIGHUP interrupt the run as Ctrl-C does, so it heals before it exits."""
+    return _signals({signal.SIGTERM: _raise_terminated, signal.SIGHUP: _raise_terminated})
+
+
+def _no_interrupts():
+    """While healing, a second Ctrl-C, SIGTERM or SIGHUP must not cut the heal short."""
+    return _signals({sig: signal.SIG_IGN for sig in HEAL_SIGNALS})
 
 
 def dry_run(spec: ExperimentSpec, seed: int) -> list[str]:
@@ -99,6 +135,8 @@ def make_backend(spec: ExperimentSpec, progress: Progress, local_stack: Mapping[
         cluster = LocalCluster.load(local.state_dir, base_port=local.base_port, nodes=local.nodes,
                                     broker_overrides=local.broker_overrides() or None,
                                     features=local.feature_overrides() or None, **dict(local_stack or {}))
+        if notice := active_faults_message(cluster.layout.state_dir):    # a paused broker would only time out
+            raise TxnlabError(notice)
         cluster.up(progress=lambda m: progress(f"cluster: {m}"), timeout=240)
         return LocalBackend(cluster)
     if spec.cluster.compose is not None:
@@ -116,16 +154,21 @@ class Experiment:
         self.backend = backend
         self.local_stack = local_stack
         self.active: list[ActiveFault] = []
-        self._heal_lock = threading.Lock()
+        self.journal = Journal([])
         self.result = ExperimentResult(spec.name, seed, None, [asdict(s) for s in self.schedule])
 
     # ---- the whole experiment ----------------------------------------------------------------------
     def run(self) -> ExperimentResult:
+        with _terminate_like_interrupt():
+            return self._run()
+
+    def _run(self) -> ExperimentResult:
         self.backend = self.backend or make_backend(self.spec, self.progress, self.local_stack)
         tag = new_run_tag()
         run_dir = new_run_dir(self.runs_dir, self.spec.name, tag)
         self.result.run_dir = run_dir
         self.progress(f"run {run_dir}")
+        self.journal = Journal(journal_dirs(run_dir, self.backend.describe()))
         run = Run(self.backend.connection(), run_dir, tag, self.seed, self.spec.name, self.progress)
         env = FaultEnv.for_run(self.backend, run)
         try:
@@ -137,12 +180,14 @@ class Experiment:
             with _no_interrupts():
                 self._heal_everything(run, env)
                 self.result.summary = run.finish()
+                self.result.recovery = recovery.of_run(run_dir)
                 self._write(run_dir)
         return self.result
 
     def _body(self, run: Run, env: FaultEnv, tag: str) -> None:
         run.info.params = {"experiment": self.spec.name, "seed": self.seed, "duration_s": self.spec.duration_s}
         self._start_workloads(run, tag)
+        run.sample_group_offsets()               # group offsets over time, for chaos/recovery.py
         self.result.probes_before = self._probes(self.spec.probes.before, run)
         if not all(p["ok"] for p in self.result.probes_before):
             raise SteadyStateError(f"steady state does not hold before the experiment: {self.result.probes_before}")
@@ -193,53 +238,83 @@ class Experiment:
     def _start_fault(self, scheduled: ScheduledFault, run: Run, env: FaultEnv, started: float) -> None:
         fault = make_fault(scheduled.kind, scheduled.params)
         process = f"{NEMESIS}-{len(self.active)}"
+        active = ActiveFault(scheduled, fault, {}, started + scheduled.at_s + scheduled.duration_s, process,
+                             entry=f"{run.info.run_tag}-{process}")
+        self.active.append(active)           # before the start: a signal inside it still gets it healed
+        fault.prepare(env)
+        self._journal(active, run, env, "starting")      # before the start: a kill -9 inside it is healable
         value = {"kind": scheduled.kind, "params": scheduled.params, "at_s": scheduled.at_s,
                  "duration_s": scheduled.duration_s}
         run.history.record(process, "invoke", "fault", value)
         try:
-            done = fault.start(env)
-        except Exception as exc:  # noqa: BLE001 - a fault that could not start is recorded, then healed
-            run.history.record(process, "fail", "fault", {**value, "error": f"{type(exc).__name__}: {exc}"})
-            done = {"error": str(exc)}
-        else:
-            run.history.record(process, "ok", "fault", {**value, **done})
+            try:
+                done = fault.start(env)
+            except Exception as exc:  # noqa: BLE001 - a fault that could not start is recorded, then healed
+                run.history.record(process, "fail", "fault", {**value, "error": f"{type(exc).__name__}: {exc}"})
+                done = {"error": str(exc)}
+            else:
+                run.history.record(process, "ok", "fault", {**value, **done})
+            active.started = done
+        finally:
+            self._journal(active, run, env, "started")   # what the start did, however it ended
         self.progress(f"fault {scheduled.kind} {done}")
-        self.active.append(ActiveFault(scheduled, fault, done, started + scheduled.at_s + scheduled.duration_s,
-                                       process))
         self.result.faults.append({"kind": scheduled.kind, "at_s": scheduled.at_s, "started": done})
 
-    def _heal_fault(self, active: ActiveFault, run: Run, env: FaultEnv) -> None:
-        with self._heal_lock:
+    def _journal(self, active: ActiveFault, run: Run, env: FaultEnv, phase: str) -> None:
+        scheduled = active.scheduled
+        self.journal.write({"id": active.entry, "run_dir": str(run.dir), "run_tag": run.info.run_tag,
+                            "process": active.process, "kind": scheduled.kind, "params": scheduled.params,
+                            "at_s": scheduled.at_s, "duration_s": scheduled.duration_s, "phase": phase,
+                            "started": active.started, "backend": self.backend.describe(),
+                            "steps": active.fault.undo_steps(env)})
+
+    def _heal_fault(self, active: ActiveFault, run: Run, env: FaultEnv) -> bool:
+        """Heal one fault unless a heal of it already succeeded (one at a time); True when it is healed.
+        A failed heal leaves the fault unhealed and journaled, to be retried."""
+        with active.lock:
             if active.healed:
-                return
+                return True
+            value = {"kind": active.scheduled.kind, "started": active.started}
+            run.history.record(active.process, "invoke", "heal", value)
+            try:
+                healed = active.fault.heal(env)
+            except Exception as exc:  # noqa: BLE001 - retried by the final heal; the journal keeps it
+                run.history.record(active.process, "fail", "heal", {**value, "error": f"{type(exc).__name__}: {exc}"})
+                self.progress(f"heal of {active.scheduled.kind} failed (to be retried): {exc}")
+                return False
             active.healed = True
-        value = {"kind": active.scheduled.kind, "started": active.started}
-        run.history.record(active.process, "invoke", "heal", value)
-        try:
-            healed = active.fault.heal(env)
-        except Exception as exc:  # noqa: BLE001 - the backend heal at the end still restores the cluster
-            run.history.record(active.process, "fail", "heal", {**value, "error": f"{type(exc).__name__}: {exc}"})
-            return
+            self.journal.clear(active.entry)
         run.history.record(active.process, "ok", "heal", {**value, **healed})
         self.progress(f"healed {active.scheduled.kind} {healed}")
+        return True
+
+    def _heal_faults(self, run: Run, env: FaultEnv) -> dict[str, str]:
+        """Every fault not yet healed, each on its own; {fault: error} of those still not healed."""
+        def heal(active: ActiveFault) -> None:
+            if active.healer is not None:
+                active.healer.join()
+            if not self._heal_fault(active, run, env):
+                raise RuntimeError("heal failed (see the history)")
+        return run_steps([(f"{a.process} {a.scheduled.kind}", partial(heal, a)) for a in self.active], attempts=1)
 
     def _heal_everything(self, run: Run, env: FaultEnv) -> None:
-        for active in self.active:
-            try:
-                if active.healer is not None:
-                    active.healer.join()
-                self._heal_fault(active, run, env)
-            except Exception:  # noqa: BLE001 - keep healing the rest (the history may be closed)
-                pass
-        for name in run.supervisor.names():
-            run.resume(name)
-        run.history.record(NEMESIS, "invoke", "heal-all", {})
+        """Each step on its own: the faults' heals, every workload resumed, the backend's heal, then the
+        faults' heals once more for any that failed (the cluster may be back now)."""
+        self._heal_faults(run, env)
+        run_steps([(f"resume {name}", partial(run.resume, name)) for name in run.supervisor.names()])
         try:
+            run.history.record(NEMESIS, "invoke", "heal-all", {})
             self.backend.heal(timeout=180)
             run.history.record(NEMESIS, "ok", "heal-all", {})
         except Exception as exc:  # noqa: BLE001 - recorded; the caller sees the error in the result
-            run.history.record(NEMESIS, "fail", "heal-all", {"error": f"{type(exc).__name__}: {exc}"})
+            run_steps([("record", lambda: run.history.record(NEMESIS, "fail", "heal-all",
+                                                             {"error": f"{type(exc).__name__}: {exc}"}))], attempts=1)
             self.result.error = self.result.error or f"heal failed: {exc}"
+        left = self._heal_faults(run, env)
+        if left:
+            self.result.error = self.result.error or f"faults not healed: {', '.join(left)}"
+            self.progress(f"faults not healed: {', '.join(left)}; they stay in the journal: run "
+                          f"`txnlab chaos heal {run.dir}`")
 
     def _report(self, run: Run, now: float) -> None:
         current = [a.scheduled.kind for a in self.active if not a.healed]
@@ -249,6 +324,7 @@ class Experiment:
     # ---- quiescence and probes ----------------------------------------------------------------------------
     def _quiesce(self, run: Run, env: FaultEnv) -> None:
         self.progress("quiescence: healing, letting workloads finish their transactions")
+        run.history.record(NEMESIS, "invoke", "quiescence", {})     # the recovery horizon (chaos/recovery.py)
         self.backend.heal(timeout=180)
         run.stop_all(timeout=30)
         deadline = Deadline(self.spec.quiescence.timeout_s)

@@ -8,6 +8,10 @@ half-way (or never ran): it undoes what may have been done and nothing else. Hea
 broker back wait until it serves requests and is registered (env.heal_timeout). The network heal
 removes every toxic of the cluster, so network and isolate faults should not overlap in a schedule.
 rolling-restart's start blocks until every node has been restarted.
+For the fault journal (chaos/journal.py), `undo_steps(env)` says what a heal needs without this object:
+before the start (after `prepare(env)`, which fixes the names a start will use) the steps that might be
+needed, after it the precise ones (resolved node, toxic names, pids with create times, the injected
+transaction's producer id and epoch). It never raises and never talks to the cluster.
 Must not: record in the history or schedule (the runner does both), talk to nodes other than through
 a Backend (chaos/backends.py), import exporter/, or write an abort marker other than through
 cluster.abort (the one re-validated abort, which `txnlab txn abort` uses too).
@@ -150,6 +154,13 @@ class Fault(ABC):
     def heal(self, env: FaultEnv) -> dict:
         """Undo it (idempotent, safe after a failed start); what was done."""
 
+    def prepare(self, env: FaultEnv) -> None:
+        """Fix what start will name (ids, process names) before the journal entry is written."""
+
+    def undo_steps(self, env: FaultEnv) -> list[dict]:
+        """The journal's heal steps for this fault as it stands now (see the module docstring)."""
+        return []
+
     def workload_args(self) -> dict[str, tuple[str, ...]]:
         """Options the runner must give workload processes this fault acts on, by process name."""
         return {}
@@ -182,6 +193,27 @@ class NodeFault(Fault):
         """Heal when no node was chosen: nothing was done."""
         return {"skipped": "not started"}
 
+    def undo_steps(self, env: FaultEnv) -> list[dict]:
+        return self.node_steps(env, self.node)
+
+    def node_steps(self, env: FaultEnv, node: int | None) -> list[dict]:
+        """Journal steps undoing act on node (None: the target is not resolved yet, so on every node)."""
+        return []
+
+
+def node_step(step: str, node: int | None) -> list[dict]:
+    """[{"step": step + "-node", "node": node}], or on every node (step + "-nodes") when node is None."""
+    return [{"step": f"{step}-nodes"}] if node is None else [{"step": f"{step}-node", "node": node}]
+
+
+def process_step(step: str, run: Run | None, process: str | None) -> list[dict]:
+    """A journal step on a workload process: its name, pid and create time (pid None: not started yet)."""
+    if run is None or process is None:
+        return []
+    record = run.supervisor.record(process)
+    return [{"step": step, "name": process, "run_dir": str(run.dir), "pid": record.pid if record else None,
+             "create_time": record.create_time if record else None}]
+
 
 def start_registered(env: FaultEnv, node: int) -> dict:
     env.backend.start(node)
@@ -198,6 +230,9 @@ class KillBroker(NodeFault):
 
     def undo(self, env: FaultEnv, node: int) -> dict:
         return start_registered(env, node)
+
+    def node_steps(self, env: FaultEnv, node: int | None) -> list[dict]:
+        return node_step("start", node)
 
 
 class StopBroker(KillBroker):
@@ -220,13 +255,16 @@ class PauseBroker(NodeFault):
         env.backend.wait_registered(node, env.heal_timeout)
         return {"signal": "SIGCONT", "registered": True}
 
+    def node_steps(self, env: FaultEnv, node: int | None) -> list[dict]:
+        return node_step("resume", node)
+
 
 class Network(NodeFault):
     """A toxic on both streams of every link of the node in scope (latency_ms is added each way)."""
     kind = "network"
 
     def act(self, env: FaultEnv, node: int) -> dict:
-        toxic = network_toxic(self.params)
+        toxic = self.toxic()
         proxies = env.backend.add_toxic(node, self.params.scope, toxic)
         return {"scope": self.params.scope, "toxic": self.params.toxic, "toxiproxy": toxic, "proxies": proxies}
 
@@ -236,6 +274,15 @@ class Network(NodeFault):
     def heal_unstarted(self, env: FaultEnv) -> dict:
         env.backend.heal_network()           # a half-done start may have added some toxics
         return {"toxics_removed": "all"}
+
+    def toxic(self) -> dict:
+        return network_toxic(self.params)
+
+    def node_steps(self, env: FaultEnv, node: int | None) -> list[dict]:
+        names = getattr(env.backend, "toxic_names", None)
+        if node is None or names is None:
+            return [{"step": "remove-all-toxics"}]
+        return [{"step": "remove-toxics", "toxics": [list(pair) for pair in names(node, self.params.scope, self.toxic())]}]
 
 
 def network_toxic(params: Params) -> dict:
@@ -255,6 +302,9 @@ class IsolateBroker(Network):
     def act(self, env: FaultEnv, node: int) -> dict:
         proxies = env.backend.isolate(node, self.params.scope)
         return {"scope": self.params.scope, "toxiproxy": ISOLATE_TOXIC, "proxies": proxies}
+
+    def toxic(self) -> dict:
+        return ISOLATE_TOXIC
 
     def undo(self, env: FaultEnv, node: int) -> dict:
         healed = self.heal_unstarted(env)
@@ -289,6 +339,9 @@ class RollingRestart(Fault):
             env.backend.wait_registered(node, env.heal_timeout)
         return {"nodes": nodes, "restarted": list(self.restarted), "registered": True}
 
+    def undo_steps(self, env: FaultEnv) -> list[dict]:
+        return node_step("start", None)
+
 
 # ---- workload faults ------------------------------------------------------------------------------
 class PauseWorkload(Fault):
@@ -310,6 +363,9 @@ class PauseWorkload(Fault):
             return {"process": self.params.process, "skipped": "not started"}
         resumed = env.require_run().resume(self.params.process)
         return {"process": self.params.process, "signal": "SIGCONT", "resumed": resumed}
+
+    def undo_steps(self, env: FaultEnv) -> list[dict]:
+        return process_step("resume-process", env.run, self.params.process)
 
 
 def option_value(args: tuple[str, ...] | list[str], name: str) -> str | None:
@@ -379,6 +435,9 @@ class ZombieProducer(Fault):
         return {"process": self.params.process, "signal": "SIGCONT", "resumed": resumed,
                 "successor": self.params.process + ZOMBIE_SUFFIX}
 
+    def undo_steps(self, env: FaultEnv) -> list[dict]:
+        return process_step("resume-process", env.run, self.params.process)
+
 
 class Storm(Fault):
     """A `storm` workload process (short-lived idempotent producers) on the topic, until the heal."""
@@ -388,10 +447,14 @@ class Storm(Fault):
         super().__init__(params)
         self.process: str | None = None
 
+    def prepare(self, env: FaultEnv) -> None:
+        if env.run is not None and self.process is None:
+            self.process = f"storm-fault-{len(env.run.info.specs)}"
+
     def start(self, env: FaultEnv) -> dict:
         run = env.require_run()
         topic = with_tag(self.params.topic, env.tag)
-        self.process = f"storm-fault-{len(run.info.specs)}"
+        self.prepare(env)
         run.start(WorkloadSpec("storm", self.process, ("--topic", topic, "--rate", str(self.params.rate))))
         return {"process": self.process, "topic": topic, "rate": self.params.rate}
 
@@ -401,6 +464,9 @@ class Storm(Fault):
         run = env.require_run()
         run.stop(self.process)
         return {"process": self.process, "stopped": self.process not in run.alive()}
+
+    def undo_steps(self, env: FaultEnv) -> list[dict]:
+        return process_step("stop-process", env.run, self.process)
 
 
 # ---- hanging transactions ---------------------------------------------------------------------------
@@ -415,9 +481,21 @@ class HangingTransaction(Fault):
         self.txn_id: str | None = None
         self.injected: InjectedHanging | None = None
 
+    def prepare(self, env: FaultEnv) -> None:
+        if self.tp is None:
+            self.tp = TopicPartition(with_tag(self.params.topic, env.tag), self.params.partition)
+            self.txn_id = f"txnlab-hanging-{env.tag}-{uuid.uuid4().hex[:8]}"
+
+    def undo_steps(self, env: FaultEnv) -> list[dict]:
+        if self.tp is None:
+            return []
+        injected = self.injected
+        return [{"step": "abort-hanging", "topic": self.tp.topic, "partition": self.tp.partition,
+                 "transactional_id": self.txn_id, "producer_id": injected.producer_id if injected else None,
+                 "producer_epoch": injected.producer_epoch if injected else None}]
+
     def start(self, env: FaultEnv) -> dict:
-        self.tp = TopicPartition(with_tag(self.params.topic, env.tag), self.params.partition)
-        self.txn_id = f"txnlab-hanging-{env.tag}-{uuid.uuid4().hex[:8]}"
+        self.prepare(env)
         self.injected = inject_hanging(env.conn, self.tp.topic, self.tp.partition, transactional_id=self.txn_id)
         return asdict(self.injected)
 

@@ -160,6 +160,15 @@ def _leader(leader_id: int) -> int | None:
     return None if leader_id is None or leader_id < 0 else leader_id
 
 
+def registered_brokers(conn: ConnectionSettings) -> list[int]:
+    """The registered, unfenced brokers as the cluster sees them; [] while it cannot answer."""
+    try:
+        with ClusterAdmin(conn, request_timeout_ms=3000) as admin:
+            return admin.registered_brokers()
+    except Exception:  # noqa: BLE001 - not reachable (yet) is an answer here
+        return []
+
+
 def broker_answers(conn: ConnectionSettings, address: str) -> bool:
     """True when the broker at address serves a metadata request itself (a fresh client asks its only
     bootstrap broker). Kafka 4.x processes requests only once the broker is unfenced, so this is later

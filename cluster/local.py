@@ -17,17 +17,17 @@ from dataclasses import asdict
 from pathlib import Path
 
 from cluster import java, security, versions
-from cluster.admin import ClusterAdmin, broker_answers
+from cluster.admin import ClusterAdmin, broker_answers, registered_brokers
 from cluster.connection import ConnectionSettings
 from cluster.layout import LOOPBACK, ClusterLayout, new_cluster_id, render_prometheus_config, render_properties
 from cluster.prometheus import Prometheus, PrometheusError
 from cluster.supervisor import Supervisor
-from cluster.toxiproxy import Toxiproxy
+from cluster.heal import heal_cluster
+from cluster.toxiproxy import ISOLATE_TOXIC, Toxiproxy, add_toxic_on_links
 from cluster.waiting import Deadline, wait_until
 from cluster.progress import Progress
 from cluster.errors import TxnlabError
 
-TOXIC_PREFIX = "txnlab-"
 EXPORTER_INTERVAL_SECONDS = 15
 
 
@@ -187,11 +187,12 @@ class LocalCluster:
             return False
 
     def registered_brokers(self) -> list[int]:
-        try:
-            with ClusterAdmin(self.connection(), request_timeout_ms=3000) as admin:
-                return admin.registered_brokers()
-        except Exception:  # noqa: BLE001 - not reachable yet is an answer here
-            return []
+        return registered_brokers(self.connection())
+
+    def direct_connection(self) -> ConnectionSettings:
+        """connection() with the brokers' own client ports as bootstrap: reaches them without Toxiproxy."""
+        direct = ",".join(f"{LOOPBACK}:{self.layout.client_port(n)}" for n in self.layout.node_ids)
+        return self.connection().model_copy(update={"bootstrap": direct})
 
     # ---- node control ------------------------------------------------------------------------------
     @staticmethod
@@ -237,31 +238,32 @@ class LocalCluster:
     def isolate_node(self, node: int, scope: str = "all") -> list[str]:
         """Cut node off (client and/or inter-node links) with timeout toxics on both streams."""
         self._check_node(node)
-        links = self.layout.links_of(node, scope)
-        for proxy in links:
-            for stream in ("upstream", "downstream"):
-                self.toxiproxy.add_toxic(proxy, f"{TOXIC_PREFIX}isolate-{stream}", "timeout", stream,
-                                         {"timeout": 0})
-        return links
+        return add_toxic_on_links(self.toxiproxy, self.layout.links_of(node, scope), ISOLATE_TOXIC)
 
     def heal_network(self) -> None:
         """Remove every toxic from every proxy."""
         self.toxiproxy.reset()
 
-    def heal(self, timeout: float = 120.0) -> None:
-        """Undo every fault: no toxics, every node resumed and running and registered, and
-        leadership back on the preferred replicas (faults leave it piled on the survivors)."""
-        self.heal_network()
-        for node in self.layout.node_ids:
-            self.resume_node(node)
-            self.start_node(node)
-        wait_until(lambda: self.registered_brokers() == self.layout.node_ids, timeout, "all brokers registered",
+    def wait_serving(self, node: int, timeout: float) -> None:
+        """Until the node answers on its own port and the cluster counts it registered and unfenced (both
+        asked on the brokers' own ports, so a stopped Toxiproxy does not hide them). Registration alone is
+        not enough: right after a SIGKILL the controller still lists the dead broker for
+        broker.session.timeout.ms."""
+        direct = self.direct_connection()
+        wait_until(lambda: broker_answers(direct, f"{LOOPBACK}:{self.layout.client_port(node)}")
+                   and node in registered_brokers(direct), timeout, f"node {node} up and registered",
                    error=ClusterError)
-        for node in self.layout.node_ids:     # registered is not enough right after a SIGKILL: it must answer
-            address = f"{LOOPBACK}:{self.layout.client_proxy_port(node)}"
-            wait_until(lambda: broker_answers(self.connection(), address), timeout, f"node {node} to answer",
-                       error=ClusterError)
-        with ClusterAdmin(self.connection()) as admin:
+
+    def heal(self, timeout: float = 120.0) -> None:
+        """Undo every fault (cluster/heal.py: each step on its own, HealError naming those that failed):
+        no toxics, every node resumed, running, serving and registered, and leadership back on the
+        preferred replicas. The one heal of the local cluster (chaos/backends.py's LocalBackend uses it)."""
+        heal_cluster(self.layout.node_ids, reset_toxics=self.heal_network, resume=self.resume_node,
+                     start=self.start_node, wait_serving=self.wait_serving, elect=self._elect_preferred_leaders,
+                     timeout=timeout)
+
+    def _elect_preferred_leaders(self) -> None:
+        with ClusterAdmin(self.direct_connection()) as admin:      # Toxiproxy need not run
             admin.elect_preferred_leaders()
 
     # ---- status ------------------------------------------------------------------------------------

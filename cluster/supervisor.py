@@ -19,6 +19,18 @@ import psutil
 from cluster.waiting import wait_until
 
 
+def live_process(pid: int, create_time: float) -> psutil.Process | None:
+    """The live process `pid` if it is the one recorded (its create time matches), else None (gone,
+    zombie, or the pid reused by another process)."""
+    try:
+        proc = psutil.Process(pid)
+        if abs(proc.create_time() - create_time) > 0.05 or proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return proc
+    except psutil.Error:
+        return None
+
+
 @dataclass(frozen=True)
 class ProcessRecord:
     name: str
@@ -66,13 +78,7 @@ class Supervisor:
         if rec is None:
             return None
         self._reap(rec.pid)
-        try:
-            proc = psutil.Process(rec.pid)
-            if abs(proc.create_time() - rec.create_time) > 0.05 or proc.status() == psutil.STATUS_ZOMBIE:
-                return None
-            return proc
-        except psutil.Error:
-            return None
+        return live_process(rec.pid, rec.create_time)
 
     def is_running(self, name: str) -> bool:
         return self.process(name) is not None

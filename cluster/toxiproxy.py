@@ -14,6 +14,8 @@ import requests
 from cluster.errors import TxnlabError
 
 STREAMS = ("upstream", "downstream")
+TOXIC_PREFIX = "txnlab-"                 # every toxic txnlab adds: txnlab-<name>-<stream>
+ISOLATE_TOXIC = {"name": "isolate", "type": "timeout", "attributes": {"timeout": 0}}
 
 
 class ToxiproxyError(TxnlabError, RuntimeError):
@@ -76,6 +78,21 @@ class Toxiproxy:
     def reset(self) -> None:
         """Remove every toxic and re-enable every proxy."""
         self._call("POST", "/reset")
+
+
+def toxic_names(links: list[str], toxic: dict) -> list[tuple[str, str]]:
+    """(proxy, toxic name) of every toxic add_toxic_on_links adds for `toxic` on links."""
+    name = TOXIC_PREFIX + toxic.get("name", toxic["type"])
+    return [(proxy, f"{name}-{stream}") for proxy in links for stream in toxic.get("streams", STREAMS)]
+
+
+def add_toxic_on_links(toxiproxy: Toxiproxy, links: list[str], toxic: dict) -> list[str]:
+    """Add `toxic` {type, attributes, [name], [streams], [toxicity]} to every proxy in links (each stream
+    it names, both by default), named txnlab-<name or type>-<stream>; the proxy names."""
+    for proxy, name in toxic_names(links, toxic):
+        toxiproxy.add_toxic(proxy, name, toxic["type"], name.rsplit("-", 1)[1], dict(toxic.get("attributes", {})),
+                            toxic.get("toxicity", 1.0))
+    return links
 
 
 def _require_loopback(address: str) -> None:

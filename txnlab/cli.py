@@ -4,8 +4,9 @@ What lives here besides parsing: turning options into the arguments of one call 
 into broker overrides, `--broker-config k=v` pairs), the extras check (before dispatching it checks that
 the command's optional extras, pyproject.toml, are installed and names the missing ones in one line; the
 exporter and `txnlab txn` need none), printing results (tables, JSON, summaries) and the exit code, and the
-error edge: a `TxnlabError` (cluster/errors.py) is printed on one line with exit 2, Ctrl-C exits 130, any
-other exception is a bug and keeps its traceback.
+error edge: a `TxnlabError` (cluster/errors.py) is printed on one line with exit 2, Ctrl-C exits 130 (SIGTERM
+and SIGHUP during `chaos run`: 128 + the signal's number, after the heal), any other exception is a bug and
+keeps its traceback.
 
 Must not: talk to Kafka or manage processes itself; every subcommand calls one function of
 cluster/, exporter/, chaos/, spark_analysis/ or report/.
@@ -49,8 +50,18 @@ def _key_values(items: list[str], flag: str) -> list[tuple[str, str]]:
     return pairs
 
 
+def _active_faults(cluster) -> str | None:
+    """The warning when a chaos run left faults journaled as active on this cluster (chaos/journal.py)."""
+    from chaos.journal import active_faults_message
+    return active_faults_message(cluster.layout.state_dir)
+
+
 def cmd_cluster_up(args: argparse.Namespace) -> int:
     cluster = _cluster(args)
+    notice = _active_faults(cluster)
+    if notice and not args.despite_faults:     # before waiting: a paused broker would only time out
+        raise TxnlabError(f"{notice} (or `txnlab cluster up --despite-faults` first, to start what the heal "
+                          "needs, e.g. a Toxiproxy that died)")
     bootstrap = cluster.up(progress=lambda msg: err.print(f"[cyan]cluster[/]: {msg}"), timeout=args.timeout)
     print(bootstrap)
     return 0
@@ -76,12 +87,16 @@ def cmd_cluster_down(args: argparse.Namespace) -> int:
 
 def cmd_cluster_status(args: argparse.Namespace) -> int:
     from cluster.console import print_status
-    status = _cluster(args).status()
+    cluster = _cluster(args)
+    status = cluster.status()
     if args.json:
         print(json.dumps(status, indent=2))
     else:
         print_status(status, Console())
     healthy = all(n["health"] == "up" for n in status["nodes"])
+    if notice := _active_faults(cluster):
+        err.print(f"[yellow]warning[/]: {notice}")
+        healthy = False
     return 0 if healthy else 3
 
 
@@ -215,6 +230,24 @@ def cmd_chaos_run(args: argparse.Namespace) -> int:
     return 0 if result.steady else 1
 
 
+def cmd_chaos_heal(args: argparse.Namespace) -> int:
+    from chaos.journal import FAULTS_DIR, heal_journal
+    if (args.run_dir is None) == (args.cluster is None):
+        raise TxnlabError("give a run directory or --cluster STATE_DIR (not both)")
+    if args.run_dir is not None and not args.run_dir.is_dir():
+        raise TxnlabError(f"no run directory {args.run_dir}")
+    backend = None
+    if args.cluster is not None:
+        from chaos.backends import LocalBackend
+        from cluster.local import LocalCluster
+        backend = LocalBackend(LocalCluster.load(args.cluster))
+    directory = (args.run_dir or backend.layout.state_dir) / FAULTS_DIR
+    report = heal_journal(directory, backend, timeout=args.timeout, progress=lambda m: err.print(f"[cyan]heal[/]: {m}"))
+    for line in report.lines():
+        print(line)
+    return 0 if report.ok else 1
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     from cluster.connection import ConnectionSettings
     from spark_analysis import submit
@@ -281,7 +314,7 @@ def _print_summary(report: dict) -> None:
         table.add_column(column)
     colours = {"True": "green", "False": "red"}
     for row in rows:
-        table.add_row(*[f"[{colours.get(str(v), 'yellow')}]{v}[/]" if k == "verdict" else str(v)
+        table.add_row(*[f"[{colours.get(str(v), 'yellow')}]{v}[/]" if k in ("verdict", "recovered") else str(v)
                         for k, v in row.items()])
     Console(width=None if sys.stdout.isatty() else 140).print(table)
     for error in report["errors"]:
@@ -424,6 +457,12 @@ def _add_chaos_commands(sub) -> None:
     run.add_argument("--dry-run", action="store_true", help="validate and print the schedule; start nothing")
     run.add_argument("--runs-dir", type=Path, default=Path("runs"))
     run.set_defaults(func=cmd_chaos_run)
+    heal = csub.add_parser("heal", help="heal the faults a chaos run journaled as active (after txnlab itself died), "
+                           "then the whole cluster; exit 1 when something could not be healed")
+    heal.add_argument("run_dir", type=Path, nargs="?", help="the run directory (its faults/ journal)")
+    heal.add_argument("--cluster", type=Path, metavar="STATE_DIR", help="a local cluster's state directory instead")
+    heal.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the brokers (default 120)")
+    heal.set_defaults(func=cmd_chaos_heal)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -433,6 +472,8 @@ def build_parser() -> argparse.ArgumentParser:
     csub = cluster.add_subparsers(dest="action", required=True)
     up = csub.add_parser("up", help="start the local cluster (no-op when running); prints the bootstrap address")
     up.add_argument("--timeout", type=float, default=180.0)
+    up.add_argument("--despite-faults", action="store_true", help="start even though a chaos run's fault journal "
+                    "lists active faults (txnlab chaos heal --cluster heals them)")
     up.set_defaults(func=cmd_cluster_up)
     down = csub.add_parser("down", help="stop every process the cluster started")
     down.add_argument("--purge", action="store_true", help="also delete the cluster's data")
@@ -498,9 +539,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return args.func(args)
-    except KeyboardInterrupt:
-        err.print("[yellow]interrupted[/]")
-        return 130
+    except KeyboardInterrupt as exc:      # Ctrl-C, or SIGTERM/SIGHUP in chaos run (after it healed)
+        err.print(f"[yellow]interrupted[/] {exc}".rstrip())
+        return 128 + getattr(exc, "signum", 2)
     except TxnlabError as exc:  # the user's to fix: one clear message; anything else keeps its traceback
         err.print(f"[red]error[/]: {exc}")
         return 2
