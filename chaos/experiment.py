@@ -110,8 +110,11 @@ def _raise_terminated(signum: int, frame: Any) -> None:
 
 
 def _terminate_like_interrupt():
-    """SIGTERM and SIGHUP interrupt the run as Ctrl-C does, so it heals before it exits."""
-    return _signals({signal.SIGTERM: _raise_terminated, signal.SIGHUP: _raise_terminated})
+    """SIGTERM and SIGHUP interrupt the run as Ctrl-C does, so it heals before it exits. A signal the
+    runner was started ignoring stays ignored (`nohup` ignores SIGHUP; a shell's background job, SIGINT:
+    Python then installs no KeyboardInterrupt either)."""
+    return _signals({sig: _raise_terminated for sig in (signal.SIGTERM, signal.SIGHUP)
+                     if signal.getsignal(sig) is not signal.SIG_IGN})
 
 
 def _no_interrupts():
