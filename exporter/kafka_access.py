@@ -48,6 +48,8 @@ FETCH_MAX_BYTES = 50 * 1024 * 1024    # bytes asked of one Fetch at most (the Ja
 FETCH_BY_NAME_MAX_VERSION = 12        # Fetch v13+ names topics by id
 READ_ROUNDS = 4                       # Fetches per readable-lag range (each reads on where a log segment ended)
 DIAGNOSIS_MAX_AGE_S = 30.0            # why the cluster is unreachable is found out again at most this often
+METADATA_FIRST_TRIES = 3              # a first Metadata request may land on a broker that is down: ask again
+CONNECTION_ERRORS = (Errors.KafkaConnectionError, Errors.NodeNotReadyError, Errors.RequestTimedOutError)
 
 
 class KafkaUnavailable(TxnlabError, RuntimeError):
@@ -337,13 +339,18 @@ class KafkaAccess:
         cached = self._metadata
         if cached and not refresh and not self._metadata_due(cached):
             return cached
-        try:
-            response = self._run(self._fetch_metadata, None, deadline, lane=lane)
-        except Errors.KafkaError as exc:
-            if cached is not None:
-                return cached
-            self.close(lane)                 # start over from the bootstrap servers next time
-            raise KafkaUnavailable(self._why_unavailable(f"metadata request failed: {error_name(exc)}")) from exc
+        tries = 1 if cached is not None else METADATA_FIRST_TRIES
+        for attempt in range(1, tries + 1):
+            try:
+                response = self._run(self._fetch_metadata, None, deadline, lane=lane)
+                break
+            except Errors.KafkaError as exc:
+                if cached is not None:
+                    return cached
+                if attempt < tries and isinstance(exc, CONNECTION_ERRORS):
+                    continue                 # the client asked a broker that is down: it picks another now
+                self.close(lane)             # start over from the bootstrap servers next time
+                raise KafkaUnavailable(self._why_unavailable(f"metadata request failed: {error_name(exc)}")) from exc
         self._metadata, self._metadata_stale = self._parse_metadata(response), False
         return self._metadata
 

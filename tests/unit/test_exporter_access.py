@@ -11,7 +11,7 @@ from kafka.protocol.metadata.metadata import MetadataResponse
 
 import kafka.errors as Errors
 from cluster.connection import ConnectionSettings
-from exporter.kafka_access import ItemError, KafkaAccess, OffsetsResult, ProducersResult, TransactionsResult, chunks
+from exporter.kafka_access import ItemError, KafkaAccess, KafkaUnavailable, OffsetsResult, ProducersResult, TransactionsResult, chunks
 
 NOT_LEADER = Errors.NotLeaderForPartitionError.errno
 UNKNOWN_TP = Errors.UnknownTopicOrPartitionError.errno
@@ -216,3 +216,36 @@ def test_metadata_refresh_after_errors_is_rate_limited_and_a_failed_refresh_keep
     assert access.metadata() is first and access.fetches == 2          # due, failed: the cache is kept
     access.fail = False
     assert access.metadata() is not first and access.fetches == 3
+
+
+def test_a_first_metadata_request_that_hit_a_dead_broker_is_asked_again_but_an_auth_error_is_not():
+    class FirstFails(CountingMetadata):
+        def __init__(self, errors):
+            super().__init__()
+            self.errors = list(errors)
+
+        def _run(self, coro_fn, *args, lane="background"):
+            if self.errors:
+                self.fetches += 1
+                raise self.errors.pop(0)
+            return super()._run(coro_fn, *args, lane=lane)
+
+        def _why_unavailable(self, what):
+            return what
+
+    dead_first = FirstFails([Errors.KafkaConnectionError("reset by peer")])
+    assert dead_first.metadata().controller == 1 and dead_first.fetches == 2
+    denied = FirstFails([Errors.SaslAuthenticationFailedError("bad password")])
+    try:
+        denied.metadata()
+    except KafkaUnavailable as exc:
+        assert "SASL_AUTHENTICATION_FAILED" in str(exc) and denied.fetches == 1
+    else:
+        raise AssertionError("an authentication failure was retried into success")
+    always_down = FirstFails([Errors.KafkaConnectionError("refused")] * 5)
+    try:
+        always_down.metadata()
+    except KafkaUnavailable as exc:
+        assert "KafkaConnectionError" in str(exc) and always_down.fetches == 3
+    else:
+        raise AssertionError("a cluster that never answered gave metadata")
