@@ -11,7 +11,8 @@ ALWAYS heals: every fault that started is healed (idempotently) and the backend 
 (a second signal does not cut the heal short); then the run is finished (workloads stopped, outstanding
 operations completed as info, end offsets recorded). Each fault is journaled (chaos/journal.py) before it
 starts and its entry removed only once its heal succeeded, so after a kill -9 of the runner `txnlab chaos
-heal RUN_DIR` heals what is left; a fault is healed only once (its heal retried at the end when it
+heal RUN_DIR` heals what is left (and stops the run's workload processes: they are journaled too, from
+before the first starts until all are stopped); a fault is healed only once (its heal retried at the end when it
 failed), and every heal step runs whether the others failed or not.
 Must not: validate specs (chaos/spec.py), decide when faults happen (chaos/schedule.py) or how
 (chaos/faults.py).
@@ -31,7 +32,7 @@ from typing import Any, Mapping
 from chaos import probes, recovery
 from chaos.backends import Backend, LocalBackend
 from chaos.faults import Fault, FaultEnv, make_fault
-from chaos.journal import Journal, active_faults_message, journal_dirs
+from chaos.journal import WORKLOADS, Journal, active_faults_message, journal_dirs, this_runner
 from chaos.run import Run, WorkloadSpec, new_run_dir, new_run_tag
 from chaos.schedule import ScheduledFault, build_schedule, describe
 from chaos.plans import plan
@@ -158,6 +159,7 @@ class Experiment:
         self.local_stack = local_stack
         self.active: list[ActiveFault] = []
         self.journal = Journal([])
+        self.runner = this_runner()
         self.result = ExperimentResult(spec.name, seed, None, [asdict(s) for s in self.schedule])
 
     # ---- the whole experiment ----------------------------------------------------------------------
@@ -183,6 +185,8 @@ class Experiment:
             with _no_interrupts():
                 self._heal_everything(run, env)
                 self.result.summary = run.finish()
+                if not run.alive():
+                    self.journal.clear(self._workloads_entry(run))
                 self.result.recovery = recovery.of_run(run_dir)
                 self._write(run_dir)
         return self.result
@@ -204,12 +208,20 @@ class Experiment:
         for scheduled in self.schedule:
             for process, args in make_fault(scheduled.kind, scheduled.params).workload_args().items():
                 needed[process] = needed.get(process, ()) + args
+        self.journal.write({"id": self._workloads_entry(run), "kind": WORKLOADS, "run_dir": str(run.dir),
+                            "run_tag": run.info.run_tag, "runner": self.runner, "backend": self.backend.describe(),
+                            "steps": [{"step": "stop-run-processes", "run_dir": str(run.dir)}]})
         for entry in self.spec.workloads:
             the_plan = plan(entry.workload, tag, entry.instances, list(entry.options))
             run.create_topics(the_plan.topics)
             for spec in the_plan.specs:
                 run.start(WorkloadSpec(spec.workload, spec.process, spec.args + needed.get(spec.process, ())))
         self.progress(f"workloads started: {', '.join(run.alive())}")
+
+    @staticmethod
+    def _workloads_entry(run: Run) -> str:
+        """The journal entry of the run's workload processes (stopped by `chaos heal` if the runner dies)."""
+        return f"{run.info.run_tag}-{WORKLOADS}"
 
     # ---- faults on the run's clock -----------------------------------------------------------------------
     def _timeline(self, run: Run, env: FaultEnv) -> None:
@@ -268,7 +280,7 @@ class Experiment:
         self.journal.write({"id": active.entry, "run_dir": str(run.dir), "run_tag": run.info.run_tag,
                             "process": active.process, "kind": scheduled.kind, "params": scheduled.params,
                             "at_s": scheduled.at_s, "duration_s": scheduled.duration_s, "phase": phase,
-                            "started": active.started, "backend": self.backend.describe(),
+                            "started": active.started, "backend": self.backend.describe(), "runner": self.runner,
                             "steps": active.fault.undo_steps(env)})
 
     def _heal_fault(self, active: ActiveFault, run: Run, env: FaultEnv) -> bool:

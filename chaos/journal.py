@@ -1,6 +1,8 @@
 """The journal of active faults: what a heal needs, on disk, so every fault is healed even when txnlab dies.
 
-Owns: one JSON file per fault of a run (`faults/<run tag>-nemesis-<n>.json`), in the run directory and, for
+Owns: one JSON file per fault of a run (`faults/<run tag>-nemesis-<n>.json`), and one for the run's workload
+processes (`<run tag>-workloads.json`, written before the first starts, cleared once all are stopped: after a
+kill -9 of the runner they would run on for ever), in the run directory and, for
 a local cluster, in the cluster's state directory too (`<state_dir>/faults/`), so both `txnlab chaos heal
 RUN_DIR` and `txnlab chaos heal --cluster STATE_DIR` find it. An entry is written before the fault starts
 (with the steps that might be needed: Fault.undo_steps), rewritten once the start returned (the precise
@@ -9,10 +11,13 @@ the entry, so a reader sees the old or the new entry, never half of one (a torn 
 guessed at). Healing from it (`heal_journal`): each step of each entry on its own, retried (cluster/heal.py
 run_steps), the failed steps left in their entry with their errors; then the backend's heal of the whole
 cluster. Steps: resume-node(s), start-node(s), remove-toxics, remove-all-toxics, resume-process and
-stop-process (a pid is signalled only while its create time matches the record), abort-hanging (the one
-re-validated abort, cluster/abort.py, through chaos.faults.abort_hanging).
+stop-process (a pid is signalled only while its create time matches the record), stop-run-processes (every
+process recorded in a run's pids/), abort-hanging (the one re-validated abort, cluster/abort.py, through
+chaos.faults.abort_hanging). Every entry names its runner (pid and create time): the entries of a run whose
+runner is alive are a run in progress, which a heal does not touch unless forced.
 Must not: decide what a fault does or how a live run heals it (chaos/faults.py, chaos/experiment.py),
-signal a process whose create time does not match, or keep an entry whose heal did not succeed.
+signal a process whose create time does not match, keep an entry whose heal did not succeed, or heal
+under a live runner's feet unless forced.
 """
 from __future__ import annotations
 
@@ -37,6 +42,20 @@ FAULTS_DIR = "faults"
 VERSION = 1
 STOP_TIMEOUT_S = 10.0
 REQUIRED = ("id", "kind", "steps")
+WORKLOADS = "workloads"                   # the kind of a run's workload-processes entry
+
+
+def this_runner() -> dict:
+    """The running process as an entry records its runner: pid and create time."""
+    return {"pid": os.getpid(), "create_time": psutil.Process(os.getpid()).create_time()}
+
+
+def runner_alive(entry: dict) -> int | None:
+    """The pid of the entry's runner while that very process still runs, else None."""
+    runner = entry.get("runner") or {}
+    if runner.get("pid") is None or runner["pid"] == os.getpid():
+        return None
+    return runner["pid"] if live_process(runner["pid"], runner.get("create_time", 0.0)) else None
 
 
 class JournalError(TxnlabError, RuntimeError):
@@ -116,7 +135,12 @@ def active_faults_message(state_dir: Path) -> str | None:
     if not found.entries and not found.problems:
         return None
     what = describe_entries(found.entries) or f"{len(found.problems)} unreadable entries"
-    return (f"faults of a chaos run are still active on this cluster: {what}; "
+    live = sorted({pid for pid in map(runner_alive, found.entries) if pid})
+    if live:
+        return (f"a chaos run is in progress on this cluster (runner pid {', '.join(map(str, live))}): {what}; "
+                "stop it (Ctrl-C, SIGTERM: it heals), or after it died run "
+                f"`txnlab chaos heal --cluster {state_dir}`")
+    return (f"faults or workloads of a chaos run are still active on this cluster: {what}; "
             f"run `txnlab chaos heal --cluster {state_dir}`")
 
 
@@ -174,6 +198,16 @@ def stop_process(step: dict) -> None:
         proc.kill()
 
 
+def stop_run_processes(step: dict) -> None:
+    """Every process recorded in the run's pids/ (create time matched) stopped; raises if one is left."""
+    supervisor = Supervisor(Path(step["run_dir"]) / "pids")
+    for name in supervisor.names():
+        supervisor.stop(name, timeout=STOP_TIMEOUT_S)
+    left = [name for name in supervisor.names() if supervisor.is_running(name)]
+    if left:
+        raise JournalError(f"workload processes still running: {', '.join(left)}")
+
+
 def abort_hanging_step(step: dict, backend: Any) -> None:
     from kafka.structs import TopicPartition
     from chaos.faults import abort_hanging
@@ -198,6 +232,8 @@ def action_of(step: dict, backend: Any) -> Callable[[], object]:
         return partial(resume_process, step)
     if kind == "stop-process":
         return partial(stop_process, step)
+    if kind == "stop-run-processes":
+        return partial(stop_run_processes, step)
     if kind == "abort-hanging":
         return partial(abort_hanging_step, step, backend)
     raise JournalError(f"unknown journal step {kind!r}")
@@ -209,17 +245,20 @@ class HealReport:
     failed: dict[str, dict[str, str]] = field(default_factory=dict)   # entry id -> {step: error} (kept)
     problems: list[str] = field(default_factory=list)          # unreadable entries
     cluster: dict[str, str] | None = None                      # the cluster heal's failures; None: not run
+    in_progress: dict[str, int] = field(default_factory=dict)  # entry id -> pid of its live runner (untouched)
 
     @property
     def nothing_to_do(self) -> bool:
-        return not (self.healed or self.failed or self.problems)
+        return not (self.healed or self.failed or self.problems or self.in_progress)
 
     @property
     def ok(self) -> bool:
-        return not (self.failed or self.problems or self.cluster)
+        return not (self.failed or self.problems or self.cluster or self.in_progress)
 
     def lines(self) -> list[str]:
-        out = [f"healed {entry}" for entry in self.healed]
+        out = [f"not touched {entry}: its run is in progress (runner pid {pid} is alive; Ctrl-C or SIGTERM "
+               "makes it heal; `--force` heals under it)" for entry, pid in self.in_progress.items()]
+        out += [f"healed {entry}" for entry in self.healed]
         for entry, steps in self.failed.items():
             out += [f"NOT healed {entry}: {name}: {error} (kept in the journal)" for name, error in steps.items()]
         out += [f"NOT healed: {problem}" for problem in self.problems]
@@ -243,21 +282,29 @@ def heal_entry(entry: dict, backend: Any, directory: Path, attempts: int = 3) ->
 
 
 def heal_journal(directory: Path, backend: Any = None, timeout: float = 120.0, progress: Progress = print,
-                 attempts: int = 3) -> HealReport:
-    """Heal every entry of a faults/ directory, then the whole cluster (backend, or the entries' own).
-    Idempotent: with no entries there is nothing to do and nothing is touched."""
+                 attempts: int = 3, force: bool = False) -> HealReport:
+    """Heal every entry of a faults/ directory (a run's workload processes stopped first, so they open
+    no transaction meanwhile), then the whole cluster (backend, or the entries' own). The entries of a
+    run whose runner is alive are left alone, and the cluster too, unless force. Idempotent: with no
+    entries there is nothing to do and nothing is touched."""
     found = read_journal(directory)
     report = HealReport(problems=list(found.problems))
-    if not found.entries:
+    if not force:
+        report.in_progress = {e["id"]: pid for e in found.entries if (pid := runner_alive(e))}
+    entries = sorted((e for e in found.entries if e["id"] not in report.in_progress),
+                     key=lambda e: e["kind"] != WORKLOADS)
+    if not entries:
         return report
-    backend = backend or backend_of(found.entries[0])
-    for entry in found.entries:
+    backend = backend or backend_of(entries[0])
+    for entry in entries:
         progress(f"healing {entry['kind']} ({entry['id']}): {', '.join(step_name(s) for s in entry['steps']) or '-'}")
         failures = heal_entry(entry, backend, Path(directory), attempts)
         if failures:
             report.failed[entry["id"]] = failures
         else:
             report.healed.append(entry["id"])
+    if report.in_progress:
+        return report                      # the live run's faults are its own to heal
     progress("healing the whole cluster")
     try:
         backend.heal(timeout)

@@ -242,7 +242,8 @@ def cmd_chaos_heal(args: argparse.Namespace) -> int:
         from cluster.local import LocalCluster
         backend = LocalBackend(LocalCluster.load(args.cluster))
     directory = (args.run_dir or backend.layout.state_dir) / FAULTS_DIR
-    report = heal_journal(directory, backend, timeout=args.timeout, progress=lambda m: err.print(f"[cyan]heal[/]: {m}"))
+    report = heal_journal(directory, backend, timeout=args.timeout, force=args.force,
+                          progress=lambda m: err.print(f"[cyan]heal[/]: {m}"))
     for line in report.lines():
         print(line)
     return 0 if report.ok else 1
@@ -462,6 +463,8 @@ def _add_chaos_commands(sub) -> None:
     heal.add_argument("run_dir", type=Path, nargs="?", help="the run directory (its faults/ journal)")
     heal.add_argument("--cluster", type=Path, metavar="STATE_DIR", help="a local cluster's state directory instead")
     heal.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the brokers (default 120)")
+    heal.add_argument("--force", action="store_true", help="heal even the faults of a run whose runner is still "
+                      "alive (it may be hung; by default its faults are its own to heal)")
     heal.set_defaults(func=cmd_chaos_heal)
 
 

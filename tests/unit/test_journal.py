@@ -228,3 +228,57 @@ def test_cluster_up_refuses_while_faults_are_journaled(tmp_path, capsys):
     assert main(["cluster", "up", "--state-dir", str(tmp_path), "--base-port", "25000"]) == 2
     assert f"txnlab chaos heal --cluster {tmp_path}" in capsys.readouterr().err.replace("\n", "")
     assert not (tmp_path / "pids").exists()                                  # nothing started
+
+
+def runner_of(proc: subprocess.Popen) -> dict:
+    return {"pid": proc.pid, "create_time": psutil.Process(proc.pid).create_time()}
+
+
+def test_a_dead_runners_workload_processes_are_stopped_first_and_a_live_runs_entries_are_not_touched(two, tmp_path,
+                                                                                                     monkeypatch):
+    journal, dirs = two
+    from cluster.supervisor import Supervisor
+    run_dir = tmp_path / "run"
+    workloads = Supervisor(run_dir / "pids")
+    for name in ("txp-0", "proc-0"):
+        workloads.start(name, ["sleep", "60"], run_dir / "logs" / f"{name}.log")
+    workloads.pause("txp-0")                                  # a paused one must be resumed to exit
+    runner = subprocess.Popen(["sleep", "60"])
+    try:
+        live = runner_of(runner)
+        journal.write({**ENTRY, "runner": live})
+        journal.write({"id": "r1-workloads", "kind": "workloads", "runner": live, "backend": ENTRY["backend"],
+                       "steps": [{"step": "stop-run-processes", "run_dir": str(run_dir)}]})
+        assert f"in progress on this cluster (runner pid {runner.pid})" in active_faults_message(dirs[1].parent)
+        backend = FakeBackend()
+        untouched = heal_journal(dirs[0], backend)
+        assert untouched.in_progress == {"r1-nemesis-0": runner.pid, "r1-workloads": runner.pid}
+        assert not untouched.ok and backend.calls == [] and workloads.is_running("txp-0")
+        assert "not touched r1-workloads: its run is in progress" in "\n".join(untouched.lines())
+    finally:
+        runner.kill()
+        runner.wait()
+    assert "still active on this cluster: pause-broker (r1-nemesis-0), workloads" in active_faults_message(
+        dirs[1].parent)
+    order = []
+    original = journal_module.stop_run_processes
+    monkeypatch.setattr(journal_module, "stop_run_processes", lambda step: (order.append("workloads"), original(step)))
+    backend = FakeBackend()
+    backend.resume = lambda node: order.append(f"resume {node}")
+    healed = heal_journal(dirs[0], backend)
+    assert healed.ok and healed.healed == ["r1-workloads", "r1-nemesis-0"] and order == ["workloads", "resume 1"]
+    assert not any(workloads.is_running(name) for name in workloads.names())
+    assert all(read_journal(d).entries == [] for d in dirs)
+
+
+def test_force_heals_under_a_live_runner(two):
+    journal, dirs = two
+    runner = subprocess.Popen(["sleep", "60"])
+    try:
+        journal.write({**ENTRY, "runner": runner_of(runner)})
+        backend = FakeBackend()
+        forced = heal_journal(dirs[0], backend, force=True)
+        assert forced.ok and forced.healed == ["r1-nemesis-0"] and ("resume", 1) in backend.calls
+    finally:
+        runner.kill()
+        runner.wait()
