@@ -262,6 +262,21 @@ class LocalCluster:
                      start=self.start_node, wait_serving=self.wait_serving, elect=self._elect_preferred_leaders,
                      timeout=timeout)
 
+    def unhealed(self) -> dict[str, object]:
+        """What faults left on this cluster, {} when nothing: `stopped` nodes (no process), `unregistered`
+        nodes (not registered and unfenced), `paused` nodes (SIGSTOP), `toxics` {proxy: [toxic names]}. What
+        "healed" means for the tests and bench/heal_trials.py."""
+        left: dict[str, object] = {}
+        if stopped := [n for n in self.layout.node_ids if not self.supervisor.is_running(self.node_name(n))]:
+            left["stopped"] = stopped
+        if unregistered := sorted(set(self.layout.node_ids) - set(self.registered_brokers())):
+            left["unregistered"] = unregistered
+        if paused := [n for n in self.layout.node_ids if self.supervisor.is_paused(self.node_name(n))]:
+            left["paused"] = paused
+        if toxics := self.toxiproxy.toxics():
+            left["toxics"] = {proxy: [t["name"] for t in found] for proxy, found in sorted(toxics.items())}
+        return left
+
     def _elect_preferred_leaders(self) -> None:
         with ClusterAdmin(self.direct_connection()) as admin:      # Toxiproxy need not run
             admin.elect_preferred_leaders()
