@@ -26,7 +26,7 @@ cluster's heal) so the next trial starts clean; none of that is counted as heali
 Clusters: its own 3-node local cluster with the usual stack (exporter, Prometheus: the probes need them),
 .txnlab/bench-heal-cluster on --base-port (23000), started once and reused; an experiment with broker
 settings of its own (the hanging-transaction drill) runs on a second one, .txnlab/bench-heal-cluster-drill
-on --base-port + 10000 (clear of the test clusters' ports), started when first needed. Both are stopped
+on --base-port + 2000 (clear of the test clusters' ports), started when first needed. Both are stopped
 at the end by their pid records (cluster down, data kept) unless --keep-cluster.
 Owns: nothing beyond this benchmark. Must not: touch other clusters, or stop processes it did not start.
 Usage: .venv/bin/python bench/heal_trials.py [--trials 20] [--kinds sigint,sigterm,sigkill,exception]
@@ -121,9 +121,9 @@ def layout_key(local: dict) -> str:
 
 
 def cluster_places(keys: set[str], base_port: int) -> dict[str, tuple[str, int]]:
-    """key -> (state dir name under .txnlab, base port): the plain cluster at base_port, the others 10000 apart."""
+    """key -> (state dir name under .txnlab, base port): the plain cluster at base_port, the others 2000 apart."""
     ordered = sorted(keys, key=lambda k: (k != "", k))
-    return {key: (STATE_DIR + (f"-{key}" if key else ""), base_port + 10000 * i) for i, key in enumerate(ordered)}
+    return {key: (STATE_DIR + (f"-{key}" if key else ""), base_port + 2000 * i) for i, key in enumerate(ordered)}
 
 
 def spec_copy(data: dict, state_dir: Path, base_port: int, nodes: int) -> dict:

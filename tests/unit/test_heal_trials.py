@@ -48,7 +48,7 @@ def test_layouts_pick_the_bench_cluster_and_its_ports(ht):
     custom = ht.layout_key({"broker_config": {"a": 1}})
     assert custom.startswith("custom-") and custom != ht.layout_key({"broker_config": {"a": 2}})
     assert ht.cluster_places({"drill", ""}, 23000) == {"": ("bench-heal-cluster", 23000),
-                                                       "drill": ("bench-heal-cluster-drill", 33000)}
+                                                       "drill": ("bench-heal-cluster-drill", 25000)}
     assert ht.cluster_places({"drill"}, 23000) == {"drill": ("bench-heal-cluster-drill", 23000)}
 
 
