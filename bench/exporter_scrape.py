@@ -68,7 +68,7 @@ from cluster.java import java_command
 from cluster.layout import HANGING_DRILL_BROKER_CONFIG, HANGING_DRILL_FEATURES, new_cluster_id
 from cluster.local import LocalCluster
 from cluster.supervisor import Supervisor
-from cluster.versions import REPO_ROOT, txnlab_home
+from cluster.versions import REPO_ROOT, txnlab_home, txnlab_source
 from cluster.waiting import wait_until
 
 TOPIC_PREFIX = "bench-scrape"
@@ -920,8 +920,7 @@ def source_state(ours_commit: str | None) -> dict:
     the files of exporter/ and cluster/ changed on top of it, when the run started)."""
     if ours_commit:
         return {"ours_commit": git("rev-parse", "--verify", f"{ours_commit}^{{commit}}"), "tree": "unpacked aside"}
-    return {"head": git("rev-parse", "HEAD"), "tree": "working tree",
-            "changed": [line[3:] for line in git("status", "--porcelain", "--", "exporter", "cluster").splitlines()]}
+    return {**txnlab_source("exporter", "cluster"), "tree": "working tree"}
 
 
 def unpack_ours(commit: str, run_dir: Path) -> Path:

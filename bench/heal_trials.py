@@ -61,7 +61,7 @@ from chaos.spec import STARTUP_ALLOWANCE_S, builtin_specs, parse_spec
 from cluster.admin import IN_PROGRESS_STATES, ClusterAdmin
 from cluster.local import LocalCluster
 from cluster.supervisor import Supervisor, live_process
-from cluster.versions import REPO_ROOT, txnlab_home
+from cluster.versions import REPO_ROOT, txnlab_home, txnlab_source
 from cluster.waiting import Deadline
 
 KINDS = ("sigint", "sigterm", "sigkill", "exception")
@@ -515,7 +515,8 @@ def run_trial(trial: Trial, clusters: Clusters, out_dir: Path) -> dict:
         say(f"trial {trial.n} interrupted: stopping its runner (pid {proc.pid}) and healing")
         say(f"  chaos heal: {stop_runner(proc, cluster)['lines']}")
         raise
-    result = {**asdict(trial), "cluster": str(cluster.layout.state_dir), "trial_dir": str(trial_dir),
+    result = {**asdict(trial), "source": txnlab_source("chaos", "cluster", "txnlab"),
+              "cluster": str(cluster.layout.state_dir), "trial_dir": str(trial_dir),
               "runner_rc": proc.returncode, "runner_s": round(time.time() - started_wall, 1), **cut}
     if trial.kind == "exception":            # the traceback's last line when it ended the runner
         tail = (trial_dir / "runner.log").read_text(errors="replace").splitlines()[-5:]

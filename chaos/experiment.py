@@ -184,12 +184,27 @@ class Experiment:
         finally:
             with _no_interrupts():
                 self._heal_everything(run, env)
-                self.result.summary = run.finish()
-                if not run.alive():
-                    self.journal.clear(self._workloads_entry(run))
-                self.result.recovery = recovery.of_run(run_dir)
-                self._write(run_dir)
+                self._close(run, run_dir)
         return self.result
+
+    def _close(self, run: Run, run_dir: Path) -> None:
+        """Finish the run, clear its workloads' journal entry once none runs, measure recovery, write
+        experiment.json: each on its own (one that fails is named in the result's error, the rest run)."""
+        def finish() -> None:
+            self.result.summary = run.finish()
+
+        def clear_workloads() -> None:
+            if run.alive():
+                raise RuntimeError(f"workload processes still running: {', '.join(run.alive())}")
+            self.journal.clear(self._workloads_entry(run))
+
+        def measure_recovery() -> None:
+            self.result.recovery = recovery.of_run(run_dir)
+        failed = run_steps([("finish the run", finish), ("clear the workloads' journal entry", clear_workloads),
+                            ("recovery", measure_recovery)], attempts=1)
+        if failed:
+            self.result.error = self.result.error or "; ".join(f"{step}: {error}" for step, error in failed.items())
+        self._write(run_dir)
 
     def _body(self, run: Run, env: FaultEnv, tag: str) -> None:
         run.info.params = {"experiment": self.spec.name, "seed": self.seed, "duration_s": self.spec.duration_s}

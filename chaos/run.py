@@ -7,8 +7,8 @@ supervisor, so it can be stopped, killed or paused by pid), and finishing a run:
 complete outstanding invokes as info, record the end offsets (HWM and LSO) of every topic the run used
 and the committed offsets of the run's consumer groups (those named "<run tag>.*"); while the workloads
 run, a sampler thread records those groups' committed offsets every GROUP_SAMPLE_S into the history
-(process "observer-groups", ok `group_offsets` {group: {topic: {partition: offset}}}; chaos/recovery.py
-reads them).
+(process "observer-groups", ok `group_offsets` {group: {topic: {partition: offset}}}, or ok
+`group_offsets_error` {error} when a sample failed; chaos/recovery.py reads them).
 Must not: decide what a run should do (experiment specs and schedules are the runner's, issue 5), or
 check the history (spark_analysis/ does).
 """
@@ -22,13 +22,15 @@ import sys
 import threading
 import time
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
 from chaos.history import HistoryError, HistoryWriter
-from chaos.recovery import GROUP_F, GROUP_OBSERVER
+from chaos.recovery import GROUP_ERROR_F, GROUP_F, GROUP_OBSERVER
 from cluster.admin import ClusterAdmin
 from cluster.connection import ConnectionSettings
+from cluster.heal import run_steps
 from cluster.reads import partition_offsets
 from cluster.smoke import ensure_topic
 from cluster.supervisor import Supervisor
@@ -155,13 +157,21 @@ class Run:
                     self.history.record(GROUP_OBSERVER, "ok", GROUP_F, self._group_offsets(admin))
                 except HistoryError:
                     return                                 # the history is closed: the run is over
-                except Exception:  # noqa: BLE001 - a broker down mid-sample: a gap, then a fresh client
+                except Exception as exc:  # noqa: BLE001 - a broker down mid-sample: a gap, then a fresh client
                     if admin is not None:
                         admin.close()
                     admin = None
+                    self._record_gap(exc)
         finally:
             if admin is not None:
                 admin.close()
+
+    def _record_gap(self, exc: Exception) -> None:
+        """A failed sample is recorded (an observation, no invoke): recovery must tell a gap from "no advance"."""
+        try:
+            self.history.record(GROUP_OBSERVER, "ok", GROUP_ERROR_F, {"error": f"{type(exc).__name__}: {exc}"[:300]})
+        except HistoryError:
+            pass                                       # the history is closed: the run is over
 
     # ---- finishing --------------------------------------------------------------------------------------
     def finish(self) -> dict:
@@ -171,14 +181,21 @@ class Run:
         self.finished = True
         self.stop_all()
         completed = self.history.close()
-        summary = {"operations": self.history.count, "completed_at_shutdown": completed,
-                   "end_offsets": self._end_offsets()}
-        self._write("spec.json", asdict(self.info))
-        self._write("cluster.json", self._cluster_info())
-        self._write("end_offsets.json", summary["end_offsets"])
-        self._write("group_offsets.json", self._group_offsets())
+        summary = {"operations": self.history.count, "completed_at_shutdown": completed}
+        files = {"spec.json": lambda: asdict(self.info), "cluster.json": self._cluster_info,
+                 "end_offsets.json": self._end_offsets, "group_offsets.json": self._group_offsets}
+        not_written = run_steps([(name, partial(self._write_from, name, make, summary)) for name, make in files.items()])
+        if not_written:                      # each file on its own: verify says `unknown` for a missing one
+            summary["not_written"] = not_written
+            self.progress(f"run files not written: {not_written}")
         self.progress(f"run finished: {summary['operations']} operations, {completed} completed as info at shutdown")
         return summary
+
+    def _write_from(self, name: str, make: Callable[[], object], summary: dict) -> None:
+        data = make()
+        self._write(name, data)
+        if name == "end_offsets.json":
+            summary["end_offsets"] = data
 
     def _end_offsets(self) -> dict:
         if not self.info.topics:

@@ -19,7 +19,9 @@ from cluster.waiting import Deadline, wait_until
 QUIET = {"log_level": 3}
 # A leader that just took over (after a restart, an isolation, a preferred-leader election) answers these
 # until its high watermark has caught up (KIP-207): ask again, within the caller's timeout.
-TRANSIENT = {KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE}
+TRANSIENT = {KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+             KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.FENCED_LEADER_EPOCH,     # leadership moving (a bounce)
+             KafkaError.REQUEST_TIMED_OUT, KafkaError._TIMED_OUT, KafkaError._TRANSPORT}
 
 
 @dataclass(frozen=True)

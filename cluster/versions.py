@@ -1,11 +1,13 @@
 """Pinned versions of everything txnlab installs, read from the repository's versions.env.
 
-Owns: parsing versions.env and the install locations derived from it (TXNLAB_HOME).
+Owns: parsing versions.env and the install locations derived from it (TXNLAB_HOME), and which txnlab
+source runs (git HEAD and the files changed on top of it: what a benchmark records with its results).
 Must not: download or install anything (scripts/setup.sh does that).
 """
 from __future__ import annotations
 
 import os
+import subprocess
 from functools import lru_cache
 from pathlib import Path
 
@@ -31,6 +33,18 @@ def parse_env_file(text: str) -> dict[str, str]:
 def pinned() -> dict[str, str]:
     """The pins of versions.env as a dict."""
     return parse_env_file(VERSIONS_FILE.read_text())
+
+
+def txnlab_source(*paths: str) -> dict:
+    """{"head": commit, "changed": [files under paths changed on top of it]}; {} outside a git checkout."""
+    def git(*argv: str) -> str:
+        return subprocess.run(["git", *argv], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60,
+                              check=True).stdout.rstrip()
+    try:
+        return {"head": git("rev-parse", "HEAD"),
+                "changed": [line[3:] for line in git("status", "--porcelain", "--", *paths).splitlines()]}
+    except (OSError, subprocess.SubprocessError):
+        return {}
 
 
 def txnlab_home() -> Path:

@@ -1,0 +1,27 @@
+"""Finishing a run: every file it can write is written even when one cannot be (no cluster needed)."""
+from __future__ import annotations
+
+import json
+
+from chaos.run import Run
+from cluster.connection import ConnectionSettings
+
+
+def test_a_run_whose_end_offsets_cannot_be_read_writes_its_other_files_and_says_which_is_missing(tmp_path,
+                                                                                                 monkeypatch):
+    run = Run(ConnectionSettings(bootstrap="127.0.0.1:1"), tmp_path / "run", "r1", 7, "t")
+    asked = []
+
+    def unreadable():
+        asked.append(1)
+        raise RuntimeError("UNKNOWN_LEADER_EPOCH")
+    monkeypatch.setattr(run, "_end_offsets", unreadable)
+    monkeypatch.setattr(run, "_cluster_info", lambda: {"bootstrap": "127.0.0.1:1"})
+    monkeypatch.setattr(run, "_group_offsets", lambda: {"r1.eos": {}})
+    summary = run.finish()
+    assert list(summary["not_written"]) == ["end_offsets.json"] and "UNKNOWN_LEADER_EPOCH" in str(summary)
+    assert len(asked) == 3                                           # retried before giving up
+    assert not (tmp_path / "run" / "end_offsets.json").exists()      # verify: `unknown`, never an empty guess
+    assert json.loads((tmp_path / "run" / "spec.json").read_text())["seed"] == 7
+    assert json.loads((tmp_path / "run" / "group_offsets.json").read_text()) == {"r1.eos": {}}
+    assert (tmp_path / "run" / "cluster.json").exists() and run.finish() == {}
