@@ -6,20 +6,24 @@ Owns: a pure reading of a run's history (no cluster, no files but the history):
   - a process has ended when it said so: a `fenced` failure (--on-fenced exit), a copier's
     `ShutdownComplete`, or its `<name>/jvm` completing;
   - the run's group offsets are the `group_offsets` observations (process "observer-groups", ok,
-    {group: {topic: {partition: offset}}}, sampled every ~2 s by chaos/run.py), so a group "advances" at
-    the first sample in which any partition's committed offset is above the last sample at or before the
-    reference time (resolution: the sampling interval);
+    {group: {topic: {partition: offset}}}, sampled every ~2 s by chaos/run.py; a sample that failed is an
+    ok `group_offsets_error` {error}), so a group "advances" at the first sample in which any partition's
+    committed offset is above the last sample at or before the reference time (resolution: the sampling
+    interval; with no successful sample at or before it, the first one after it is the base);
   - for every fault (a nemesis-<n> process: `fault` invoke = its start, `heal` ok or fail = its heal), per
     workload process that existed by the heal and had not ended before the start, the seconds from the
     start and from the heal to its next commit, and per group the seconds from the start and from the
-    heal until its offsets advance.
+    heal until its offsets advance; per fault the slowest of them (the time until every one moved again).
 The horizon is the start of quiescence (the `quiescence` operation of process "nemesis"; else the last
 operation): quiescence stops the workloads and heals everything, so what commits then is no recovery.
 A fault is recovered (True) when every process commits again after its heal (or ended: a fenced zombie, a
 copier done with its input) and every group advances (or all its members ended) before the horizon; False
-when one did not though the run went on for UNOBSERVED_S or more after the heal, or the fault was never
-healed; "unknown" when the heal came so late (within UNOBSERVED_S of the horizon) that nothing could be
-seen after it. A heal that failed still counts as the heal's time (the workloads may route around a
+when one did not though the run went on for UNOBSERVED_S or more after the heal and the history shows it
+(the process recorded operations after the heal; the group's offsets were sampled after the heal and
+until SAMPLE_GAP_S before the horizon), or the fault was never healed; "unknown", with why, when the heal
+came so late (within UNOBSERVED_S of the horizon) that nothing could be seen after it, or the evidence
+after the heal is missing (a process silent after it, group samples that failed or stopped): silence is
+never evidence. A heal that failed still counts as the heal's time (the workloads may route around a
 broker that stayed down). A run is recovered when all its faults are (so a run without faults is), not
 when one is not, else "unknown". Safety is spark_analysis's verdict; this is liveness only.
 Must not: read the cluster, or judge safety.
@@ -34,9 +38,11 @@ from chaos.history import read_history
 
 GROUP_OBSERVER = "observer-groups"
 GROUP_F = "group_offsets"
+GROUP_ERROR_F = "group_offsets_error"   # a sample that failed: a gap, never "no advance"
 COMMIT_F = ("txn", "process", "copy")
 NS = 1e9
 UNOBSERVED_S = 1.0         # a heal this close to the horizon leaves nothing to see after it
+SAMPLE_GAP_S = 6.0         # group offsets last sampled longer before the horizon: the rest is not seen
 
 
 def is_commit(op: dict) -> bool:
@@ -113,62 +119,113 @@ def _last_commit(times: list[int], horizon: int) -> int | None:
 def _first_advance(samples: list[tuple[int, dict]], group: str, after: int | None, horizon: int) -> int | None:
     if after is None:
         return None
-    base: dict = {}
+    base: dict | None = None                     # None: no successful sample at or before `after`
     for t, offsets in samples:
         if t > horizon:
             break
         mine = offsets.get(group) or {}
         flat = {(topic, p): o for topic, parts in mine.items() for p, o in parts.items()}
         if t <= after:
-            base = flat or base
+            base = flat or base or {}
+        elif base is None:
+            base = flat or None                  # the first sample after it is the base
         elif any(o > base.get(key, -1) for key, o in flat.items()):
             return t
     return None
 
 
+def _group_gap(group: str, samples: list[tuple[int, dict]], failed: list[int], heal: int, horizon: int) -> str | None:
+    """Why the samples cannot show that the group's offsets stayed put from the heal to the horizon."""
+    seen = [t for t, offsets in samples if heal < t <= horizon and offsets.get(group)]
+    errors = sum(1 for t in failed if heal < t <= horizon)
+    failures = f" ({errors} sample(s) failed)" if errors else ""
+    if not seen:
+        return "no sample of its offsets after the heal" + failures
+    if horizon - seen[-1] > SAMPLE_GAP_S * NS:
+        return f"its offsets were last sampled {_seconds(horizon, seen[-1])} s before quiescence" + failures
+    return None
+
+
+def _process_entry(times: list[int], start: int, heal: int | None, horizon: int, ended: bool, last_op: int,
+                   late: bool) -> dict:
+    after_heal = _first_commit(times, heal, horizon)
+    entry = {"seconds_to_commit_after_start": _seconds(_first_commit(times, start, horizon), start),
+             "seconds_to_commit_after_heal": _seconds(after_heal, heal), "status": _status(after_heal, ended, late)}
+    if entry["status"] == "not recovered" and heal is not None and last_op <= heal:
+        entry.update(status="unknown", why="it recorded nothing after the heal")
+    return entry
+
+
+def _group_entry(group: str, samples: list[tuple[int, dict]], failed: list[int], start: int, heal: int | None,
+                 horizon: int, gone: bool, late: bool) -> dict:
+    advanced = _first_advance(samples, group, heal, horizon)
+    entry = {"seconds_to_advance_after_start": _seconds(_first_advance(samples, group, start, horizon), start),
+             "seconds_to_advance_after_heal": _seconds(advanced, heal), "status": _status(advanced, gone, late)}
+    if entry["status"] == "not recovered" and heal is not None:
+        if gap := _group_gap(group, samples, failed, heal, horizon):
+            entry.update(status="unknown", why=gap)
+    return entry
+
+
+def _verdict(fault: dict) -> dict:
+    """The fault's recovered (True/False/"unknown"), why, and the slowest commit and advance after start and heal."""
+    named = [(p, e, "never committed") for p, e in fault["processes"].items()] + \
+            [(f"group {g}", e, "offsets never advanced") for g, e in fault["groups"].items()]
+    statuses = {e["status"] for _, e, _ in named}
+    why = ["never healed"] if fault["heal_s"] is None else []
+    for name, e, never in named:
+        if e["status"] == "not recovered":
+            why.append(f"{name}: {never} after the heal")
+        elif e["status"] in ("unknown", "unobserved"):
+            why.append(f"{name}: {e.get('why') or 'healed too close to quiescence to see anything after it'}")
+    slowest = {}
+    for key, group in (("commit", fault["processes"]), ("advance", fault["groups"])):
+        for since in ("start", "heal"):
+            found = [e[f"seconds_to_{key}_after_{since}"] for e in group.values() if e["status"] == "recovered"]
+            slowest[f"seconds_to_{key}_after_{since}"] = max(found) if found else None
+    recovered = (False if fault["heal_s"] is None or "not recovered" in statuses else
+                 "unknown" if statuses & {"unobserved", "unknown"} else True)
+    return {**slowest, "recovered": recovered, "why": why}
+
+
 def recovery(ops: list[dict]) -> dict:
     """{horizon_s, faults: [{process, kind, start_s, heal_s, heal_ok, processes: {p: {...}}, groups: {g: {...}},
-    recovered}], recovered}; times in seconds since the run started."""
+    recovered, why, seconds_to_commit/advance_after_start/heal}], recovered}; times in seconds since the run
+    started."""
     horizon = horizon_of(ops)
     commits: dict[str, list[dict]] = defaultdict(list)
     first_seen: dict[str, int] = {}
+    last_op: dict[str, int] = {}
     for op in ops:
         first_seen.setdefault(op["process"], op["time"])
+        owner = op["process"].split("/", 1)[0]               # <name>/jvm speaks for <name> too
+        last_op[owner] = max(last_op.get(owner, op["time"]), op["time"])
         if op["f"] in COMMIT_F and not op["process"].startswith("nemesis"):
             commits[op["process"]].append(op)
     commit_times = {p: sorted(op["time"] for op in found if is_commit(op)) for p, found in commits.items()}
     ended = ended_at(ops)
-    samples = [(op["time"], op["value"]) for op in ops
-               if op["process"] == GROUP_OBSERVER and op["f"] == GROUP_F and op["type"] == "ok"]
+    observed = [op for op in ops if op["process"] == GROUP_OBSERVER]
+    samples = [(op["time"], op["value"]) for op in observed if op["f"] == GROUP_F and op["type"] == "ok"]
+    failed = [op["time"] for op in observed if op["f"] == GROUP_ERROR_F]
     groups = sorted({g for _, offsets in samples for g in offsets})
     out = []
     for fault in faults_of(ops):
         start, heal = fault["start"], fault["heal"]
         reference = heal if heal is not None else start
         late = heal is not None and heal > horizon - UNOBSERVED_S * NS
-        processes = {}
-        for p in sorted(commit_times):
-            if first_seen[p] > reference or ended.get(p, horizon + 1) < start:
-                continue                                 # not there yet at the heal, or gone before the fault
-            after_heal = _first_commit(commit_times[p], heal, horizon)
-            processes[p] = {"seconds_to_commit_after_start": _seconds(_first_commit(commit_times[p], start, horizon),
-                                                                      start),
-                            "seconds_to_commit_after_heal": _seconds(after_heal, heal),
-                            "status": _status(after_heal, ended.get(p, horizon + 1) <= horizon, late)}
+        processes = {p: _process_entry(commit_times[p], start, heal, horizon, ended.get(p, horizon + 1) <= horizon,
+                                       last_op[p], late)
+                     for p in sorted(commit_times)
+                     if first_seen[p] <= reference and ended.get(p, horizon + 1) >= start}  # there, not gone before
         by_group = {}
         for g in groups:
             members = group_members(g, commits)
-            advanced = _first_advance(samples, g, heal, horizon)
             gone = bool(members) and all(ended.get(m, horizon + 1) <= horizon for m in members)
-            by_group[g] = {"seconds_to_advance_after_start": _seconds(_first_advance(samples, g, start, horizon), start),
-                           "seconds_to_advance_after_heal": _seconds(advanced, heal),
-                           "status": _status(advanced, gone, late)}
-        statuses = {v["status"] for v in [*processes.values(), *by_group.values()]}
-        out.append({"process": fault["process"], "kind": fault["kind"], "started": fault["started"],
-                    "start_s": _seconds(start, 0), "heal_s": _seconds(heal, 0), "heal_ok": fault["heal_ok"],
-                    "processes": processes, "groups": by_group,
-                    "recovered": (False if heal is None or "not recovered" in statuses else
-                                  "unknown" if "unobserved" in statuses else True)})
+            by_group[g] = _group_entry(g, samples, failed, start, heal, horizon, gone, late)
+        found = {"process": fault["process"], "kind": fault["kind"], "started": fault["started"],
+                 "start_s": _seconds(start, 0), "heal_s": _seconds(heal, 0), "heal_ok": fault["heal_ok"],
+                 "processes": processes, "groups": by_group}
+        out.append({**found, **_verdict(found)})
     last = {p: _last_commit(times, horizon) for p, times in sorted(commit_times.items())}
     verdicts = {f["recovered"] for f in out}
     return {"horizon_s": _seconds(horizon, 0), "faults": out,
@@ -180,6 +237,18 @@ def _status(advanced: int | None, ended: bool, late: bool) -> str:
     if advanced is not None:
         return "recovered"
     return "ended" if ended else "unobserved" if late else "not recovered"
+
+
+FAULT_SUMMARY = ("process", "kind", "start_s", "heal_s", "heal_ok", "recovered", "seconds_to_commit_after_start",
+                 "seconds_to_commit_after_heal", "seconds_to_advance_after_start", "seconds_to_advance_after_heal", "why")
+
+
+def summary(found: dict) -> dict:
+    """A recovery (or of_run's {"error"}) without the per-process and per-group detail: `chaos run`'s JSON."""
+    if "faults" not in found:
+        return {"recovered": "unknown", "error": found.get("error", "no recovery computed")}
+    return {"recovered": found["recovered"], "horizon_s": found["horizon_s"],
+            "faults": [{key: f.get(key) for key in FAULT_SUMMARY} for f in found["faults"]]}
 
 
 def of_run(run_dir: Path) -> dict:

@@ -173,11 +173,29 @@ def summary_rows(runs: list[dict]) -> list[dict]:
             for r in runs]
 
 
+def fault_name(f: dict) -> str:
+    return f"{f['kind']} at {f['start_s']} s" + ("" if f["heal_ok"] is not False else " (heal failed)")
+
+
+def fault_line(f: dict) -> str:
+    """One fault's time to recover in a line (chaos run's stderr, the report page): the slowest workload's
+    commit and the slowest group's advance after the heal (and after the start), or not recovered / unknown
+    with why."""
+    head = fault_name(f) + ("" if f["heal_s"] is None else f", healed at {f['heal_s']} s")
+    if f["recovered"] is not True:
+        why = "; ".join(f.get("why") or [])
+        return f"{head}: {'not recovered' if f['recovered'] is False else 'unknown'}" + (f" ({why})" if why else "")
+    moved = [f"{what} {f[f'seconds_to_{key}_after_heal']} s after heal ({f[f'seconds_to_{key}_after_start']} s "
+             "after start)" for key, what in (("commit", "commits again"), ("advance", "group offsets advance"))
+             if f.get(f"seconds_to_{key}_after_heal") is not None]
+    return f"{head}: " + (", ".join(moved) or "recovered (its workloads ended)")
+
+
 def recovery_rows(run: dict) -> list[dict]:
     """Per fault, per workload process and consumer group: seconds until it moved again (null: never did)."""
     rows = []
     for f in run["recovery"]["faults"]:
-        fault = f"{f['kind']} at {f['start_s']} s" + ("" if f["heal_ok"] is not False else " (heal failed)")
+        fault = fault_name(f)
         for kind, key, entries in (("process", "commit", f["processes"]), ("group", "advance", f["groups"])):
             for name, e in entries.items():
                 rows.append({"fault": fault, "heal_s": f["heal_s"], "kind": kind, "name": name,

@@ -13,7 +13,7 @@ import time
 from html import escape
 from pathlib import Path
 
-from report.build import recovery_rows
+from report.build import fault_line, recovery_rows
 from spark_analysis.page import STYLE, badge, table, verdict_table
 
 EXTRA_STYLE = """
@@ -57,10 +57,12 @@ def _recovery(run: dict) -> str:
     verdict = {True: "every workload and group moved again after every fault",
                False: "NOT recovered: after some fault a workload never committed again, or a group's offsets never "
                       f"advanced, before quiescence ({found['horizon_s']} s)"}.get(
-        found["recovered"], "unknown: a fault was healed too close to quiescence to see anything move after it")
+        found["recovered"], "unknown: after some fault the history cannot show whether the workloads moved again")
+    faults = "".join(f"<li>{escape(fault_line(f))}</li>" for f in found["faults"])
     return (f"<h3>Time to recover</h3><p class='muted'>{escape(verdict)} (a commit: a workload's committed "
             "transaction; a group: its committed offsets, sampled every ~2 s).</p>"
-            + (table(rows) if rows else "<p class='muted'>no faults.</p>"))
+            + (f"<ul class='recovery'>{faults}</ul>" if faults else "<p class='muted'>no faults.</p>")
+            + (table(rows) if rows else ""))
 
 
 def _side_by_side(report: dict) -> str:

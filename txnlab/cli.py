@@ -225,8 +225,15 @@ def cmd_chaos_run(args: argparse.Namespace) -> int:
     from report.stack import local_stack
     result = Experiment(spec, args.seed, args.runs_dir, progress=lambda m: err.print(f"[cyan]chaos[/]: {m}"),
                         local_stack=local_stack()).run()
+    from rich.markup import escape
+    from chaos.recovery import summary
+    from report.build import fault_line
+    recovery = summary(result.recovery)
+    for line in [fault_line(f) for f in recovery.get("faults", [])] or [
+            f"unknown ({recovery['error']})" if "error" in recovery else "no faults"]:
+        err.print(f"[cyan]recovery[/]: {escape(line)}", highlight=False, soft_wrap=True)
     print(json.dumps({"run_dir": str(result.run_dir), "steady": result.steady, "error": result.error,
-                      "quiescence": result.quiescence}, indent=2))
+                      "quiescence": result.quiescence, "recovery": recovery}, indent=2))
     return 0 if result.steady else 1
 
 

@@ -1,12 +1,15 @@
 """A shortened demo on real local clusters: two experiments (zombie producer, hanging-transaction drill)
 under transaction.version 1 and 2, each run verified with Spark. Every section of report.json must hold
-real data, the report's verdicts must agree with `txnlab verify` on the same runs, and the page must
-render in headless Chromium (not blank). The demo gets its own clusters (ports 28000/29000) and keeps the
-last level's up only until `txnlab verify` has read them."""
+real data, the zombie producer must recover from every fault with measured times (in the JSON, the summary
+and the page; the coordinator kill's recovery is asserted by test_experiments.py's run of it), the
+report's verdicts must agree with `txnlab verify` on the same runs, and the page must render in headless
+Chromium (not blank). The demo gets its own clusters (ports 28000/29000) and keeps the last level's up only
+until `txnlab verify` has read them."""
 from __future__ import annotations
 
 import json
 import os
+from html import escape
 import shutil
 import subprocess
 import sys
@@ -17,9 +20,11 @@ import pytest
 from cluster.local import LocalCluster
 from cluster.versions import txnlab_home
 from report import screenshot
+from report.build import fault_line
 from report.demo import Demo, DemoOptions, exit_code
 
 EXPERIMENTS = ("zombie-producer", "hanging-transaction-drill")
+RECOVERING = ("zombie-producer",)                         # every fault recovered, with measured times
 VERSIONS = (1, 2)
 ARTEFACTS = Path(os.environ.get("TXNLAB_ARTEFACTS", "/tmp/txnlab-artefacts")) / "demo"
 pytestmark = pytest.mark.timeout(1500)        # the module's demo (about 7 minutes) runs in the first test's setup
@@ -85,6 +90,24 @@ def test_every_section_of_the_json_twin_is_filled_from_real_data(demo):
         assert set(row["versions"]) == {str(v) for v in VERSIONS}
         assert all(v["attempts"]["ok"] > 0 for v in row["versions"].values())
     assert exit_code(twin) == (0 if twin["valid"] is True else 1)
+
+
+def test_the_zombie_recovers_from_every_fault_in_measured_seconds_shown_on_the_page(demo):
+    runner, _ = demo
+    twin = json.loads((runner.dir / "report.json").read_text())
+    page = (runner.dir / "report.html").read_text()
+    assert "<th>recovered</th>" in page
+    for run, row in zip(twin["runs"], twin["summary"]):
+        if run["experiment"] not in RECOVERING:
+            continue
+        where = f"{run['experiment']} tv{run['transaction_version']}"
+        faults = run["recovery"]["faults"]
+        assert len(faults) == len(run["faults"]) >= 1, (where, faults)
+        for f in faults:
+            assert f["recovered"] is True, (where, fault_line(f), f)
+            assert f["seconds_to_commit_after_heal"] >= 0 and f["seconds_to_commit_after_start"] > 0, (where, f)
+            assert escape(fault_line(f)) in page, (where, fault_line(f))
+        assert (row["experiment"], row["recovered"]) == (run["experiment"], True), (where, row)
 
 
 def test_the_reports_verdicts_agree_with_txnlab_verify_on_the_same_runs(demo):

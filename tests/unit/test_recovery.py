@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import time
 
-from chaos.recovery import recovery
+from chaos.recovery import recovery, summary
 
 
 def op(t: float, process: str, op_type: str, f: str, **value) -> dict:
@@ -29,6 +29,10 @@ def quiescence(t: float) -> list[dict]:
 
 def groups(t: float, offset: int, group: str = "r1.eos") -> dict:
     return op(t, "observer-groups", "ok", "group_offsets", **{group: {"r1-in-a": {"0": offset, "1": 3}}})
+
+
+def sample_failed(t: float) -> dict:
+    return op(t, "observer-groups", "ok", "group_offsets_error", error="KafkaTimeoutError: list_groups")
 
 
 def run(*parts) -> list[dict]:
@@ -111,7 +115,8 @@ def test_a_heal_at_the_end_of_the_run_leaves_its_recovery_unknown_not_failed():
     assert first["recovered"] is True
     assert late["processes"]["eos-1"]["status"] == "unobserved" and late["processes"]["eos-0"]["status"] == "recovered"
     assert (late["recovered"], found["recovered"]) == ("unknown", "unknown")
-    stuck = recovery(run(commit(1, "eos-0", "process"), fault(10, 20), fault(25, 39.6, n=1), quiescence(40)))
+    stuck = recovery(run(commit(1, "eos-0", "process"), fault(10, 20), fault(25, 39.6, n=1),
+                         op(21, "eos-0", "invoke", "process"), op(31, "eos-0", "fail", "process"), quiescence(40)))
     assert [f["recovered"] for f in stuck["faults"]] == [False, "unknown"] and stuck["recovered"] is False
 
 
@@ -138,6 +143,75 @@ def test_a_group_whose_members_all_ended_is_not_held_against_the_fault():
                          op(15, "java-copier-0", "ok", "copy", event="ShutdownComplete", copied=0),
                          groups(22, 10, group="r1.java-copier"), quiescence(40)))
     assert found["faults"][0]["groups"]["r1.java-copier"]["status"] == "ended" and found["recovered"] is True
+
+
+def test_a_group_whose_samples_after_the_heal_all_failed_is_unknown_with_why_never_not_recovered():
+    failing = [sample_failed(t) for t in range(22, 40, 2)]
+    found = recovery(run(commit(1, "eos-0", "process", group="r1.eos"), groups(8, 10), fault(10, 20), *failing,
+                         commit(21, "eos-0", "process"), quiescence(40)))
+    [f] = found["faults"]
+    assert f["groups"]["r1.eos"] == {"seconds_to_advance_after_start": None, "seconds_to_advance_after_heal": None,
+                                     "status": "unknown", "why": "no sample of its offsets after the heal "
+                                                                 "(9 sample(s) failed)"}
+    assert f["processes"]["eos-0"]["status"] == "recovered"
+    assert (f["recovered"], found["recovered"]) == ("unknown", "unknown")
+    assert f["why"] == ["group r1.eos: no sample of its offsets after the heal (9 sample(s) failed)"]
+    silent = recovery(run(commit(1, "eos-0", "process", group="r1.eos"), groups(8, 10), fault(10, 20),
+                          commit(21, "eos-0", "process"), quiescence(40)))          # no sample at all after it
+    assert silent["faults"][0]["groups"]["r1.eos"]["why"] == "no sample of its offsets after the heal"
+    assert silent["faults"][0]["recovered"] == "unknown"
+
+
+def test_group_samples_that_stop_long_before_quiescence_leave_the_rest_unseen_so_unknown():
+    found = recovery(run(commit(1, "eos-0", "process", group="r1.eos"), groups(8, 10), fault(10, 20), groups(22, 10),
+                         groups(24, 10), *[sample_failed(t) for t in range(26, 40, 2)], commit(21, "eos-0", "process"),
+                         quiescence(40)))
+    entry = found["faults"][0]["groups"]["r1.eos"]
+    assert entry["status"] == "unknown" and entry["why"] == ("its offsets were last sampled 16.0 s before quiescence "
+                                                             "(7 sample(s) failed)")
+    assert found["faults"][0]["recovered"] == "unknown"
+
+
+def test_a_process_that_recorded_nothing_after_the_heal_is_unknown_one_that_kept_failing_is_not_recovered():
+    silent = recovery(run(commit(1, "eos-0", "process"), fault(10, 20), quiescence(40)))
+    assert silent["faults"][0]["processes"]["eos-0"] == {
+        "seconds_to_commit_after_start": None, "seconds_to_commit_after_heal": None, "status": "unknown",
+        "why": "it recorded nothing after the heal"}
+    assert silent["faults"][0]["why"] == ["eos-0: it recorded nothing after the heal"]
+    assert silent["recovered"] == "unknown"
+    failing = recovery(run(commit(1, "eos-0", "process"), fault(10, 20), op(25, "eos-0", "invoke", "process"),
+                           op(30, "eos-0", "fail", "process", error="timeout"), quiescence(40)))
+    assert failing["faults"][0]["processes"]["eos-0"]["status"] == "not recovered"
+    assert failing["faults"][0]["why"] == ["eos-0: never committed after the heal"]
+    assert failing["recovered"] is False
+    hung = recovery(run(commit(1, "eos-0", "process"), op(15, "eos-0", "invoke", "process"), fault(10, 20),
+                        quiescence(40), op(46, "eos-0", "info", "process", reason="shutdown")))
+    assert hung["faults"][0]["processes"]["eos-0"]["status"] == "not recovered"     # stuck in one call: seen
+
+
+def test_without_a_sample_before_the_reference_the_first_one_after_it_is_the_base_not_an_advance():
+    found = recovery(run(commit(1, "eos-0", "process", group="r1.eos"), sample_failed(8), fault(10, 20),
+                         groups(22, 10), groups(24, 12), commit(21, "eos-0", "process"), quiescence(40)))
+    entry = found["faults"][0]["groups"]["r1.eos"]
+    assert (entry["seconds_to_advance_after_heal"], entry["seconds_to_advance_after_start"]) == (4.0, 14.0)
+
+
+def test_each_fault_has_the_slowest_commit_and_advance_and_chaos_run_gets_them_without_the_detail():
+    found = recovery(run(commit(1, "txp-0"), commit(2, "eos-0", "process", group="r1.eos"), groups(8, 10),
+                         fault(10, 20), commit(12, "txp-0"), commit(23.5, "txp-0"), commit(26, "eos-0", "process"),
+                         groups(20.5, 10), groups(22.5, 12), groups(38, 14), quiescence(40)))
+    [f] = found["faults"]
+    assert (f["seconds_to_commit_after_heal"], f["seconds_to_commit_after_start"]) == (6.0, 16.0)   # eos-0, slowest
+    assert (f["seconds_to_advance_after_heal"], f["seconds_to_advance_after_start"]) == (2.5, 12.5)
+    assert (f["recovered"], f["why"]) == (True, [])
+    brief = summary(found)
+    assert brief["recovered"] is True and brief["horizon_s"] == 40.0
+    assert brief["faults"] == [{"process": "nemesis-0", "kind": "kill-broker", "start_s": 10.0, "heal_s": 20.0,
+                                "heal_ok": True, "recovered": True, "seconds_to_commit_after_start": 16.0,
+                                "seconds_to_commit_after_heal": 6.0, "seconds_to_advance_after_start": 12.5,
+                                "seconds_to_advance_after_heal": 2.5, "why": []}]
+    assert summary({"error": "HistoryError: no history"}) == {"recovered": "unknown",
+                                                               "error": "HistoryError: no history"}
 
 
 # ---- the group offsets sampler of a run (chaos/run.py) ------------------------------------------------------
@@ -184,7 +258,42 @@ def test_a_run_samples_its_groups_offsets_into_the_history_and_a_failed_sample_i
     time.sleep(0.1)
     assert calls["n"] == count                                # stopped with the workloads
     run.history.close()
-    samples = [op for op in read_history(tmp_path).ops if op["f"] == "group_offsets"]
-    assert samples and all(op["process"] == "observer-groups" and op["type"] == "ok" for op in samples)
+    ops = [op for op in read_history(tmp_path).ops if op["process"] == "observer-groups"]
+    samples = [op for op in ops if op["f"] == "group_offsets"]
+    assert samples and all(op["type"] == "ok" for op in ops)          # observations: no invoke to pair
     assert samples[0]["value"] == {"r1.eos": {"r1-in-a": {"0": 11}}}
     assert len(samples) == count - 1 and calls["clients"] == 2    # the failed one: no sample, a fresh client
+    [gap] = [op for op in ops if op["f"] == "group_offsets_error"]  # ... and recorded as a gap
+    assert gap["value"] == {"error": "TimeoutError: coordinator down"} and ops[1] == gap
+
+
+# ---- `txnlab chaos run` says it (txnlab/cli.py) ----------------------------------------------------------------
+def test_chaos_run_prints_one_recovery_line_per_fault_and_the_summary_in_its_json(monkeypatch, capsys, tmp_path):
+    import argparse
+    import json
+    from types import SimpleNamespace
+
+    from chaos import experiment
+    from report import stack
+    from txnlab import cli
+
+    found = recovery(run(commit(1, "txp-0"), fault(10, 20), commit(23.5, "txp-0"), fault(25, 30, n=1),
+                         op(31, "txp-0", "invoke", "txn"), quiescence(40)))
+
+    class FakeExperiment:
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def run(self):
+            return SimpleNamespace(run_dir=tmp_path, steady=True, error=None, quiescence={}, recovery=found)
+
+    monkeypatch.setattr(experiment, "Experiment", FakeExperiment)
+    monkeypatch.setattr(stack, "local_stack", lambda: {})
+    args = argparse.Namespace(spec="zombie-producer", short=True, dry_run=False, seed=1, runs_dir=tmp_path)
+    assert cli.cmd_chaos_run(args) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["recovery"] == summary(found)
+    lines = [line for line in err.splitlines() if line.startswith("recovery:")]
+    assert lines == ["recovery: kill-broker at 10.0 s, healed at 20.0 s: commits again 3.5 s after heal (13.5 s after "
+                     "start)", "recovery: kill-broker at 25.0 s, healed at 30.0 s: not recovered (txp-0: never "
+                     "committed after the heal)"]

@@ -201,3 +201,19 @@ def test_a_fault_nothing_recovered_from_says_never_on_the_page_and_a_red_cross_i
     lanes = fig.axes[-1]
     assert [t.get_text() for t in lanes.get_yticklabels()] == ["txp-1"]
     assert any(line.get_marker() == "x" for line in lanes.get_lines())
+
+
+def test_one_line_per_fault_says_how_long_until_everything_moved_or_why_not():
+    fault = {"kind": "kill-broker", "start_s": 5.2, "heal_s": 21.0, "heal_ok": True, "recovered": True, "why": [],
+             "seconds_to_commit_after_heal": 0.4, "seconds_to_commit_after_start": 16.2,
+             "seconds_to_advance_after_heal": 1.9, "seconds_to_advance_after_start": 17.7}
+    assert build.fault_line(fault) == ("kill-broker at 5.2 s, healed at 21.0 s: commits again 0.4 s after heal "
+                                       "(16.2 s after start), group offsets advance 1.9 s after heal (17.7 s after "
+                                       "start)")
+    unknown = {**fault, "recovered": "unknown", "why": ["group r.eos: no sample of its offsets after the heal"]}
+    assert build.fault_line(unknown).endswith(": unknown (group r.eos: no sample of its offsets after the heal)")
+    never = {**fault, "heal_s": None, "heal_ok": None, "recovered": False, "why": ["never healed"]}
+    assert build.fault_line(never) == "kill-broker at 5.2 s: not recovered (never healed)"
+    producers = {**fault, "seconds_to_advance_after_heal": None, "heal_ok": False}   # no group: no advance part
+    assert build.fault_line(producers) == ("kill-broker at 5.2 s (heal failed), healed at 21.0 s: commits again "
+                                           "0.4 s after heal (16.2 s after start)")
