@@ -57,7 +57,7 @@ import psutil
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from chaos.history import ROLL_LINES, encode, make_op
+from chaos.history import ROLL_LINES, encode, make_op, seal_line, write_format_marker
 from chaos.run import RunInfo, WorkloadSpec, new_run_dir, new_run_tag
 from chaos.workloads.base import WorkloadContext
 from chaos.workloads.topics import TopicError
@@ -146,11 +146,14 @@ def generator(job: dict, pipe: Connection) -> None:
 
 
 class PartWriter:
-    """history/part-NNNNN.jsonl rolled every ROLL_LINES lines, as chaos.history.HistoryWriter writes them."""
+    """history/part-NNNNN.jsonl rolled every ROLL_LINES lines and sealed, as chaos.history.HistoryWriter
+    writes them (its seal_line and format marker)."""
 
-    def __init__(self, run_dir: Path):
+    def __init__(self, run_dir: Path, run_start_ns: int = 0):
         self.dir = run_dir / "history"
         self.dir.mkdir(parents=True, exist_ok=True)
+        write_format_marker(run_dir)
+        self.run_start_ns = run_start_ns
         self.part, self.lines, self.bytes = 0, 0, 0
         self.file = self._open()
 
@@ -161,17 +164,19 @@ class PartWriter:
         self.file.write(line)
         self.lines, self.bytes = self.lines + 1, self.bytes + len(line)
         if self.lines % ROLL_LINES == 0:
-            self._close()
+            self._close(final=False)
             self.part += 1
             self.file = self._open()
 
-    def _close(self) -> None:
+    def _close(self, final: bool) -> None:
+        in_part = self.lines - self.part * ROLL_LINES
+        self.file.write(seal_line(self.run_start_ns, self.part, in_part, final, self.lines))
         self.file.flush()
         os.fsync(self.file.fileno())
         self.file.close()
 
     def close(self) -> None:
-        self._close()
+        self._close(final=True)
 
 
 def plan_jobs(n: int, args: argparse.Namespace, tag: str, topics: list[str], conn: ConnectionSettings,
@@ -253,13 +258,14 @@ def write_run(conn: ConnectionSettings, run_dir: Path, tag: str, n: int, args: a
     info = RunInfo(tag, args.seed, "bench-verify", time.time(), topics=list(topics),
                    params={"bench": "bench/verify_throughput.py", "records": n, "txn_records": args.txn_records,
                            "producers": args.producers, "size": args.size, "abort_share": args.abort_share})
-    jobs = plan_jobs(n, args, tag, topics, conn, run_start_ns=time.monotonic_ns())
+    run_start_ns = time.monotonic_ns()
+    jobs = plan_jobs(n, args, tag, topics, conn, run_start_ns=run_start_ns)
     info.specs = [asdict(WorkloadSpec("txn-producer", job["process"], (
         "--topics", *topics, "--rate", "0", "--records", str(args.txn_records), "--size", str(args.size),
         "--abort-share", str(args.abort_share)))) for job in jobs]
     say(f"generating {run_dir.name}: {n:,} records, {len(jobs)} producers, {args.txn_records} per transaction")
     started = time.monotonic()
-    history = PartWriter(run_dir)
+    history = PartWriter(run_dir, run_start_ns)
     try:
         tally = run_generators(jobs, history, n)
     finally:

@@ -15,17 +15,28 @@ Files: <run>/history/part-00000.jsonl, part-00001.jsonl, ... rolled every ROLL_L
 lines, which Spark reads in parallel with an explicit schema. Durable: flushed every FLUSH_S and fsynced
 every FSYNC_S and on close. A crash leaves a readable prefix: the reader stops at a torn last line and
 says so.
+
+Seals: every part file ends with one seal line, written when the part is rolled and on close, so that a
+reader can tell a complete history from a cut one (spark_analysis/evidence.py checks every seal):
+    {"process": "history", "f": "seal", "type": "info", "value": {"part": n, "lines": lines of this part
+     before the seal, "final": true only on the run's last part, "operations": operations written so far
+     (on the final seal: the run's total), "dropped": lines the writer could not write so far}}
+The writer also leaves <run>/history-format.json ({"seals": true}): a history with that file and no seal was
+cut, not written before seals existed. A seal is not an operation: it is not counted, and iter_history/read_history skip it (HistoryRead.seals
+has them). A line the writer cannot write (an I/O error, or a client's line that is not an operation)
+is counted as dropped, into the next seal, and logged to <run>/logs/history.log; never dropped silently.
 Must not: interpret operations beyond the process/type pairing (checks live in spark_analysis/).
 """
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -36,6 +47,12 @@ ROLL_LINES = 1_000_000
 FLUSH_S = 0.2
 FSYNC_S = 1.0
 SOCKET_NAME = "history.sock"
+SEAL_PROCESS, SEAL_F = "history", "seal"       # the seal line of a part file (spark_analysis/evidence.py)
+FORMAT_NAME = "history-format.json"            # in <run>/: {"seals": true}: this writer seals
+LOG_NAME = "history.log"                       # under <run>/logs/: what the writer could not write
+LOGGED_DROPS = 20                              # log each of the first drops, then only the totals
+
+log = logging.getLogger(__name__)
 
 
 class HistoryError(TxnlabError, ValueError):
@@ -57,6 +74,21 @@ def encode(op: dict) -> bytes:
     return (json.dumps(op, separators=(",", ":"), default=str) + "\n").encode()
 
 
+def seal_line(run_start_ns: int, part: int, lines: int, final: bool, operations: int, dropped: int = 0) -> bytes:
+    """The seal that ends part file `part` (the format above)."""
+    value = {"part": part, "lines": lines, "final": final, "operations": operations, "dropped": dropped}
+    return encode(make_op(run_start_ns, SEAL_PROCESS, "info", SEAL_F, value))
+
+
+def write_format_marker(run_dir: Path) -> None:
+    """<run>/history-format.json: the history of this run is sealed."""
+    (Path(run_dir) / FORMAT_NAME).write_text(json.dumps({"seals": True, "writer": "chaos/history.py"}) + "\n")
+
+
+def is_seal(op: dict) -> bool:
+    return op.get("process") == SEAL_PROCESS and op.get("f") == SEAL_F
+
+
 class HistoryWriter:
     """The one writer of a run: appends operations from this process and from socket clients."""
 
@@ -64,6 +96,7 @@ class HistoryWriter:
         self.run_dir = Path(run_dir)
         self.dir = self.run_dir / "history"
         self.dir.mkdir(parents=True, exist_ok=True)
+        write_format_marker(self.run_dir)
         self.run_start_ns = run_start_ns if run_start_ns is not None else time.monotonic_ns()
         self.roll_lines = roll_lines
         self.socket_path = _socket_path(self.run_dir)
@@ -72,6 +105,8 @@ class HistoryWriter:
         self._file = self._open_part()
         self._open: dict[str, dict] = {}             # process -> outstanding invoke
         self._count = 0
+        self._dropped = 0                             # lines that could not be written (into every seal)
+        self._unflushed = 0                           # lines written to the buffer since the last flush
         self._closed = threading.Event()
         self._server: socket.socket | None = None
         self._threads: list[threading.Thread] = []
@@ -92,16 +127,25 @@ class HistoryWriter:
         return op
 
     def _append_line(self, op: dict, line: bytes) -> None:
-        _check(op)
+        _check_operation(op)
         with self._lock:
             if self._closed.is_set():
                 raise HistoryError("history is closed")
-            self._track(op)
+            self._write(op, line)
+
+    def _write(self, op: dict, line: bytes) -> None:
+        """One operation line (the lock held); a line that cannot be written is counted as dropped."""
+        try:
             self._file.write(line)
-            self._count += 1
-            self._lines += 1
-            if self._lines >= self.roll_lines:
-                self._roll()
+        except (OSError, ValueError) as exc:
+            self._drop(f"{op.get('process')} {op.get('type')} {op.get('f')}: {type(exc).__name__}: {exc}")
+            return
+        self._track(op)
+        self._count += 1
+        self._lines += 1
+        self._unflushed += 1
+        if self._lines >= self.roll_lines:
+            self._roll()
 
     def _track(self, op: dict) -> None:
         if op["type"] == "invoke":
@@ -109,15 +153,42 @@ class HistoryWriter:
         else:
             self._open.pop(op["process"], None)
 
+    def _drop(self, what: str, lines: int = 1) -> None:
+        self._dropped += lines
+        if self._dropped - lines < LOGGED_DROPS:
+            self._log(f"dropped {lines} line(s), {self._dropped} so far: {what}")
+
+    def _log(self, message: str) -> None:
+        log.warning("history of %s: %s", self.run_dir, message)
+        try:
+            (self.run_dir / "logs").mkdir(exist_ok=True)
+            with open(self.run_dir / "logs" / LOG_NAME, "a") as out:
+                out.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {message}\n")
+        except OSError:
+            pass                                      # the seal still carries the count
+
+    def _seal(self, final: bool) -> None:
+        """The part's last line: its line count, the operations and drops so far (the lock held)."""
+        try:
+            self._file.write(seal_line(self.run_start_ns, self._part, self._lines, final, self._count, self._dropped))
+        except (OSError, ValueError) as exc:          # the part stays unsealed: verify says unknown
+            self._log(f"cannot seal part {self._part}: {type(exc).__name__}: {exc}")
+
     def _roll(self) -> None:
+        self._seal(final=False)
         self._sync()
         self._file.close()
         self._part, self._lines = self._part + 1, 0
         self._file = self._open_part()
 
     def _sync(self) -> None:
-        self._file.flush()
-        os.fsync(self._file.fileno())
+        try:
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            self._unflushed = 0
+        except OSError as exc:
+            self._drop(f"flush of part {self._part} failed: {type(exc).__name__}: {exc}", self._unflushed)
+            self._unflushed = 0
 
     def _flush_loop(self) -> None:
         last_sync = time.monotonic()
@@ -125,14 +196,24 @@ class HistoryWriter:
             with self._lock:
                 if self._closed.is_set():
                     return
-                self._file.flush()
                 if time.monotonic() - last_sync >= FSYNC_S:
-                    os.fsync(self._file.fileno())
+                    self._sync()
                     last_sync = time.monotonic()
+                    continue
+                try:
+                    self._file.flush()
+                    self._unflushed = 0
+                except OSError as exc:
+                    self._drop(f"flush of part {self._part} failed: {type(exc).__name__}: {exc}", self._unflushed)
+                    self._unflushed = 0
 
     @property
     def count(self) -> int:
         return self._count
+
+    @property
+    def dropped(self) -> int:
+        return self._dropped
 
     def outstanding(self) -> dict[str, dict]:
         with self._lock:
@@ -165,12 +246,21 @@ class HistoryWriter:
     def _client_loop(self, conn: socket.socket) -> None:
         with conn, conn.makefile("rb") as lines:
             for line in lines:
-                if not line.endswith(b"\n"):
-                    return                            # the client died mid-line: drop the torn tail
+                if not line.endswith(b"\n"):         # the client died mid-line: no operation was sent
+                    self._log(f"a client ended inside a line (its process died sending it): {line[:200]!r}")
+                    return
                 try:
-                    self._append_line(json.loads(line), line)
-                except (ValueError, HistoryError):
-                    return                            # closed, or garbage: this client is done
+                    op = json.loads(line)
+                    _check_operation(op)
+                except (ValueError, HistoryError) as exc:
+                    with self._lock:
+                        self._drop(f"a client's line is not an operation ({exc}): {line[:200]!r}")
+                    continue
+                with self._lock:
+                    if self._closed.is_set():         # after the final seal: cannot be counted in it
+                        self._log(f"a client sent a line after the history was closed: {line[:200]!r}")
+                        return
+                    self._write(op, line)
 
     # ---- closing ------------------------------------------------------------------------------------
     def close(self, reason: str = "shutdown") -> int:
@@ -182,16 +272,22 @@ class HistoryWriter:
                 self.socket_path.parent.rmdir()
         for thread in self._threads[1:]:
             thread.join(timeout=2)               # let connected clients drain what they sent
-        completed = 0
-        for process, invoke in sorted(self.outstanding().items()):
-            value = dict(invoke["value"]) if isinstance(invoke["value"], dict) else {"value": invoke["value"]}
-            value["reason"] = reason
-            self.record(process, "info", invoke["f"], value)
-            completed += 1
-        with self._lock:
+        with self._lock:                         # no line between the completions, the final seal and the end
+            if self._closed.is_set():
+                return 0
+            completed = 0
+            for process, invoke in sorted(self._open.items()):
+                value = dict(invoke["value"]) if isinstance(invoke["value"], dict) else {"value": invoke["value"]}
+                value["reason"] = reason
+                op = make_op(self.run_start_ns, process, "info", invoke["f"], value)
+                self._write(op, encode(op))
+                completed += 1
             self._closed.set()
+            self._seal(final=True)
             self._sync()
             self._file.close()
+            if self._dropped:
+                self._log(f"closed with {self._dropped} dropped line(s) (in the final seal)")
         return completed
 
     def __enter__(self) -> "HistoryWriter":
@@ -208,6 +304,13 @@ def _socket_path(run_dir: Path) -> Path:
     if len(str(path).encode()) < 100:
         return path
     return Path(tempfile.mkdtemp(prefix="txnlab-history-")) / SOCKET_NAME
+
+
+def _check_operation(op: Any) -> None:
+    """What a writer accepts: a well-formed operation, never a seal (only the writer seals)."""
+    _check(op)
+    if is_seal(op):
+        raise HistoryError(f"process {SEAL_PROCESS!r} f {SEAL_F!r} is the writer's seal, not an operation")
 
 
 def _check(op: Any) -> None:
@@ -245,17 +348,21 @@ class HistoryClient:
 class HistoryRead:
     ops: list[dict]
     truncated: bool                    # a torn line ended the readable prefix
+    seals: list[dict] = field(default_factory=list)   # the parts' seal lines, in file order (not operations)
 
 
 def iter_history(run_dir: Path) -> Iterator[dict]:
-    """Operations in file order; stops at a torn line (a crash mid-write)."""
-    yield from _read(Path(run_dir), {"truncated": False})
+    """Operations in file order, seals skipped; stops at a torn line (a crash mid-write)."""
+    yield from (op for op in _read(Path(run_dir), {"truncated": False}) if not is_seal(op))
 
 
 def read_history(run_dir: Path) -> HistoryRead:
     state = {"truncated": False}
-    ops = list(_read(Path(run_dir), state))
-    return HistoryRead(ops, state["truncated"])
+    read = HistoryRead([], False)
+    for op in _read(Path(run_dir), state):
+        (read.seals if is_seal(op) else read.ops).append(op)
+    read.truncated = state["truncated"]
+    return read
 
 
 def _read(run_dir: Path, state: dict) -> Iterator[dict]:

@@ -1,26 +1,52 @@
-"""Is the evidence complete? Checked on the driver before any record is read.
+"""Is the evidence complete? Checked before any Kafka record is read.
 
-Owns: what makes a verdict `unknown` rather than true or false: the run never finished (no
-end_offsets.json: the history may be cut short), a torn or damaged history line, a topic the run
-recorded that the cluster no longer has (or has with other partitions), a partition whose log no longer
-starts at 0 (records deleted) or whose HWM is now below the recorded one (truncated, or re-created), so
-the topics cannot be read to the recorded end offsets.
-Must not: read records (load.py) or judge them (checks.py).
+Owns: what makes a verdict `unknown` rather than true or false (docs/verify.md lists every reason):
+  the run's files: no end_offsets.json (the run never finished) or one that records no topic; no
+    group_offsets.json while the run has processors or copiers; either one not JSON;
+  the history's completeness, from the seals chaos/history.py ends every part file with: no history; a
+    part empty, cut (its last line not its seal) or holding other lines than its seal counts; parts not
+    numbered 0..n-1 or none sealed final (a missing part); lines the writer dropped; fewer or more
+    operations than the final seal's; a history without any seal and without history-format.json (written
+    before seals existed);
+  the history's own pairing (chaos/history.py's rule, per process in time order): an invoke without its
+    completion, a completion without its invoke; a group the processors committed that
+    group_offsets.json lacks; a topic the history wrote to that end_offsets.json lacks;
+  the topics (check_topics): a recorded topic the cluster no longer has (or has with other partitions),
+    a partition whose log no longer starts at 0 (records deleted) or whose HWM is now below the recorded
+    one (truncated, or re-created), so the topics cannot be read to the recorded end offsets.
+Line counts and pairing are Spark aggregations (histories reach 10^7 lines): only one row per part
+file, counts and a few examples reach the driver, which reads only each part file's last line itself.
+Must not: read Kafka records (load.py), judge them (checks.py), or import chaos/ (the seal's shape
+travels as data: SEAL_PROCESS, SEAL_F mirror chaos/history.py).
 """
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
 from cluster.connection import ConnectionSettings
 from cluster.reads import log_start_offsets, partition_offsets, topic_partitions
+from spark_analysis import load
+
+SEAL_PROCESS, SEAL_F = "history", "seal"          # chaos/history.py
+FORMAT_NAME = "history-format.json"                # chaos/history.py: {"seals": true}: the writer sealed
+UNSEALED = "history written without seals (txnlab before issue 17's history seals): its completeness cannot " \
+           "be established"
+PAIRED_F = ("txn", "process", "init", "jvm", "fault", "heal", "heal-all", "quiescence")   # never observations
+PART_NAME = re.compile(r"part-(\d+)\.jsonl$")
+TAIL_BYTES = 1 << 16
 
 
 @dataclass
 class Evidence:
     end_offsets: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
     group_offsets: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
+    has_group_offsets: bool = True                     # group_offsets.json exists (else group_offsets is {})
     gaps: list[str] = field(default_factory=list)      # why the evidence is incomplete; empty: complete
 
     @property
@@ -30,16 +56,31 @@ class Evidence:
 
 def load_run_files(run_dir: Path) -> Evidence:
     evidence = Evidence()
-    ends = Path(run_dir) / "end_offsets.json"
-    if not ends.exists():
-        evidence.gaps.append("the run did not finish: no end_offsets.json (the history may be cut short)")
+    ends = _read_json(Path(run_dir) / "end_offsets.json", evidence)
+    if ends is None:
+        if not (Path(run_dir) / "end_offsets.json").exists():
+            evidence.gaps.append("the run did not finish: no end_offsets.json (the history may be cut short)")
+    elif not ends:
+        evidence.gaps.append("end_offsets.json records no topic: nothing bounds what to read")
     else:
-        evidence.end_offsets = json.loads(ends.read_text())
-    groups = Path(run_dir) / "group_offsets.json"
-    evidence.group_offsets = json.loads(groups.read_text()) if groups.exists() else {}
+        evidence.end_offsets = ends
+    groups = _read_json(Path(run_dir) / "group_offsets.json", evidence)
+    evidence.group_offsets = groups or {}
+    evidence.has_group_offsets = groups is not None
     if not list((Path(run_dir) / "history").glob("part-*.jsonl")):
         evidence.gaps.append("no history under history/")
     return evidence
+
+
+def _read_json(path: Path, evidence: Evidence):
+    """The file's JSON; None when it is missing, or not JSON (a gap)."""
+    if not path.exists():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except ValueError as exc:
+        evidence.gaps.append(f"{path.name} is not JSON ({exc})")
+        return None
 
 
 def check_topics(conn: ConnectionSettings, evidence: Evidence) -> None:
@@ -61,3 +102,180 @@ def check_topics(conn: ConnectionSettings, evidence: Evidence) -> None:
                 evidence.gaps.append(f"{topic}-{p}: the log starts at {starts[p]}: records were deleted")
             if hwms[p] < want["hwm"]:
                 evidence.gaps.append(f"{topic}-{p}: HWM {hwms[p]} is below the recorded end offset {want['hwm']}")
+
+
+# ---- the history's completeness -------------------------------------------------------------------------
+@dataclass
+class Part:
+    """One part file as the driver sees it: its number, size, and its last line's seal (None: not a seal)."""
+    number: int
+    name: str
+    size: int
+    seal: dict | None
+    last_line: str                     # "seal", "torn" (no newline at the end), "empty" or "other"
+
+
+def read_parts(run_dir: Path) -> list[Part]:
+    """Every part file's number, size and last line (read from its tail: never the whole file)."""
+    parts = []
+    for path in sorted((Path(run_dir) / "history").glob("part-*.jsonl")):
+        match = PART_NAME.search(path.name)
+        if match is None:
+            continue
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            f.seek(max(0, size - TAIL_BYTES))
+            tail = f.read()
+        seal, last = _last_line(tail)
+        parts.append(Part(int(match.group(1)), path.name, size, seal, last))
+    return parts
+
+
+def _last_line(tail: bytes) -> tuple[dict | None, str]:
+    if not tail:
+        return None, "empty"
+    if not tail.endswith(b"\n"):
+        return None, "torn"
+    try:
+        op = json.loads(tail[:-1].rsplit(b"\n", 1)[-1])
+    except ValueError:
+        return None, "other"
+    if isinstance(op, dict) and op.get("process") == SEAL_PROCESS and op.get("f") == SEAL_F \
+            and isinstance(op.get("value"), dict):
+        return op["value"], "seal"
+    return None, "other"
+
+
+def part_line_counts(spark: SparkSession, run_dir: Path) -> dict[int, tuple[int, int]]:
+    """{part number: (lines, seal lines)}, counted by Spark per file (input_file_name); empty files have none."""
+    paths = [str(p) for p in sorted((Path(run_dir) / "history").glob("part-*.jsonl"))]
+    if not paths:
+        return {}
+    lines = spark.read.text(paths).select(
+        F.regexp_extract(F.input_file_name(), r"part-(\d+)\.jsonl$", 1).cast("int").alias("part"),
+        F.get_json_object("value", "$.process").alias("process"), F.get_json_object("value", "$.f").alias("f"))
+    seal = ((F.col("process") == SEAL_PROCESS) & (F.col("f") == SEAL_F)).cast("int")
+    rows = lines.groupBy("part").agg(F.count(F.lit(1)).alias("lines"), F.coalesce(F.sum(seal), F.lit(0)).alias("seals"))
+    return {r["part"]: (r["lines"], r["seals"]) for r in rows.collect()}
+
+
+def sealing_writer(run_dir: Path) -> bool:
+    """Did a writer that seals write this history (<run>/history-format.json)?"""
+    try:
+        return json.loads((Path(run_dir) / FORMAT_NAME).read_text()).get("seals") is True
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def seal_gaps(parts: list[Part], counts: dict[int, tuple[int, int]], sealed: bool = True) -> list[str]:
+    """Every part sealed as its last line, with the lines its seal counts; parts 0..n-1; one final seal, on the
+    last part; nothing dropped; the operations the final seal counts. `counts` from part_line_counts; `sealed`:
+    the writer says it seals (sealing_writer), so a history without any seal was cut, not written before seals."""
+    if not parts:
+        return ["no history under history/"]
+    gaps = [f"history/{p.name} is empty (0 bytes)" for p in parts if p.size == 0]
+    if not sealed and not any(p.seal for p in parts) and not any(seals for _, seals in counts.values()):
+        torn = [f"history/{p.name} is cut: its last line is torn" for p in parts if p.last_line == "torn"]
+        return gaps + torn + [UNSEALED] if any(p.size for p in parts) else gaps
+    numbers = [p.number for p in parts]
+    if numbers != list(range(len(parts))):
+        gaps.append(f"history parts {numbers} are not numbered 0..{len(parts) - 1}: a part is missing")
+    for p in parts:
+        gaps += _part_gaps(p, counts.get(p.number, (0, 0)))
+    finals = [p for p in parts if p.seal and p.seal.get("final")]
+    if not finals:
+        gaps.append("no history part is sealed final: the history's last part(s) are missing or cut")
+    elif finals[-1] is not parts[-1] or len(finals) > 1:
+        gaps.append(f"history/{finals[0].name} is sealed final but is not the last part {parts[-1].name}")
+    dropped = max((int(p.seal.get("dropped") or 0) for p in parts if p.seal), default=0)
+    if dropped:
+        gaps.append(f"the history writer dropped {dropped} line(s) it could not write (logs/history.log)")
+    operations = sum(lines - seals for lines, seals in counts.values())
+    if finals and finals[-1].seal.get("operations") != operations:
+        gaps.append(f"the history holds {operations} operation(s), its final seal counts "
+                    f"{finals[-1].seal.get('operations')}")
+    return gaps
+
+
+def _part_gaps(part: Part, count: tuple[int, int]) -> list[str]:
+    lines, seals = count
+    if part.size == 0:
+        return []
+    if part.seal is None:
+        return [f"history/{part.name} is cut: its last line is {'torn' if part.last_line == 'torn' else 'not its seal'}"]
+    gaps = []
+    if part.seal.get("part") != part.number:
+        gaps.append(f"history/{part.name} ends with the seal of part {part.seal.get('part')}")
+    if seals != 1:
+        gaps.append(f"history/{part.name} has {seals} seal lines, one expected")
+    if lines != int(part.seal.get("lines") or 0) + seals:
+        gaps.append(f"history/{part.name} has {lines - seals} operation line(s), its seal counts "
+                    f"{part.seal.get('lines')}")
+    return gaps
+
+
+def operations_of(ops: DataFrame) -> DataFrame:
+    """The history frame (load.read_history) without damaged lines and seals."""
+    return ops.where(F.col("_corrupt_record").isNull()
+                     & ~((F.col("process") == SEAL_PROCESS) & (F.col("f") == SEAL_F)).eqNullSafe(True))
+
+
+def pairing_gaps(ops: DataFrame) -> list[str]:
+    """chaos/history.py's pairing, per process in time order: an invoke's next operation completes it (the
+    writer completes every open invoke at close); a fail/info, or an ok of an f that is never an observation
+    (PAIRED_F), follows its invoke. One aggregation; counts and one example of each reach the driver."""
+    order = Window.partitionBy("process").orderBy("time", F.when(F.col("type") == "invoke", 0).otherwise(1))
+    seq = operations_of(ops).select("process", "type", "f", "time", F.lag("type").over(order).alias("before"),
+                                    F.lead("type").over(order).alias("after"))
+    invoke = F.col("type") == "invoke"
+    open_invoke = invoke & (F.col("after").isNull() | (F.col("after") == "invoke"))
+    orphan = ~invoke & (F.col("type").isin("fail", "info") | F.col("f").isin(*PAIRED_F)) \
+        & (F.col("before").isNull() | (F.col("before") != "invoke"))
+    example = F.concat_ws(" ", F.lit("process"), "process", "type", "f", F.lit("at time"), F.col("time").cast("string"))
+    row = seq.agg(F.sum(open_invoke.cast("int")).alias("open"), F.sum(orphan.cast("int")).alias("orphans"),
+                  F.first(F.when(open_invoke, example), ignorenulls=True).alias("open_example"),
+                  F.first(F.when(orphan, example), ignorenulls=True).alias("orphan_example")).first()
+    gaps = []
+    if row["open"]:
+        gaps.append(f"{row['open']} invoke(s) without their completion (e.g. {row['open_example']}): "
+                    "history lines are missing")
+    if row["orphans"]:
+        gaps.append(f"{row['orphans']} completion(s) without their invoke (e.g. {row['orphan_example']}): "
+                    "history lines are missing")
+    return gaps
+
+
+def group_gaps(ops: DataFrame, evidence: Evidence) -> list[str]:
+    """The processing checks judge against group_offsets.json: it must exist when the run has processors or
+    copiers, and hold every group a processor committed in (an `ok` process attempt)."""
+    valid = operations_of(ops)
+    consumers = valid.where((F.col("type") == "invoke") & ((F.col("f") == "process") | (
+        (F.col("f") == "jvm") & (F.col("value.tool") == load.COPIER_TOOL))))
+    if not evidence.has_group_offsets:
+        return ["no group_offsets.json, but the run has processors or copiers: the processing checks would "
+                "judge against no committed offsets"] if consumers.limit(1).count() else []
+    committed = valid.where((F.col("f") == "process") & (F.col("type") == "ok") & F.col("value.group").isNotNull()) \
+        .select(F.col("value.group").alias("group")).distinct()
+    missing = sorted({r["group"] for r in committed.collect()} - set(evidence.group_offsets))
+    return [f"group {g} committed (ok process attempts) but group_offsets.json does not record it" for g in missing]
+
+
+def topic_gaps(ops: DataFrame, evidence: Evidence) -> list[str]:
+    """Every topic the history wrote to (writes, tool and storm sends, copier outputs) is in end_offsets.json."""
+    if not evidence.end_offsets:
+        return []                                      # already a gap (load_run_files)
+    valid = operations_of(ops)
+    written = valid.select(F.explode(F.col("value.writes.topic")).alias("topic")) \
+        .union(valid.where(F.col("f") == "produce").select(F.col("value.topic").alias("topic"))) \
+        .union(load.copier_topics(ops).select(F.col("output").alias("topic")))
+    topics = {r["topic"] for r in written.where(F.col("topic").isNotNull()).distinct().collect()}
+    return [f"topic {t} was written to (history) but end_offsets.json does not record it: it would not be read"
+            for t in sorted(topics - set(evidence.end_offsets))]
+
+
+def check_history(spark: SparkSession, run_dir: Path, ops: DataFrame, evidence: Evidence) -> None:
+    """Every history gap into evidence.gaps: seals and line counts, pairing, groups, written topics."""
+    parts = read_parts(run_dir)
+    new = seal_gaps(parts, part_line_counts(spark, run_dir), sealing_writer(run_dir)) if parts else []
+    new += pairing_gaps(ops) + group_gaps(ops, evidence) + topic_gaps(ops, evidence)
+    evidence.gaps += [gap for gap in new if gap not in evidence.gaps]

@@ -2,7 +2,8 @@
 
     spark-submit --jars <connector jars> spark_analysis/job.py RUN_DIR [RUN_DIR ...] [--out DIR] [--examples N]
 
-Owns: the thin main: per run, evidence first (evidence.py), then the run's frames (load.py), the checks and
+Owns: the thin main: per run, evidence first (evidence.py: the run's files, the topics, the history's seals
+and pairing), then the run's frames (load.py), the checks and
 the verdict (verdict.py), report.json and report.html in <RUN_DIR>/verify/ (or --out, for one run), a
 one-line summary per check on stderr, the exit code (0 valid, 1 anomalies, 2 unknown or error: a crash is
 never exit 1; for several runs the worst). Several runs share one Spark session (one JVM start). The Kafka connection comes from
@@ -26,7 +27,7 @@ from pyspark.sql import functions as F
 
 from cluster.connection import ConnectionSettings
 from spark_analysis import load, page, verdict
-from spark_analysis.evidence import Evidence, check_topics, load_run_files
+from spark_analysis.evidence import Evidence, check_history, check_topics, load_run_files, operations_of
 from spark_analysis.schemas import TRANSACTIONAL_F
 
 class JobError(Exception):
@@ -92,7 +93,8 @@ def build_frames(spark: SparkSession, ops: DataFrame, evidence: Evidence, conn: 
     return verdict.Frames(
         committed=committed, uncommitted=uncommitted, writes=load.writes_of(ops), observed=load.observed_reads(ops),
         consumed=load.consumed_inputs(ops), group_offsets=spark.createDataFrame(groups, GROUP_OFFSETS_SCHEMA),
-        sends=load.tool_sends(ops), copiers=copiers, end_offsets=spark.createDataFrame(ends, END_OFFSETS_SCHEMA))
+        sends=load.tool_sends(ops), copiers=copiers, end_offsets=spark.createDataFrame(ends, END_OFFSETS_SCHEMA),
+        polls=load.consumer_polls(ops), seeks=load.consumer_seeks(ops))
 
 
 def history_counts(ops: DataFrame, evidence: Evidence) -> dict:
@@ -102,7 +104,7 @@ def history_counts(ops: DataFrame, evidence: Evidence) -> dict:
     attempts = {r["type"]: r["count"] for r in ops.where(F.col("f").isin(*TRANSACTIONAL_F) & (F.col("type") != "invoke")
                                                            & F.col("value.attempt").isNotNull())
                 .groupBy("type").count().collect()}
-    return {"operations": ops.count(), "damaged_lines": corrupt, "attempts": attempts}
+    return {"operations": operations_of(ops).count(), "damaged_lines": corrupt, "attempts": attempts}
 
 
 def verify(spark: SparkSession, run_dir: Path, args: argparse.Namespace) -> dict:
@@ -113,7 +115,8 @@ def verify(spark: SparkSession, run_dir: Path, args: argparse.Namespace) -> dict
     evidence = gather_evidence(run_dir, conn)
     ops = load.read_history(spark, run_dir).persist(StorageLevel.DISK_ONLY)   # parsed once; big, so not in heap
     counts = history_counts(ops, evidence)
-    progress(f"history: {counts['operations']} operations, attempts {counts['attempts']}")
+    progress(f"history: {counts['operations']} operations, attempts {counts['attempts']}; checking its seals")
+    check_history(spark, run_dir, ops, evidence)
     if evidence.complete:
         progress("reading the topics (read_committed and read_uncommitted) and running the checks")
         frames = build_frames(spark, ops, evidence, conn)

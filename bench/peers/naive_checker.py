@@ -56,14 +56,16 @@ def load_history(run_dir: Path) -> dict:
 
 
 def _history_truncated(run_dir: Path, operations: int) -> bool:
-    """iter_history stops quietly at a torn line: fewer operations than lines, or a last line without \\n."""
-    lines, last = 0, b"\n"
+    """iter_history stops quietly at a torn line: fewer operations than lines (seals are lines, not
+    operations: one per part), or a last line without \\n."""
+    lines, last, parts = 0, b"\n", 0
     for part in sorted((run_dir / "history").glob("part-*.jsonl")):
+        parts += 1
         with open(part, "rb") as f:
             for block in iter(lambda: f.read(1 << 22), b""):
                 lines += block.count(b"\n")
                 last = block[-1:]
-    return operations != lines or last != b"\n"
+    return operations != lines - parts or last != b"\n"
 
 
 def record_id(msg) -> str:

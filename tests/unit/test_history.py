@@ -1,6 +1,8 @@
-"""The history writer and reader: pairing, completion at shutdown, socket clients, crash prefixes."""
+"""The history writer and reader: pairing, completion at shutdown, socket clients, crash prefixes, seals and
+dropped lines."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -130,3 +132,92 @@ def test_a_deep_run_directory_still_gets_a_socket(tmp_path):
     client.close()
     writer.close()
     assert not path.exists() and len(read_history(deep).ops) == 1
+
+
+# ---- seals: every part ends with its line count; the final one with the run's operations ------------------
+def raw_lines(run_dir):
+    return {p.name: [json.loads(line) for line in p.read_text().splitlines()]
+            for p in sorted((run_dir / "history").glob("part-*.jsonl"))}
+
+
+def test_the_closed_history_ends_with_its_final_seal_which_is_not_an_operation(tmp_path):
+    with HistoryWriter(tmp_path) as writer:
+        writer.record("txp-0", "invoke", "txn", {"attempt": "a.txp-0.0"})
+        writer.record("txp-0", "ok", "txn", {"attempt": "a.txp-0.0"})
+        writer.record("txp-1", "invoke", "txn", {"attempt": "a.txp-1.0"})
+    lines = raw_lines(tmp_path)["part-00000.jsonl"]
+    assert (lines[-1]["process"], lines[-1]["type"], lines[-1]["f"]) == ("history", "info", "seal")
+    assert lines[-1]["value"] == {"part": 0, "lines": 4, "final": True, "operations": 4, "dropped": 0}
+    read = read_history(tmp_path)
+    assert len(read.ops) == 4 == writer.count and not read.truncated
+    assert [s["value"] for s in read.seals] == [lines[-1]["value"]]
+    assert all(op["f"] != "seal" for op in read.ops) and all(op["f"] != "seal" for op in iter_history(tmp_path))
+
+
+def test_every_rolled_part_is_sealed_with_its_own_line_count(tmp_path):
+    with HistoryWriter(tmp_path, roll_lines=3) as writer:
+        for i in range(8):
+            writer.record("p", "ok", "poll", {"i": i})
+    parts = raw_lines(tmp_path)
+    assert [[op["f"] for op in ops].count("seal") for ops in parts.values()] == [1, 1, 1]
+    assert [ops[-1]["value"] for ops in parts.values()] == [
+        {"part": 0, "lines": 3, "final": False, "operations": 3, "dropped": 0},
+        {"part": 1, "lines": 3, "final": False, "operations": 6, "dropped": 0},
+        {"part": 2, "lines": 2, "final": True, "operations": 8, "dropped": 0}]
+    assert writer.count == 8
+
+
+def test_a_roll_right_before_close_leaves_a_last_part_with_only_its_final_seal(tmp_path):
+    with HistoryWriter(tmp_path, roll_lines=2) as writer:
+        for i in range(4):
+            writer.record("p", "ok", "poll", {"i": i})
+    parts = list(raw_lines(tmp_path).values())
+    assert len(parts) == 3 and parts[-1] == [parts[-1][0]]
+    assert parts[-1][0]["value"] == {"part": 2, "lines": 0, "final": True, "operations": 4, "dropped": 0}
+
+
+def test_a_clients_garbage_line_is_counted_as_dropped_and_its_next_lines_still_written(tmp_path):
+    writer = HistoryWriter(tmp_path)
+    path = writer.serve()
+    client = HistoryClient(path, writer.run_start_ns)
+    client._sock.sendall(b'{"not": "an operation"}\n')
+    client._sock.sendall(b'{"time":1,"process":"history","type":"info","f":"seal","value":{}}\n')   # a forged seal
+    client.record("w", "ok", "poll", {"n": 1})
+    wait_until(lambda: writer.count == 1, 5, "the good line", interval=0.05)
+    client.close()
+    writer.close()
+    read = read_history(tmp_path)
+    assert [op["value"] for op in read.ops] == [{"n": 1}]
+    assert read.seals[-1]["value"]["dropped"] == 2 and writer.dropped == 2
+    assert "dropped 1 line(s), 2 so far" in (tmp_path / "logs" / "history.log").read_text()
+
+
+def test_a_line_that_cannot_be_written_is_counted_in_the_seal_and_logged(tmp_path):
+    writer = HistoryWriter(tmp_path)
+    real = writer._file
+
+    class Failing:
+        def write(self, line):
+            if b'"boom"' in line:
+                raise OSError(28, "No space left on device")
+            return real.write(line)
+
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+    writer._file = Failing()
+    writer.record("p", "ok", "poll", {"i": 1})
+    writer.record("p", "ok", "poll", {"boom": 1})
+    writer.record("p", "ok", "poll", {"i": 2})
+    writer.close()
+    read = read_history(tmp_path)
+    assert [op["value"] for op in read.ops] == [{"i": 1}, {"i": 2}] and writer.count == 2
+    assert read.seals[-1]["value"] == {"part": 0, "lines": 2, "final": True, "operations": 2, "dropped": 1}
+    assert "No space left on device" in (tmp_path / "logs" / "history.log").read_text()
+
+
+def test_only_the_writer_seals(tmp_path):
+    with HistoryWriter(tmp_path) as writer:
+        with pytest.raises(HistoryError, match="seal"):
+            writer.record("history", "info", "seal", {"part": 0})
+    assert len(read_history(tmp_path).seals) == 1
