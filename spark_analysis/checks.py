@@ -15,6 +15,23 @@ read_uncommitted views, `writes` what the history says each transactional attemp
   copies                the same for Kafka's TransactionalMessageCopier (values copied verbatim)
   open_transactions     partitions whose LSO stayed behind the HWM at the end
   unrecognised          records no txnlab workload wrote (foreign or malformed values): counted
+  poll_skips            Jepsen's poll-skip: a consumer instance's successive polled records of one partition
+                        (history order; within a poll, its order) pass over records its view holds
+                        (read_committed: the committed view; read_uncommitted: the uncommitted one)
+  nonmonotonic_polls    Jepsen's nonmonotonic-poll: a polled offset at or below the one polled just before
+  unseen                Jepsen's unseen: an acknowledged write no read_committed consumer polled although one
+                        polled its partition past it (and no poll-skip of one already reports it)
+The consumers are the observers (`poll`) and the processor instances (each `process` invoke's inputs: one
+poll). A consumer's stream of a partition starts over at its recorded `seek`s (chaos/workloads/observer.py,
+processor.py: the observer's start at 0, the processor's rewinds, assignments and revocations): a rewind is
+no nonmonotonic poll, and the first poll after a seek must begin at the seek's position (after an
+assignment, whose position is the group's committed offset and not recorded, it is not judged: what the
+group's offsets skip is `processing`'s and `unseen`'s). A consumer that recorded no seek is one stream.
+Jepsen's precommitted read does not apply: a read_committed consumer's read of a record whose transaction
+never committed is `inconsistent_offsets` (not in the committed view) or `aborted_reads`; one whose
+transaction did commit cannot be shown early, as the history records when the commit was acknowledged,
+not when it was asked (the markers may be written before the acknowledgement is recorded); read_uncommitted
+observers may read anything early.
 Must not: read files or Kafka, or collect anything (verdict.py takes counts and a few examples).
 """
 from __future__ import annotations
@@ -161,3 +178,89 @@ def open_transactions(end_offsets: DataFrame) -> DataFrame:
 
 def unrecognised(records: DataFrame) -> DataFrame:
     return records.where(F.col("kind") == "foreign").select("view", *POSITION, "text")
+
+
+# ---- the consumers' polls: Jepsen's poll-skip, nonmonotonic-poll and unseen ------------------------------
+STREAM = ("consumer", "topic", "partition")     # one consumer instance's polls of one partition
+LISTED = 100                                     # skipped offsets listed per poll-skip (all are counted)
+
+
+def consumer_positions(polls: DataFrame, seeks: DataFrame, committed: DataFrame, uncommitted: DataFrame) -> DataFrame:
+    """The consumers' streams and the two views in one frame, ranked in one sort per partition. Rows:
+    consumer, isolation, topic, partition, time, pos, at (a polled record's offset; null for a seek or a view
+    record), q (its offset: the polled offset, the seek's position, the view record's), v (1: a view
+    record), lt / le: how many records of its isolation level's view (committed for read_committed,
+    uncommitted for read_uncommitted) lie below / at or below q; a view record's lt is its rank in the view.
+    A seek of unknown position (q null) has lt and le null."""
+    view = committed.select(F.lit("read_committed").alias("isolation"), *POSITION) \
+        .unionByName(uncommitted.select(F.lit("read_uncommitted").alias("isolation"), *POSITION)) \
+        .select(F.lit(None).cast("string").alias("consumer"), "isolation", "topic", "partition",
+                F.lit(None).cast("long").alias("time"), F.lit(None).cast("int").alias("pos"),
+                F.lit(None).cast("long").alias("at"), F.col("offset").alias("q"), F.lit(1).alias("v"))
+    polled = polls.select("consumer", "isolation", "topic", "partition", "time", F.col("pos").cast("int"),
+                          F.col("offset").alias("at"), F.col("offset").alias("q"), F.lit(0).alias("v"))
+    sought = seeks.select("consumer", "isolation", "topic", "partition", "time", F.lit(-1).alias("pos"),
+                          F.lit(None).cast("long").alias("at"), F.col("offset").alias("q"), F.lit(0).alias("v"))
+    rows = polled.unionByName(sought).unionByName(view)
+    order = Window.partitionBy("isolation", "topic", "partition").orderBy("q")
+    below = F.coalesce(F.sum("v").over(order.rangeBetween(Window.unboundedPreceding, -1)), F.lit(0))
+    upto = F.coalesce(F.sum("v").over(order.rangeBetween(Window.unboundedPreceding, 0)), F.lit(0))
+    known = rows.where(F.col("q").isNotNull()).withColumn("lt", below).withColumn("le", upto)
+    unknown = rows.where(F.col("q").isNull()).withColumn("lt", F.lit(None).cast("long")) \
+        .withColumn("le", F.lit(None).cast("long"))
+    return known.unionByName(unknown)
+
+
+def _poll_steps(positions: DataFrame) -> DataFrame:
+    """Per polled record, what came before it in its consumer's stream of that partition (history order:
+    time, then place in the poll): previous (the offset polled before; null after a seek or at the start),
+    sought (the seek's position when a seek came before; null otherwise or when unknown), expected (the
+    view rank the consumer had to read next: after the previous record, or at the seek; null: unknown)."""
+    stream = Window.partitionBy(*STREAM).orderBy("time", "pos")
+    following = F.when(F.col("at").isNotNull(), F.col("le")).otherwise(F.col("lt"))
+    return positions.where(F.col("v") == 0) \
+        .withColumn("previous", F.lag("at").over(stream)) \
+        .withColumn("sought", F.when(F.lag("at").over(stream).isNull(), F.lag("q").over(stream))) \
+        .withColumn("expected", F.lag(following).over(stream)) \
+        .where(F.col("at").isNotNull())
+
+
+def poll_skips(positions: DataFrame) -> DataFrame:
+    """consumer, isolation, topic, partition, previous, sought, offset, count, skipped: a consumer's polls
+    of a partition passed over `count` records its view holds between `previous` (or from `sought`) and
+    `offset`, listed (the first LISTED) in `skipped`."""
+    steps = _poll_steps(positions).withColumn("count", F.col("lt") - F.col("expected")) \
+        .where(F.col("count") > 0)
+    key = ("consumer", "isolation", "topic", "partition", "previous", "sought", "offset", "count")
+    listed = steps.select(*key[:-2], F.col("at").alias("offset"), "count", F.explode(F.sequence(
+        F.col("expected"), F.least(F.col("lt") - 1, F.col("expected") + LISTED - 1))).alias("rank"))
+    ranks = positions.where(F.col("v") == 1).select("isolation", "topic", "partition", F.col("lt").alias("rank"),
+                                                    F.col("q").alias("skipped"))
+    return listed.join(ranks, on=["isolation", "topic", "partition", "rank"], how="left") \
+        .groupBy(*key).agg(F.sort_array(F.collect_list("skipped")).alias("skipped"))
+
+
+def nonmonotonic_polls(positions: DataFrame) -> DataFrame:
+    """consumer, isolation, topic, partition, previous, offset: a consumer polled `offset` right after
+    `previous` (no seek between) although offset <= previous: backwards, or the same offset again."""
+    return _poll_steps(positions).where(F.col("previous").isNotNull() & (F.col("at") <= F.col("previous"))) \
+        .select("consumer", "isolation", "topic", "partition", "previous", F.col("at").alias("offset"))
+
+
+def unseen(index: DataFrame, polls: DataFrame, skips: DataFrame) -> DataFrame:
+    """id, attempt, topic, partition, offset, polled_to: an acknowledged (`ok`) write, at its offset in the
+    committed view, that no read_committed consumer polled although one of them polled that partition past
+    it (up to `polled_to`). A write inside the gap of a read_committed poll-skip is that poll-skip's
+    anomaly, reported there (one anomaly, one report)."""
+    rc = polls.where(F.col("isolation") == "read_committed")
+    reach = rc.groupBy("topic", "partition").agg(F.max("offset").alias("polled_to"))
+    acked = index.where((F.col("outcome") == "ok") & (F.col("copies") > 0)) \
+        .select("id", "attempt", F.col("positions")[0].alias("at")).select("id", "attempt", "at.*")
+    missed = acked.join(reach, on=["topic", "partition"], how="inner").where(F.col("offset") < F.col("polled_to")) \
+        .join(rc.select(*POSITION).distinct(), on=list(POSITION), how="left_anti")
+    gaps = skips.where(F.col("isolation") == "read_committed").select(
+        F.col("topic").alias("g_topic"), F.col("partition").alias("g_partition"),
+        F.coalesce(F.col("previous") + 1, F.col("sought")).alias("g_from"), F.col("offset").alias("g_to"))
+    inside = (F.col("topic") == F.col("g_topic")) & (F.col("partition") == F.col("g_partition")) \
+        & (F.col("offset") >= F.col("g_from")) & (F.col("offset") < F.col("g_to"))
+    return missed.join(gaps, on=inside, how="left_anti").select("id", "attempt", *POSITION, "polled_to")

@@ -59,6 +59,30 @@ def observed_reads(ops: DataFrame) -> DataFrame:
         .select("process", "isolation", "r.topic", "r.partition", "r.offset", "r.id")
 
 
+def consumer_polls(ops: DataFrame) -> DataFrame:
+    """Every record every recorded consumer polled, one row each: consumer (process), isolation, topic,
+    partition, offset, id, time (of the poll), pos (index in the poll). The observers' polls and the
+    processor's batches (its `process` invokes: one read_committed poll each)."""
+    observer = ops.where((F.col("f") == "poll") & (F.col("type") == "ok") & F.col("value.records").isNotNull()) \
+        .select("process", F.col("value.isolation").alias("isolation"), "time",
+                F.posexplode("value.records").alias("pos", "r"))
+    processor = ops.where((F.col("f") == "process") & (F.col("type") == "invoke") & F.col("value.inputs").isNotNull()) \
+        .select("process", F.lit("read_committed").alias("isolation"), "time",
+                F.posexplode("value.inputs").alias("pos", "r"))
+    return observer.unionByName(processor) \
+        .select(F.col("process").alias("consumer"), "isolation", "r.topic", "r.partition", "r.offset", "r.id",
+                "time", "pos")
+
+
+def consumer_seeks(ops: DataFrame) -> DataFrame:
+    """Where a consumer's polls of a partition start over (its `seek` observations): consumer, isolation,
+    topic, partition, offset (where the next poll begins; null: unknown), time, reason."""
+    seeks = ops.where((F.col("f") == "seek") & (F.col("type") == "ok") & F.col("value.positions").isNotNull())
+    return seeks.select(F.col("process").alias("consumer"), F.col("value.isolation").alias("isolation"), "time",
+                        F.col("value.reason").alias("reason"), F.explode("value.positions").alias("p")) \
+        .select("consumer", "isolation", "p.topic", "p.partition", "p.offset", "time", "reason")
+
+
 def consumed_inputs(ops: DataFrame) -> DataFrame:
     """The processor's consumed input positions per group: group, topic, partition (distinct)."""
     done = ops.where((F.col("f") == "process") & (F.col("type") == "invoke") & F.col("value.group").isNotNull())

@@ -29,6 +29,7 @@ OP_VALUE = StructType([
     StructField("commit_offsets", ArrayType(POSITION)), StructField("error", StringType()),
     StructField("fenced", BooleanType()), StructField("reason", StringType()),
     StructField("isolation", StringType()), StructField("records", ArrayType(POSITION)),
+    StructField("positions", ArrayType(POSITION)),     # a consumer's `seek` (chaos/workloads/observer.py)
     # Kafka's Java tools (chaos/workloads/java_copier.py): VerifiableProducer sends and the JVM's args
     StructField("id", StringType()), StructField("topic", StringType()), StructField("partition", IntegerType()),
     StructField("offset", LongType()), StructField("tool", StringType()), StructField("args", ArrayType(StringType())),

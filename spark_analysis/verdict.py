@@ -32,6 +32,8 @@ class Frames:
     sends: DataFrame
     copiers: DataFrame
     end_offsets: DataFrame
+    polls: DataFrame            # every consumer's polled records (load.consumer_polls)
+    seeks: DataFrame            # where their polls start over (load.consumer_seeks)
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,20 @@ CHECKS = (
           lambda f, index: checks.copies(f.committed, f.sends, f.copiers, f.group_offsets)),
     Check("open_at_end", "transactions still open after quiescence (LSO < HWM at the end)",
           lambda f, index: checks.open_transactions(f.end_offsets)),
+    Check("poll_skip", "a consumer's successive polls of a partition passed over records its isolation level's "
+          "view holds (observers and processor instances; a recorded seek starts over)",
+          lambda f, index: checks.poll_skips(_positions(f))),
+    Check("nonmonotonic_poll", "a consumer polled an offset at or below the one it polled just before, with no "
+          "recorded seek between",
+          lambda f, index: checks.nonmonotonic_polls(_positions(f))),
+    Check("unseen", "an acknowledged write no read_committed consumer polled although one polled its partition "
+          "past it (not already a poll_skip)",
+          lambda f, index: checks.unseen(index, f.polls, checks.poll_skips(_positions(f)))),
 )
+
+
+def _positions(f: Frames) -> DataFrame:
+    return checks.consumer_positions(f.polls, f.seeks, f.committed, f.uncommitted)
 
 
 def rows(df: DataFrame, limit: int) -> list[dict[str, Any]]:

@@ -1,8 +1,11 @@
 """Workload: an observer consumer that records everything it polls.
 
 read_committed or read_uncommitted, assigned every partition of the given topics from the beginning
-(no group, no commits). History: one `ok` operation per non-empty poll (f = "poll"):
-  {isolation, records: [{topic, partition, offset, id}]}      id null for a record txnlab did not write
+(no group, no commits). History (observations, `ok` without invoke):
+  f = "seek"  {isolation, reason: "start", positions: [{topic, partition, offset: 0}]}   once, before polling:
+              where each partition's polls must begin (spark_analysis: poll_skip / nonmonotonic_poll)
+  f = "poll"  {isolation, records: [{topic, partition, offset, id}]}   per non-empty poll; id null for a
+              record txnlab did not write
 Must not: commit offsets or join a group (it must not disturb what it watches).
 """
 from __future__ import annotations
@@ -16,6 +19,7 @@ from chaos.workloads.base import WorkloadContext, error_text
 from chaos.workloads.topics import partition_counts
 
 F = "poll"
+SEEK = "seek"        # where a consumer's next poll of a partition begins (null offset: unknown)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -36,7 +40,10 @@ def run(ctx: WorkloadContext, args: argparse.Namespace) -> None:
     consumer = Consumer(ctx.conn.confluent(**{"group.id": f"{ctx.run_tag}.{ctx.process}", "log_level": 3,
                                               "isolation.level": args.isolation, "enable.auto.commit": False,
                                               "enable.partition.eof": False}))
-    consumer.assign([TopicPartition(t, p, 0) for t, n in counts.items() for p in range(n)])
+    assignment = [TopicPartition(t, p, 0) for t, n in counts.items() for p in range(n)]
+    ctx.observe(SEEK, {"isolation": args.isolation, "reason": "start",
+                       "positions": [{"topic": tp.topic, "partition": tp.partition, "offset": 0} for tp in assignment]})
+    consumer.assign(assignment)
     try:
         while not ctx.stopping():
             try:

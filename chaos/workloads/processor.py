@@ -9,6 +9,12 @@ History (f = "process"):
   invoke {attempt, producer, txn_id, group, inputs: [{topic, partition, offset, id}],
           writes: [{topic, partition, id, input}], commit_offsets: [{topic, partition, offset}]}
   ok (+ offsets) | fail (+ error) | info (+ error: commit outcome unknown)
+Where the consumer's polls of a partition start over (observations, f = "seek", the observer's format):
+  {isolation, reason: "assigned" | "revoked" | "rewind", positions: [{topic, partition, offset}]}
+  offset: where the next poll begins (a rewind's committed offset); null when unknown (an assignment
+  starts at the group's committed offset, a rewind to the beginning at the log start)
+A rewind whose committed offsets cannot be read: `rewind-error` per try, then `workload-error` {error,
+action: "rejoin the group"} (the workload's own failure, never read on past an aborted batch).
 Must not: auto-commit offsets, or process a record outside a transaction.
 """
 from __future__ import annotations
@@ -19,11 +25,13 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPar
 
 from chaos.ids import attempt_id, record_id
 from chaos.workloads.base import WorkloadContext, error_text
-from chaos.workloads.observer import record_id_of
+from chaos.workloads.observer import SEEK, record_id_of
 from chaos.workloads.topics import partition_counts
 from chaos.workloads.transactional import TransactionalClient, add_transactional_arguments
 
 F = "process"
+REWIND_TRIES = 3              # reads of the committed offsets before a rewind gives up and rejoins the group
+REWIND_PAUSE_S = 1.0
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -45,7 +53,17 @@ class Processor(TransactionalClient):
             "group.id": self.group, "isolation.level": "read_committed", "enable.auto.commit": False,
             "auto.offset.reset": "earliest", "log_level": 3, "session.timeout.ms": 10000,
             "socket.timeout.ms": int(args.request_timeout_s * 1000)}))
-        self.consumer.subscribe(args.inputs)
+        self.subscribe()
+
+    def subscribe(self) -> None:
+        self.consumer.subscribe(self.args.inputs, on_assign=lambda c, tps: self.seeked("assigned", tps),
+                                on_revoke=lambda c, tps: self.seeked("revoked", tps))
+
+    def seeked(self, reason: str, tps: list[TopicPartition]) -> None:
+        """Record where this consumer's polls of `tps` start over (spark_analysis: poll_skip)."""
+        self.ctx.observe(SEEK, {"isolation": "read_committed", "reason": reason, "positions": [
+            {"topic": tp.topic, "partition": tp.partition, "offset": tp.offset if reason == "rewind" and tp.offset >= 0
+             else None} for tp in tps]})
 
     # ---- one batch = one transaction ---------------------------------------------------------------
     def plan(self, batch: list) -> dict:
@@ -79,18 +97,28 @@ class Processor(TransactionalClient):
         return self.transact(value, before_commit=send_offsets)
 
     def rewind(self, value: dict) -> None:
-        """Back to the committed offsets of the batch's partitions (the batch will be read again)."""
+        """Back to the committed offsets of the batch's partitions (the batch will be read again). When they
+        cannot be read (REWIND_TRIES times), reading on would skip the aborted batch: that is this workload's
+        failure, recorded as such (f = "workload-error"), and the consumer leaves the group and joins again,
+        so the partitions are read again from the group's committed offsets, by it or another member."""
         tps = [TopicPartition(o["topic"], o["partition"]) for o in value["commit_offsets"]]
-        try:
-            committed = self.consumer.committed(tps, timeout=self.args.request_timeout_s)
-        except KafkaException as exc:
-            self.ctx.observe("rewind-error", {"error": error_text(exc)})
-            return
+        for attempt in range(1, REWIND_TRIES + 1):
+            try:
+                committed = self.consumer.committed(tps, timeout=self.args.request_timeout_s)
+                break
+            except KafkaException as exc:
+                self.ctx.observe("rewind-error", {"error": error_text(exc), "attempt": attempt})
+                if attempt == REWIND_TRIES or self.ctx.stop.wait(REWIND_PAUSE_S):
+                    self.ctx.observe("workload-error", {"error": f"rewind failed: {error_text(exc)}",
+                                                        "action": "rejoin the group"})
+                    self.consumer.unsubscribe()
+                    self.subscribe()
+                    return
         assigned = {(tp.topic, tp.partition) for tp in self.consumer.assignment()}
-        for tp in committed:
-            if (tp.topic, tp.partition) in assigned:
-                self.consumer.seek(TopicPartition(tp.topic, tp.partition,
-                                                  tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
+        seeked = [tp for tp in committed if (tp.topic, tp.partition) in assigned]
+        self.seeked("rewind", seeked)
+        for tp in seeked:
+            self.consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
 
 
 def run(ctx: WorkloadContext, args: argparse.Namespace) -> None:

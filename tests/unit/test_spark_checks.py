@@ -290,3 +290,122 @@ def test_copier_topics_come_from_the_copier_jvm_arguments(spark, tmp_path):
 def test_an_empty_history_folder_reads_as_no_operations(spark, tmp_path):
     assert load.read_history(spark, tmp_path).schema == HISTORY
     assert load.read_history(spark, tmp_path).count() == 0
+
+
+# ---- the consumers' polls: poll-skip, nonmonotonic-poll, unseen -----------------------------------------
+POLL_COLS = "consumer string, isolation string, topic string, partition int, offset long, id string, time long, pos int"
+SEEK_COLS = "consumer string, isolation string, topic string, partition int, offset long, time long, reason string"
+RC, RU = "read_committed", "read_uncommitted"
+# partition t-0: 3 and 4 an aborted transaction's records, 5 its marker: the committed view holds
+# 0 1 2 6 7 8 9, the uncommitted view 0 1 2 3 4 6 7 8 9
+COMMITTED_OFFSETS, UNCOMMITTED_OFFSETS = [0, 1, 2, 6, 7, 8, 9], [0, 1, 2, 3, 4, 6, 7, 8, 9]
+
+
+def stream(spark, events):
+    """events: (consumer, isolation, time, [offsets]) a poll, or (consumer, isolation, time, "seek", offset|None)."""
+    polls = [(c, iso, "t", 0, o, None, t, i) for c, iso, t, *rest in events if rest[0] != "seek"
+             for i, o in enumerate(rest[0])]
+    seeks = [(c, iso, "t", 0, rest[1], t, "test") for c, iso, t, *rest in events if rest[0] == "seek"]
+    return spark.createDataFrame(polls, POLL_COLS), spark.createDataFrame(seeks, SEEK_COLS)
+
+
+def positions(spark, events):
+    polls, seeks = stream(spark, events)
+    return checks.consumer_positions(polls, seeks, records(spark, [rec(o, f"r.p.0.{o}") for o in COMMITTED_OFFSETS]),
+                                     records(spark, [rec(o, f"r.p.0.{o}", view="uncommitted") for o in UNCOMMITTED_OFFSETS]))
+
+
+def skips(spark, events):
+    return sorted((r["consumer"], r["previous"], r["sought"], r["offset"], r["count"], r["skipped"])
+                  for r in checks.poll_skips(positions(spark, events)).collect())
+
+
+def backwards(spark, events):
+    return sorted((r["consumer"], r["previous"], r["offset"]) for r in checks.nonmonotonic_polls(positions(spark, events)).collect())
+
+
+CLEAN = [("rc", RC, 0, "seek", 0), ("rc", RC, 1, [0, 1, 2]), ("rc", RC, 2, [6, 7]), ("rc", RC, 3, [8, 9]),
+         ("ru", RU, 0, "seek", 0), ("ru", RU, 1, [0, 1, 2, 3]), ("ru", RU, 2, [4, 6, 7, 8, 9])]
+
+
+def test_polls_clean_sequences_have_no_anomaly(spark):
+    assert skips(spark, CLEAN) == [] and backwards(spark, CLEAN) == []
+    assert skips(spark, [("x", RC, 1, [])]) == []            # nothing polled: nothing to judge
+
+
+def test_poll_skip_reports_the_skipped_offsets_of_its_view(spark):
+    events = [("rc", RC, 1, [0, 1]), ("rc", RC, 2, [7, 8]),              # 2 and 6 passed over (3, 4 aborted)
+              ("start", RC, 0, "seek", 0), ("start", RC, 1, [1, 2]),      # from 0 (seek) to 1: 0 skipped
+              ("ru", RU, 1, [0, 1, 2]), ("ru", RU, 2, [4, 6])]           # read_uncommitted must return 3
+    assert skips(spark, events) == [("rc", 1, None, 7, 2, [2, 6]), ("ru", 2, None, 4, 1, [3]),
+                                    ("start", None, 0, 1, 1, [0])]
+    assert backwards(spark, events) == []
+
+
+def test_a_rewind_or_reassignment_across_a_recorded_seek_is_no_anomaly(spark):
+    events = [("p", RC, 1, [0, 1, 2, 6]), ("p", RC, 2, "seek", 2), ("p", RC, 3, [2, 6, 7]),      # rewind to 2
+              ("p", RC, 4, "seek", None), ("p", RC, 5, [1, 2]),          # reassigned at an unrecorded position
+              ("p", RC, 6, "seek", None), ("p", RC, 7, [9])]             # ... or ahead of it (another member read)
+    assert skips(spark, events) == [] and backwards(spark, events) == []
+
+
+def test_a_rewind_that_lands_after_its_seek_is_a_skip(spark):
+    assert skips(spark, [("p", RC, 1, [0, 1]), ("p", RC, 2, "seek", 1), ("p", RC, 3, [6])]) == [("p", None, 1, 6, 2, [1, 2])]
+
+
+def test_nonmonotonic_poll_backwards_or_repeated_without_a_seek(spark):
+    events = [("p", RC, 1, [0, 1, 2, 6]), ("p", RC, 2, [2, 6, 7]),       # back from 6 to 2, no seek recorded
+              ("q", RC, 1, [0, 1]), ("q", RC, 2, [1, 2])]                # 1 again
+    assert backwards(spark, events) == [("p", 6, 2), ("q", 1, 1)]
+    assert skips(spark, events) == []
+
+
+def test_poll_skip_limits_the_listed_offsets_but_counts_all(spark, monkeypatch):
+    monkeypatch.setattr(checks, "LISTED", 2)
+    assert skips(spark, [("p", RU, 1, [0]), ("p", RU, 2, [7])]) == [("p", 0, None, 7, 5, [1, 2])]     # 1 2 3 4 6
+
+
+def unseen_of(spark, events, write_rows):
+    polls, seeks = stream(spark, events)
+    committed = [rec(o, f"r.p.{o}.0") for o in COMMITTED_OFFSETS]
+    idx = index(spark, committed, write_rows)
+    found = checks.poll_skips(checks.consumer_positions(polls, seeks, records(spark, committed), records(spark, [])))
+    return sorted((r["id"], r["offset"], r["polled_to"]) for r in checks.unseen(idx, polls, found).collect())
+
+
+def test_unseen_an_acknowledged_write_nobody_polled_though_a_consumer_passed_it(spark):
+    # a group: a polled 0-2, then b, assigned past 6 (the group's offsets skipped it), polled 7 and 8
+    events = [("a", RC, 1, [0, 1, 2]), ("a", RC, 2, "seek", None), ("b", RC, 3, "seek", None), ("b", RC, 4, [7, 8])]
+    ws = [write(f"r.p.{o}.0", "ok") for o in (0, 1, 2, 6, 7, 8)]
+    assert unseen_of(spark, events, ws) == [("r.p.6.0", 6, 8)]
+
+
+def test_not_unseen_unread_past_or_unacknowledged_or_a_poll_skip(spark):
+    events = [("a", RC, 1, [0, 1, 2, 6, 7])]
+    ws = [write("r.p.8.0", "ok"), write("r.p.9.0", "ok"), write("r.p.6.0", "fail")]     # nobody read past 8
+    assert unseen_of(spark, events, ws) == []
+    # only a read_committed consumer's reads count, and a write in a poll-skip's gap is the poll-skip's
+    ru_only = [("u", RU, 1, [0, 1, 2, 6, 7, 8, 9])]
+    assert unseen_of(spark, ru_only, [write("r.p.6.0", "ok")]) == []
+    skipping = [("a", RC, 1, [0, 1, 2]), ("a", RC, 2, [7, 8])]
+    assert unseen_of(spark, skipping, [write("r.p.6.0", "ok")]) == []
+
+
+def test_consumer_polls_and_seeks_from_the_history(spark, tmp_path):
+    def op(process, type_, f, value, time):
+        return {"time": time, "wall": 1.0, "process": process, "type": type_, "f": f, "value": value}
+    lines = [
+        op("obs-rc", "ok", "seek", {"isolation": RC, "reason": "start", "positions": [{"topic": "t", "partition": 0, "offset": 0}]}, 1),
+        op("obs-rc", "ok", "poll", {"isolation": RC, "records": [{"topic": "t", "partition": 0, "offset": 0, "id": "x"},
+                                                                 {"topic": "t", "partition": 0, "offset": 1, "id": None}]}, 2),
+        op("eos-0", "ok", "seek", {"isolation": RC, "reason": "assigned", "positions": [{"topic": "in", "partition": 2, "offset": None}]}, 3),
+        op("eos-0", "invoke", "process", {"attempt": "r.eos-0.0", "inputs": [{"topic": "in", "partition": 2, "offset": 5, "id": "y"}]}, 4),
+        op("eos-0", "fail", "process", {"attempt": "r.eos-0.0", "inputs": [{"topic": "in", "partition": 2, "offset": 5, "id": "y"}]}, 5),
+    ]
+    (tmp_path / "history").mkdir()
+    (tmp_path / "history" / "part-00000.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    ops = load.read_history(spark, tmp_path)
+    assert sorted(tuple(r) for r in load.consumer_polls(ops).collect()) == [
+        ("eos-0", RC, "in", 2, 5, "y", 4, 0), ("obs-rc", RC, "t", 0, 0, "x", 2, 0), ("obs-rc", RC, "t", 0, 1, None, 2, 1)]
+    assert sorted(tuple(r) for r in load.consumer_seeks(ops).collect()) == [
+        ("eos-0", RC, "in", 2, None, 3, "assigned"), ("obs-rc", RC, "t", 0, 0, 1, "start")]
