@@ -7,7 +7,8 @@ Owns: building and parsing record ids, attempt ids and the record value/headers 
     attempt id  = "<run tag>.<process>.<attempt number>"         e.g. "r7f3.txp-2.41"
     producer    = the process name (the transactional.id is "<run tag>.<process>")
 The value is a JSON object {"id", "attempt", "producer", "pad"} (pad sizes the record); the same three
-ids travel as headers `txnlab.id`, `txnlab.attempt`, `txnlab.producer` for readers that skip values.
+ids travel as headers `txnlab.id`, `txnlab.attempt`, `txnlab.producer` for readers that skip values; a
+processor's output also carries its input's id (value field `input`, header `txnlab.input`).
 Must not: know about Kafka clients or the history beyond these strings.
 """
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 
 ATTEMPT_RE = re.compile(r"^(?P<run>[A-Za-z0-9-]+)\.(?P<process>[A-Za-z0-9_-]+)\.(?P<n>\d+)$")
 HEADER_ID, HEADER_ATTEMPT, HEADER_PRODUCER = "txnlab.id", "txnlab.attempt", "txnlab.producer"
+HEADER_INPUT = "txnlab.input"
 
 
 class IdError(ValueError):
@@ -84,5 +86,6 @@ def decode_value(value: bytes | None) -> dict:
     return body
 
 
-def headers(rid: str, attempt: str, producer: str) -> list[tuple[str, bytes]]:
-    return [(HEADER_ID, rid.encode()), (HEADER_ATTEMPT, attempt.encode()), (HEADER_PRODUCER, producer.encode())]
+def headers(rid: str, attempt: str, producer: str, input: str | None = None) -> list[tuple[str, bytes]]:
+    found = [(HEADER_ID, rid.encode()), (HEADER_ATTEMPT, attempt.encode()), (HEADER_PRODUCER, producer.encode())]
+    return found + [(HEADER_INPUT, input.encode())] if input is not None else found

@@ -1,20 +1,28 @@
 """The checks: pure DataFrame -> DataFrame functions, each returning one row per anomaly it found.
 
 Frames as in schemas.py: `committed` / `uncommitted` are `records` frames of the read_committed and
-read_uncommitted views, `writes` what the history says each transactional attempt wrote and how it ended;
-`index` (id_index) joins the two once per id for the per-id checks.
+read_uncommitted views, `writes` what the history says each workload wrote and how it ended, `acked` where
+producers were acknowledged; `index` (id_index) joins the committed view and the writes once per id for the
+per-id checks, `positions` (position_index) both views and the acknowledgements once per offset.
   duplicates            one id at two or more offsets of the committed view
   aborted_reads         an id of a `fail` attempt visible to read_committed (a leak)
-  lost_writes           an id of an `ok` attempt missing from the committed view
+  lost_writes           an acknowledged write (an `ok` attempt's, an `ok` idempotent send) missing from the
+                        committed view
   torn_transactions     an attempt (ok, fail or info alike) partly visible
-  info_resolutions      every `info` attempt resolved: committed (all visible), aborted (none), torn
-  nonmonotonic_sends    a producer's records out of order within a partition (first copy of each id)
-  inconsistent_offsets  two reads disagree about one offset (the two views; the observers' polls)
+  info_resolutions      every `info` transactional attempt resolved: committed (all visible), aborted, torn
+  nonmonotonic_sends    a transactional producer's records out of order within a partition (the first copy
+                        of each id in the partition it was written to)
+  inconsistent_offsets  two reads disagree about one offset (the two views; a producer's acknowledgement;
+                        the observers' polls)
+  holes                 acknowledged offsets inside the recorded range the log no longer holds: not an
+                        anomaly, missing evidence (the verdict is unknown)
   processing            exactly-once processing: each input covered by the group's committed offsets has
-                        exactly one committed output, and no committed output lacks a covered input
-  copies                the same for Kafka's TransactionalMessageCopier (values copied verbatim)
+                        exactly one committed output (paired by the output record's own input reference),
+                        no committed output lacks a covered input, none contradicts the history's input
+  copies                the same for Kafka's TransactionalMessageCopier (values copied verbatim: by value)
   open_transactions     partitions whose LSO stayed behind the HWM at the end
-  unrecognised          records no txnlab workload wrote (foreign or malformed values): counted
+  unrecognised          records no txnlab workload of this run wrote (foreign or malformed values): counted
+  unaccounted           records of this run in the log that no write of the history accounts for
   poll_skips            Jepsen's poll-skip: a consumer instance's successive polled records of one partition
                         (history order; within a poll, its order) pass over records its view holds
                         (read_committed: the committed view; read_uncommitted: the uncommitted one)
@@ -39,6 +47,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from spark_analysis.schemas import TRANSACTIONAL_F
+
 POSITION = ("topic", "partition", "offset")
 
 
@@ -48,18 +58,21 @@ def _visible(committed: DataFrame) -> DataFrame:
 
 def id_index(committed: DataFrame, writes: DataFrame) -> DataFrame:
     """One row per id the history wrote or the committed view holds: the shuffle the per-id checks share.
-    id, attempt, process, outcome, topic, partition (from the history; null for an id it never wrote),
-    copies (committed records carrying the id), positions (up to 5 of them, sorted), producer (the
-    records' own)."""
+    id, attempt, process, f, outcome, topic, partition (from the history; null for an id it never wrote),
+    copies (committed records carrying the id), positions (up to 5 of them, sorted), at (the first copy in
+    the partition the history wrote it to, else the first copy: a duplicate in a lower partition does not
+    move the original), producer (the records' own)."""
     seen = _visible(committed).groupBy("id").agg(
         F.count(F.lit(1)).alias("copies"), F.first("attempt", ignorenulls=True).alias("record_attempt"),
         F.first("producer", ignorenulls=True).alias("producer"),
         F.slice(F.sort_array(F.collect_list(F.struct(*POSITION))), 1, 5).alias("positions"))
-    written = writes.where(F.col("id").isNotNull()).select("id", "attempt", "process", "outcome", "topic", "partition")
+    written = writes.where(F.col("id").isNotNull()).select("id", "attempt", "process", "f", "outcome", "topic", "partition")
+    home = F.filter("positions", lambda p: (p["topic"] == F.col("topic")) & (p["partition"] == F.col("partition")))
     return written.join(seen, on="id", how="full") \
-        .select("id", F.coalesce("attempt", "record_attempt").alias("attempt"), "process", "outcome", "topic",
-                "partition", F.coalesce("copies", F.lit(0)).alias("copies"), "positions", "producer",
-                F.col("process").isNotNull().alias("written"))
+        .select("id", F.coalesce("attempt", "record_attempt").alias("attempt"), "process", "f", "outcome", "topic",
+                "partition", F.coalesce("copies", F.lit(0)).alias("copies"), "positions",
+                F.coalesce(F.try_element_at(home, F.lit(1)), F.try_element_at("positions", F.lit(1))).alias("at"),
+                "producer", F.col("process").isNotNull().alias("written"))
 
 
 def duplicates(index: DataFrame) -> DataFrame:
@@ -67,11 +80,11 @@ def duplicates(index: DataFrame) -> DataFrame:
 
 
 def aborted_reads(index: DataFrame) -> DataFrame:
-    return index.where((F.col("outcome") == "fail") & (F.col("copies") > 0)) \
-        .select("id", "attempt", F.col("positions")[0].alias("at"))
+    return index.where((F.col("outcome") == "fail") & (F.col("copies") > 0)).select("id", "attempt", "at")
 
 
 def lost_writes(index: DataFrame) -> DataFrame:
+    """An acknowledged write (an `ok` transactional attempt's, or an `ok` idempotent send) not in the view."""
     return index.where((F.col("outcome") == "ok") & (F.col("copies") == 0)).select("id", "attempt", "topic", "partition")
 
 
@@ -86,17 +99,19 @@ def torn_transactions(index: DataFrame) -> DataFrame:
 
 
 def info_resolutions(index: DataFrame) -> DataFrame:
-    """Not anomalies: what became of each attempt whose outcome the client could not know."""
-    info = _visibility(index.where(F.col("outcome") == "info"))
+    """Not anomalies: what became of each transactional attempt whose outcome the client could not know."""
+    info = _visibility(index.where((F.col("outcome") == "info") & F.col("f").isin(*TRANSACTIONAL_F)))
     return info.withColumn("resolution", F.when(F.col("visible") == F.col("expected"), "committed")
                            .when(F.col("visible") == 0, "aborted").otherwise("torn"))
 
 
 def nonmonotonic_sends(index: DataFrame) -> DataFrame:
-    """Within (producer, topic, partition), offsets must follow (attempt number, index in the attempt);
-    the first copy of each id counts (a later duplicate is a duplicate, not a reorder)."""
-    first = index.where((F.col("copies") > 0) & F.col("producer").isNotNull()) \
-        .select("id", "producer", F.col("positions")[0].alias("at")) \
+    """Within (producer, topic, partition), a transactional producer's offsets must follow (attempt number,
+    index in the attempt); the first copy of each id in the partition it was written to counts (a
+    duplicate, even in a lower partition, is a duplicate, not a reorder). The storm's sends are each a new
+    producer: no order between them."""
+    first = index.where((F.col("copies") > 0) & F.col("producer").isNotNull() & F.col("f").isin(*TRANSACTIONAL_F)) \
+        .select("id", "producer", "at") \
         .select("id", "producer", "at.topic", "at.partition", "at.offset") \
         .withColumn("seq", F.struct(_id_part(1).alias("attempt_no"), _id_part(2).alias("index"))) \
         .where(F.col("seq.attempt_no").isNotNull() & F.col("seq.index").isNotNull())
@@ -111,28 +126,59 @@ def _id_part(group: int):
     return F.regexp_extract("id", r"\.(\d+)\.(\d+)$", group).try_cast("long")
 
 
-def inconsistent_offsets(committed: DataFrame, uncommitted: DataFrame, observed: DataFrame) -> DataFrame:
-    """reader, topic, partition, offset, id, other_id: what `reader` saw at an offset vs read_uncommitted.
-    Both views meet in one aggregation by position (one shuffle, no sort), which the observers' polls
-    (small) then join without shuffling it again."""
+def position_index(committed: DataFrame, uncommitted: DataFrame, acked: DataFrame) -> DataFrame:
+    """One row per offset either view holds or a producer was acknowledged at (one aggregation by position:
+    one shuffle, no sort): in_c, in_u, in_a; id, hash (the committed view's record), other_id, other_hash,
+    other (the uncommitted view's: its id, a copier value for a Java tool's record), acked_lo / acked_hi (the
+    ids acknowledged there: two when two writes were acknowledged at one offset)."""
     def side(df: DataFrame, view: str) -> DataFrame:
-        return df.select(*POSITION, F.lit(view).alias("side"), "id", "value_hash")
+        ident = F.coalesce(F.col("id"), F.when(F.col("kind") == "copier", F.col("text")))
+        return df.select(*POSITION, F.lit(view).alias("side"), "id", "value_hash", ident.alias("ident"))
 
     def of(view: str, col: str):
         return F.first(F.when(F.col("side") == view, F.col(col)), ignorenulls=True)
-    both = side(committed, "c").unionByName(side(uncommitted, "u")).groupBy(*POSITION).agg(
+    acks = acked.select(*POSITION, F.lit("a").alias("side"), "id", F.lit(None).cast("long").alias("value_hash"),
+                        F.col("id").alias("ident"))
+    a = F.when(F.col("side") == "a", F.col("id"))
+    return side(committed, "c").unionByName(side(uncommitted, "u")).unionByName(acks).groupBy(*POSITION).agg(
         F.max(F.col("side") == "c").alias("in_c"), F.max(F.col("side") == "u").alias("in_u"),
+        F.max(F.col("side") == "a").alias("in_a"),
         of("c", "id").alias("id"), of("c", "value_hash").alias("hash"),
-        of("u", "id").alias("other_id"), of("u", "value_hash").alias("other_hash"))
-    c = both.where(F.col("in_c") & (~F.col("in_u") | ~F.col("hash").eqNullSafe(F.col("other_hash")))) \
+        of("u", "id").alias("other_id"), of("u", "value_hash").alias("other_hash"), of("u", "ident").alias("other"),
+        F.min(a).alias("acked_lo"), F.max(a).alias("acked_hi"))
+
+
+def inconsistent_offsets(positions: DataFrame, observed: DataFrame) -> DataFrame:
+    """reader, topic, partition, offset, id, other_id: what `reader` says an offset holds vs read_uncommitted:
+    the committed view, a producer's acknowledgement (a write acknowledged at an offset that holds another
+    record, or two writes acknowledged at one offset), the observers' polls (small: they join the position
+    index without shuffling it again)."""
+    c = positions.where(F.col("in_c") & (~F.col("in_u") | ~F.col("hash").eqNullSafe(F.col("other_hash")))) \
         .select(F.lit("read_committed view").alias("reader"), *POSITION, "id", "other_id")
-    seen = observed.join(both.select(*POSITION, "in_c", "in_u", "other_id"), on=list(POSITION), how="left")
+    moved = F.col("in_a") & F.col("in_u") & (~F.col("acked_lo").eqNullSafe(F.col("other"))
+                                             | ~F.col("acked_hi").eqNullSafe(F.col("other")))
+    a = positions.where(moved).select(F.lit("acknowledged write").alias("reader"), *POSITION,
+                                      F.when(F.col("acked_lo").eqNullSafe(F.col("other")), F.col("acked_hi"))
+                                      .otherwise(F.col("acked_lo")).alias("id"), F.col("other").alias("other_id"))
+    seen = observed.join(positions.where(F.col("in_c") | F.col("in_u")).select(*POSITION, "in_c", "in_u", "other_id"),
+                         on=list(POSITION), how="left")
     o = seen.where(F.col("in_u").isNull() | ~F.col("in_u") | ~F.col("id").eqNullSafe(F.col("other_id"))) \
         .select(F.concat(F.lit("observer "), F.col("process")).alias("reader"), *POSITION, "id", "other_id")
     rc = seen.where((F.col("isolation") == "read_committed") & ~F.coalesce(F.col("in_c"), F.lit(False))) \
         .select(F.concat(F.lit("read_committed observer "), F.col("process"), F.lit(" saw what read_committed does not")
                          ).alias("reader"), *POSITION, "id", F.lit(None).cast("string").alias("other_id"))
-    return c.unionByName(o).unionByName(rc)
+    return c.unionByName(a).unionByName(o).unionByName(rc)
+
+
+def holes(positions: DataFrame, end_offsets: DataFrame) -> DataFrame:
+    """topic, partition, count, offsets (the first 5): offsets a producer was acknowledged at, below the
+    recorded HWM, that the read_uncommitted view does not hold: records gone from inside the range the run
+    recorded (compaction, a damaged log; Spark's reader skips them): evidence missing, not an anomaly."""
+    gone = positions.where(F.col("in_a") & ~F.col("in_u")) \
+        .join(F.broadcast(end_offsets.select("topic", "partition", "hwm")), on=["topic", "partition"], how="inner") \
+        .where(F.col("offset") < F.col("hwm"))
+    return gone.groupBy("topic", "partition").agg(F.count(F.lit(1)).alias("count"),
+                                                  F.slice(F.sort_array(F.collect_list("offset")), 1, 5).alias("offsets"))
 
 
 def _covered(committed: DataFrame, consumed: DataFrame, group_offsets: DataFrame) -> DataFrame:
@@ -143,12 +189,23 @@ def _covered(committed: DataFrame, consumed: DataFrame, group_offsets: DataFrame
 
 
 def processing(committed: DataFrame, writes: DataFrame, consumed: DataFrame, group_offsets: DataFrame) -> DataFrame:
-    """problem, group, input, outputs: unprocessed | duplicate-output | output-without-committed-input."""
-    outputs = writes.where((F.col("f") == "process") & F.col("input").isNotNull()).select("id", "input", "group") \
-        .join(_visible(committed).select("id").distinct(), on="id", how="inner") \
-        .groupBy("group", "input").agg(F.sort_array(F.collect_set("id")).alias("outputs"))
-    covered = _covered(committed, consumed, group_offsets)
-    return _pairing(covered, outputs, "outputs")
+    """problem, group, input, outputs: unprocessed | duplicate-output | output-without-committed-input |
+    input-mismatch. The outputs are what the log holds: the committed records of this run on the
+    processors' output topics, each paired by its own input reference (the record's `input`; the history's
+    for a record without one, so an output the history does not account for still counts); an output whose
+    input differs from the one the history says its attempt wrote it for is input-mismatch."""
+    made = writes.where(F.col("f") == "process")
+    topics = made.where(F.col("topic").isNotNull() & F.col("group").isNotNull()).select("topic", "group").distinct()
+    said = made.where(F.col("input").isNotNull()).select("id", F.col("input").alias("said"),
+                                                           F.col("group").alias("said_group"))
+    logged = _visible(committed).join(F.broadcast(topics), on="topic", how="inner").select("id", "input", "group") \
+        .join(said, on="id", how="left") \
+        .select("id", F.coalesce("input", "said").alias("input"), F.coalesce("said_group", "group").alias("group"),
+                "said").where(F.col("input").isNotNull())
+    outputs = logged.groupBy("group", "input").agg(F.sort_array(F.collect_set("id")).alias("outputs"))
+    mismatched = logged.where(F.col("said").isNotNull() & (F.col("said") != F.col("input"))) \
+        .select(F.lit("input-mismatch").alias("problem"), "group", "input", F.array("id").alias("outputs")).distinct()
+    return _pairing(_covered(committed, consumed, group_offsets), outputs, "outputs").unionByName(mismatched)
 
 
 def _pairing(covered: DataFrame, outputs: DataFrame, col: str) -> DataFrame:
@@ -159,16 +216,26 @@ def _pairing(covered: DataFrame, outputs: DataFrame, col: str) -> DataFrame:
         .select("problem", "group", "input", F.col(col).alias("outputs"))
 
 
-def copies(committed: DataFrame, sends: DataFrame, copiers: DataFrame, group_offsets: DataFrame) -> DataFrame:
-    """Kafka's copier: each acknowledged input value below the group's offsets is copied exactly once."""
-    acked = sends.join(copiers.select(F.col("input").alias("topic"), "group"), on="topic", how="inner")
-    positions = acked.join(group_offsets, on=["group", "topic", "partition"], how="inner") \
-        .where(F.col("offset") < F.col("committed")).select("group", F.col("id").alias("input")).distinct()
-    out = committed.where((F.col("kind") == "copier") & F.col("text").isNotNull()).join(copiers.select(F.col("output").alias("topic"), "group"),
-                                                          on="topic", how="inner") \
-        .groupBy("group", F.col("text").alias("input")) \
-        .agg(F.sort_array(F.collect_list(F.concat_ws("-", "topic", "partition", "offset"))).alias("outputs"))
-    return _pairing(positions, out, "outputs")
+def copies(committed: DataFrame, copiers: DataFrame, group_offsets: DataFrame) -> DataFrame:
+    """problem, group, input, outputs: Kafka's copier copies values verbatim, so what its input topic holds
+    below the group's committed offsets (whoever wrote it: the VerifiableProducer, an uncertain send that
+    landed, a storm) must be in its output topic exactly as often, and nothing else. Paired by value hash:
+    n equal input values need n copies."""
+    def on(role: str) -> DataFrame:
+        named = copiers.select(F.col(role).alias("topic"), "group")
+        return committed.where(F.coalesce("id", "text").isNotNull()).join(F.broadcast(named), on="topic", how="inner")
+    ins = on("input").join(group_offsets, on=["group", "topic", "partition"], how="inner") \
+        .where(F.col("offset") < F.col("committed")).groupBy("group", "value_hash") \
+        .agg(F.count(F.lit(1)).alias("n_in"), F.first(F.coalesce("id", "text")).alias("input"))
+    outs = on("output").groupBy("group", "value_hash").agg(
+        F.count(F.lit(1)).alias("n_out"), F.first("text").alias("copied"),
+        F.sort_array(F.collect_list(F.concat_ws("-", "topic", "partition", "offset"))).alias("outputs"))
+    problem = F.when(F.col("n_in").isNull(), "output-without-committed-input") \
+        .when(F.col("n_out").isNull() | (F.col("n_out") < F.col("n_in")), "unprocessed") \
+        .when(F.col("n_out") > F.col("n_in"), "duplicate-output")
+    return ins.join(outs, on=["group", "value_hash"], how="full").withColumn("problem", problem) \
+        .where(F.col("problem").isNotNull()) \
+        .select("problem", "group", F.coalesce("input", "copied").alias("input"), "outputs")
 
 
 def open_transactions(end_offsets: DataFrame) -> DataFrame:
@@ -178,6 +245,20 @@ def open_transactions(end_offsets: DataFrame) -> DataFrame:
 
 def unrecognised(records: DataFrame) -> DataFrame:
     return records.where(F.col("kind") == "foreign").select("view", *POSITION, "text")
+
+
+def unaccounted(uncommitted: DataFrame, writes: DataFrame) -> DataFrame:
+    """id, attempt, producer, kind, copies, positions: a record of this run (a well-formed id of its run tag)
+    in the log (read_uncommitted: committed or not) that no write of the history accounts for. kind: what
+    its producer process writes in the history (txn, process, produce), else "unknown process"."""
+    found = _visible(uncommitted).join(writes.select("id"), on="id", how="left_anti") \
+        .groupBy("id", "attempt", "producer").agg(
+            F.count(F.lit(1)).alias("copies"),
+            F.slice(F.sort_array(F.collect_list(F.struct(*POSITION))), 1, 5).alias("positions"))
+    kinds = writes.groupBy(F.col("process").alias("producer")).agg(F.first("f").alias("kind"))
+    return found.join(F.broadcast(kinds), on="producer", how="left") \
+        .select("id", "attempt", "producer", F.coalesce("kind", F.lit("unknown process")).alias("kind"), "copies",
+                "positions")
 
 
 # ---- the consumers' polls: Jepsen's poll-skip, nonmonotonic-poll and unseen ------------------------------
@@ -255,7 +336,7 @@ def unseen(index: DataFrame, polls: DataFrame, skips: DataFrame) -> DataFrame:
     rc = polls.where(F.col("isolation") == "read_committed")
     reach = rc.groupBy("topic", "partition").agg(F.max("offset").alias("polled_to"))
     acked = index.where((F.col("outcome") == "ok") & (F.col("copies") > 0)) \
-        .select("id", "attempt", F.col("positions")[0].alias("at")).select("id", "attempt", "at.*")
+        .select("id", "attempt", "at").select("id", "attempt", "at.*")
     missed = acked.join(reach, on=["topic", "partition"], how="inner").where(F.col("offset") < F.col("polled_to")) \
         .join(rc.select(*POSITION).distinct(), on=list(POSITION), how="left_anti")
     gaps = skips.where(F.col("isolation") == "read_committed").select(

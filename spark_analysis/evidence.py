@@ -47,6 +47,7 @@ class Evidence:
     end_offsets: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
     group_offsets: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
     has_group_offsets: bool = True                     # group_offsets.json exists (else group_offsets is {})
+    run_tag: str | None = None                         # spec.json's: only ids of this run are txnlab records
     gaps: list[str] = field(default_factory=list)      # why the evidence is incomplete; empty: complete
 
     @property
@@ -67,6 +68,8 @@ def load_run_files(run_dir: Path) -> Evidence:
     groups = _read_json(Path(run_dir) / "group_offsets.json", evidence)
     evidence.group_offsets = groups or {}
     evidence.has_group_offsets = groups is not None
+    spec = _read_json(Path(run_dir) / "spec.json", evidence)
+    evidence.run_tag = spec.get("run_tag") if isinstance(spec, dict) else None
     if not list((Path(run_dir) / "history").glob("part-*.jsonl")):
         evidence.gaps.append("no history under history/")
     return evidence

@@ -80,20 +80,22 @@ def gather_evidence(run_dir: Path, conn: ConnectionSettings) -> Evidence:
 
 def build_frames(spark: SparkSession, ops: DataFrame, evidence: Evidence, conn: ConnectionSettings) -> verdict.Frames:
     copiers = load.copier_topics(ops)
-    copier_data = sorted({t for r in copiers.collect() for t in (r["input"], r["output"]) if t})
+    started = copiers.collect()
+    inputs, outputs = sorted({r["input"] for r in started if r["input"]}), sorted({r["output"] for r in started if r["output"]})
     options = load.kafka_options(conn.java_properties())
     lso = {t: {p: o["lso"] for p, o in parts.items()} for t, parts in evidence.end_offsets.items()}
     hwm = {t: {p: o["hwm"] for p, o in parts.items()} for t, parts in evidence.end_offsets.items()}
-    committed = load.records_of(load.read_view(spark, options, lso, "read_committed"), "committed", copier_data)
-    uncommitted = load.records_of(load.read_view(spark, options, hwm, "read_uncommitted"), "uncommitted",
-                                  copier_data)
+    committed = load.records_of(load.read_view(spark, options, lso, "read_committed"), "committed", inputs, outputs,
+                                evidence.run_tag)
+    uncommitted = load.records_of(load.read_view(spark, options, hwm, "read_uncommitted"), "uncommitted", inputs,
+                                  outputs, evidence.run_tag)
     groups = [(g, t, int(p), o) for g, topics in evidence.group_offsets.items() for t, parts in topics.items()
               for p, o in parts.items()]
     ends = [(t, int(p), o["lso"], o["hwm"]) for t, parts in evidence.end_offsets.items() for p, o in parts.items()]
     return verdict.Frames(
         committed=committed, uncommitted=uncommitted, writes=load.writes_of(ops), observed=load.observed_reads(ops),
         consumed=load.consumed_inputs(ops), group_offsets=spark.createDataFrame(groups, GROUP_OFFSETS_SCHEMA),
-        sends=load.tool_sends(ops), copiers=copiers, end_offsets=spark.createDataFrame(ends, END_OFFSETS_SCHEMA),
+        acked=load.acknowledged(ops), copiers=copiers, end_offsets=spark.createDataFrame(ends, END_OFFSETS_SCHEMA),
         polls=load.consumer_polls(ops), seeks=load.consumer_seeks(ops))
 
 
@@ -121,6 +123,7 @@ def verify(spark: SparkSession, run_dir: Path, args: argparse.Namespace) -> dict
         progress("reading the topics (read_committed and read_uncommitted) and running the checks")
         frames = build_frames(spark, ops, evidence, conn)
         results = verdict.run_checks(frames, args.examples, progress)
+        evidence.gaps += results.get("gaps", [])
         counts["records"] = {"read_committed": frames.committed.count(), "read_uncommitted": frames.uncommitted.count()}
     else:
         progress("evidence incomplete: " + "; ".join(evidence.gaps))

@@ -1,8 +1,8 @@
 """Loading a run for the checks: its history (JSON lines) and its output topics straight from Kafka.
 
 Owns: reading <run>/history/*.jsonl with the explicit schema (PERMISSIVE: a damaged line becomes a
-`_corrupt_record`, counted, never a crash); the frames derived from it (writes, observed reads,
-the Java tools' sends and topics); reading a topic in both isolation levels with Spark's Kafka connector,
+`_corrupt_record`, counted, never a crash); the frames derived from it (writes, acknowledged offsets, observed reads,
+consumer polls and seeks, the copiers' topics); reading a topic in both isolation levels with Spark's Kafka connector,
 bounded by the end offsets the run recorded (read_committed to the LSO, read_uncommitted to the HWM);
 turning Kafka rows into the `records` frame (schemas.py). All of it lazy: nothing record-sized reaches
 the driver.
@@ -12,6 +12,7 @@ data: the history and the record values).
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -20,6 +21,11 @@ from pyspark.sql import functions as F
 from spark_analysis.schemas import HISTORY, RECORD_VALUE, TRANSACTIONAL_F
 
 HEADER_ID, HEADER_ATTEMPT, HEADER_PRODUCER = "txnlab.id", "txnlab.attempt", "txnlab.producer"   # chaos/ids.py
+HEADER_INPUT = "txnlab.input"
+STORM_F = "produce"                   # the storm's idempotent sends and the VerifiableProducer's (java_copier.py)
+# a record id of run R: "R.<process>.<attempt number>.<index>" (chaos/ids.py); any run when R is not known
+ID_PATTERN = r"^{run}\.[A-Za-z0-9_-]+\.[0-9]+\.[0-9]+$"
+ANY_RUN = "[A-Za-z0-9-]+"
 COPIER_TOOL = "TransactionalMessageCopier"
 PRODUCER_TOOL = "VerifiableProducer"
 
@@ -38,17 +44,40 @@ def corrupt_lines(ops: DataFrame) -> DataFrame:
 
 
 def writes_of(ops: DataFrame) -> DataFrame:
-    """One row per record a transactional attempt wrote, with the attempt's outcome (null: none recorded)."""
-    valid = ops.where(F.col("_corrupt_record").isNull() & F.col("f").isin(*TRANSACTIONAL_F)
-                      & F.col("value.attempt").isNotNull())
-    invoked = valid.where(F.col("type") == "invoke").select(
+    """One row per record a txnlab workload wrote, with its attempt's outcome (null: none recorded): the
+    transactional attempts' writes (f txn, process) and the storm's idempotent sends (f produce with an
+    attempt: one record each; Kafka's VerifiableProducer sends carry no attempt and are not txnlab records)."""
+    valid = ops.where(F.col("_corrupt_record").isNull() & F.col("value.attempt").isNotNull()
+                      & F.col("f").isin(*TRANSACTIONAL_F, STORM_F))
+    invoked = valid.where(F.col("type") == "invoke")
+    transactional = invoked.where(F.col("f").isin(*TRANSACTIONAL_F)).select(
         F.col("value.attempt").alias("attempt"), F.col("process"), F.col("f"), F.col("value.group").alias("group"),
         F.explode_outer("value.writes").alias("w"))
+    storm = invoked.where(F.col("f") == STORM_F).select(
+        F.col("value.attempt").alias("attempt"), F.col("process"), F.col("f"), F.lit(None).cast("string").alias("group"),
+        F.struct(F.col("value.topic").alias("topic"), F.col("value.partition").alias("partition"),
+                 F.col("value.id").alias("id"), F.lit(None).cast("string").alias("input")).alias("w"))
     outcomes = valid.where(F.col("type") != "invoke").groupBy(F.col("value.attempt").alias("attempt")) \
         .agg(F.first("type").alias("outcome"))
-    return invoked.join(outcomes, on="attempt", how="left").select(
+    return transactional.unionByName(storm).join(outcomes, on="attempt", how="left").select(
         "attempt", "process", "f", "outcome", F.col("w.id").alias("id"), F.col("w.topic").alias("topic"),
         F.col("w.partition").alias("partition"), F.col("w.input").alias("input"), "group")
+
+
+def acknowledged(ops: DataFrame) -> DataFrame:
+    """Every write a producer was acknowledged at an offset: topic, partition, offset, id (txnlab: the record
+    id; Kafka's VerifiableProducer: its value) of the `ok` transactional attempts (their `offsets`, one per
+    write, -1 unknown) and the `ok` sends of the storm and the VerifiableProducer (their `offset`)."""
+    ok = ops.where(F.col("_corrupt_record").isNull() & (F.col("type") == "ok"))
+    transactional = ok.where(F.col("f").isin(*TRANSACTIONAL_F) & F.col("value.offsets").isNotNull()) \
+        .select(F.arrays_zip(F.col("value.writes"), F.col("value.offsets")).alias("z")) \
+        .select(F.explode("z").alias("z")) \
+        .select(F.col("z.writes.topic").alias("topic"), F.col("z.writes.partition").alias("partition"),
+                F.col("z.offsets").alias("offset"), F.col("z.writes.id").alias("id"))
+    sends = ok.where((F.col("f") == STORM_F) & F.col("value.offset").isNotNull()).select(
+        F.col("value.topic").alias("topic"), F.col("value.partition").alias("partition"),
+        F.col("value.offset").alias("offset"), F.col("value.id").alias("id"))
+    return transactional.unionByName(sends).where((F.col("offset") >= 0) & F.col("id").isNotNull())
 
 
 def observed_reads(ops: DataFrame) -> DataFrame:
@@ -88,13 +117,6 @@ def consumed_inputs(ops: DataFrame) -> DataFrame:
     done = ops.where((F.col("f") == "process") & (F.col("type") == "invoke") & F.col("value.group").isNotNull())
     return done.select(F.col("value.group").alias("group"), F.explode("value.inputs").alias("i")) \
         .select("group", "i.topic", "i.partition").distinct()
-
-
-def tool_sends(ops: DataFrame) -> DataFrame:
-    """Records Kafka's VerifiableProducer had acknowledged: id (the value), topic, partition, offset."""
-    return ops.where((F.col("f") == "produce") & (F.col("type") == "ok") & F.col("value.id").isNotNull()) \
-        .select(F.col("value.id").alias("id"), F.col("value.topic").alias("topic"),
-                F.col("value.partition").alias("partition"), F.col("value.offset").alias("offset"))
 
 
 def copier_topics(ops: DataFrame) -> DataFrame:
@@ -138,18 +160,34 @@ def _header(name: str) -> Column:
     return F.try_element_at(found, F.lit(1))["value"].cast("string")
 
 
-def records_of(raw: DataFrame, view: str, copier_topics: list[str] = ()) -> DataFrame:
-    """Kafka rows -> the `records` frame. A txnlab workload's record carries its id, attempt and producer in
-    headers (chaos/ids.py), read without parsing the value; a record without them has its value parsed
-    as JSON (null when it is not)."""
+def well_formed(run_tag: str | None) -> str:
+    """The regular expression a record id of this run matches (of any run when the tag is unknown)."""
+    return ID_PATTERN.format(run=re.escape(run_tag) if run_tag else ANY_RUN)
+
+
+def records_of(raw: DataFrame, view: str, copier_inputs: list[str] = (), copier_outputs: list[str] = (),
+               run_tag: str | None = None) -> DataFrame:
+    """Kafka rows -> the `records` frame. A txnlab workload's record carries its id, attempt, producer (and a
+    processor's output its input) in headers (chaos/ids.py), read without parsing the value; a record without
+    a well-formed id header has its value parsed as JSON (null when it is not). Only a well-formed id of
+    this run makes a record txnlab's: foreign JSON with an `id`, or an empty or foreign `txnlab.id`
+    header, stays foreign. A copier's output is a verbatim copy (kind copier, no id: a copied txnlab record
+    is not a second copy of its id); on its input, Kafka's VerifiableProducer values are kind copier."""
     text = F.col("value").cast("string")
-    hid, hattempt, hproducer = _header(HEADER_ID), _header(HEADER_ATTEMPT), _header(HEADER_PRODUCER)
-    parsed = F.when(hid.isNull(), F.from_json(text, RECORD_VALUE, {"mode": "PERMISSIVE"}))
-    rid = F.coalesce(hid, parsed["id"])
+    pattern = well_formed(run_tag)
+    hid = _header(HEADER_ID)
+    header_ok = F.coalesce(hid.rlike(pattern), F.lit(False))
+    parsed = F.when(~header_ok, F.from_json(text, RECORD_VALUE, {"mode": "PERMISSIVE"}))
+    value_ok = F.coalesce(parsed["id"].rlike(pattern), F.lit(False))
+    copy = F.col("topic").isin(*copier_outputs)
+    rid = F.when(copy, None).when(header_ok, hid).when(value_ok, parsed["id"])
+
+    def field(header: str, name: str) -> Column:
+        return F.when(rid.isNull(), None).when(header_ok, _header(header)).otherwise(parsed[name])
     kind = F.when(rid.isNotNull(), F.lit("txnlab")) \
-        .when(F.col("topic").isin(*copier_topics) & text.isNotNull(), F.lit("copier")).otherwise(F.lit("foreign"))
+        .when((copy | F.col("topic").isin(*copier_inputs)) & text.isNotNull(), F.lit("copier")).otherwise(F.lit("foreign"))
     return raw.select(
         F.lit(view).alias("view"), "topic", "partition", "offset", rid.alias("id"),
-        F.when(hid.isNotNull(), hattempt).otherwise(parsed["attempt"]).alias("attempt"),
-        F.when(hid.isNotNull(), hproducer).otherwise(parsed["producer"]).alias("producer"),
+        field(HEADER_ATTEMPT, "attempt").alias("attempt"), field(HEADER_PRODUCER, "producer").alias("producer"),
+        field(HEADER_INPUT, "input").alias("input"),
         F.when(rid.isNull(), text).alias("text"), kind.alias("kind"), F.xxhash64("value").alias("value_hash"))

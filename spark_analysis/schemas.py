@@ -3,12 +3,15 @@
 Owns: the explicit schema of a history line (chaos/history.py writes it; every field any workload puts
 in `value` that a check reads), the schema of a txnlab record value (chaos/ids.py), and the column
 contract of the frames the checks take:
-  records   view, topic, partition, offset, id, attempt, producer, text, kind, value_hash
-            (kind: "txnlab" a record a txnlab workload wrote, "copier" a value on a Java copier topic (input
-             or output: the Java tools write plain values),
-             "foreign" anything else: not JSON, no id, another writer)
+  records   view, topic, partition, offset, id, attempt, producer, input, text, kind, value_hash
+            (kind: "txnlab" a record with a well-formed id of this run, "copier" a value on a Java copier
+             topic (input or output: the Java tools write plain values; outputs are verbatim copies),
+             "foreign" anything else: not JSON, no id or another run's, another writer;
+             input: a processor output's input id, from the record itself)
   writes    attempt, process, f, outcome, id, topic, partition, input, group
-            (outcome: ok | fail | info of the attempt; null when the history holds no completion)
+            (f: txn | process | produce (the storm's idempotent sends); outcome: ok | fail | info of the
+             attempt; null when the history holds no completion)
+  acked     topic, partition, offset, id: where producers were acknowledged (load.acknowledged)
 Must not: read files or Kafka (load.py does), or decide anything (checks.py does).
 """
 from __future__ import annotations

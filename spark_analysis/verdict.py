@@ -29,7 +29,7 @@ class Frames:
     observed: DataFrame
     consumed: DataFrame
     group_offsets: DataFrame
-    sends: DataFrame
+    acked: DataFrame            # where producers were acknowledged (load.acknowledged)
     copiers: DataFrame
     end_offsets: DataFrame
     polls: DataFrame            # every consumer's polled records (load.consumer_polls)
@@ -37,41 +37,54 @@ class Frames:
 
 
 @dataclass(frozen=True)
+class Shared:
+    """The frames several checks read, computed and persisted once per run."""
+    index: DataFrame            # checks.id_index: per id
+    positions: DataFrame        # checks.position_index: per offset
+
+
+@dataclass(frozen=True)
 class Check:
     name: str
     description: str
-    anomalies: Callable[[Frames, DataFrame], DataFrame]     # (frames, id index) -> anomaly rows
+    anomalies: Callable[[Frames, Shared], DataFrame]     # (frames, shared) -> anomaly rows
 
 
 CHECKS = (
     Check("duplicate", "one id at two or more offsets of the read_committed view",
-          lambda f, index: checks.duplicates(index)),
+          lambda f, s: checks.duplicates(s.index)),
     Check("aborted_read", "an id of an aborted (fail) attempt visible to read_committed: a leak",
-          lambda f, index: checks.aborted_reads(index)),
-    Check("lost_write", "an id of a committed (ok) attempt missing from the read_committed view",
-          lambda f, index: checks.lost_writes(index)),
+          lambda f, s: checks.aborted_reads(s.index)),
+    Check("lost_write", "an acknowledged write (a committed attempt's, an acknowledged idempotent send) missing "
+          "from the read_committed view",
+          lambda f, s: checks.lost_writes(s.index)),
     Check("torn_transaction", "an attempt (ok, fail or info) of which only a part is visible",
-          lambda f, index: checks.torn_transactions(index)),
+          lambda f, s: checks.torn_transactions(s.index)),
     Check("nonmonotonic_send", "a producer's records out of order within a partition",
-          lambda f, index: checks.nonmonotonic_sends(index)),
-    Check("inconsistent_offsets", "two reads disagree about what one offset holds",
-          lambda f, index: checks.inconsistent_offsets(f.committed, f.uncommitted, f.observed)),
-    Check("exactly_once_processing", "each consumed input has exactly one committed output and the group's "
-          "committed offsets cover exactly the inputs whose outputs committed",
-          lambda f, index: checks.processing(f.committed, f.writes, f.consumed, f.group_offsets)),
-    Check("exactly_once_copy", "Kafka's TransactionalMessageCopier: each acknowledged input copied exactly once",
-          lambda f, index: checks.copies(f.committed, f.sends, f.copiers, f.group_offsets)),
+          lambda f, s: checks.nonmonotonic_sends(s.index)),
+    Check("inconsistent_offsets", "two reads disagree about what one offset holds (the two views, a producer's "
+          "acknowledgement, the observers' polls)",
+          lambda f, s: checks.inconsistent_offsets(s.positions, f.observed)),
+    Check("exactly_once_processing", "each consumed input has exactly one committed output (paired by the "
+          "output's own input reference) and the group's committed offsets cover exactly the inputs whose "
+          "outputs committed",
+          lambda f, s: checks.processing(f.committed, f.writes, f.consumed, f.group_offsets)),
+    Check("exactly_once_copy", "Kafka's TransactionalMessageCopier: each input record below the group's offsets "
+          "copied exactly once (by value)",
+          lambda f, s: checks.copies(f.committed, f.copiers, f.group_offsets)),
     Check("open_at_end", "transactions still open after quiescence (LSO < HWM at the end)",
-          lambda f, index: checks.open_transactions(f.end_offsets)),
+          lambda f, s: checks.open_transactions(f.end_offsets)),
+    Check("unaccounted", "a record of this run in the log that no write of the history accounts for",
+          lambda f, s: checks.unaccounted(f.uncommitted, f.writes)),
     Check("poll_skip", "a consumer's successive polls of a partition passed over records its isolation level's "
           "view holds (observers and processor instances; a recorded seek starts over)",
-          lambda f, index: checks.poll_skips(_positions(f))),
+          lambda f, s: checks.poll_skips(_positions(f))),
     Check("nonmonotonic_poll", "a consumer polled an offset at or below the one it polled just before, with no "
           "recorded seek between",
-          lambda f, index: checks.nonmonotonic_polls(_positions(f))),
+          lambda f, s: checks.nonmonotonic_polls(_positions(f))),
     Check("unseen", "an acknowledged write no read_committed consumer polled although one polled its partition "
           "past it (not already a poll_skip)",
-          lambda f, index: checks.unseen(index, f.polls, checks.poll_skips(_positions(f)))),
+          lambda f, s: checks.unseen(s.index, f.polls, checks.poll_skips(_positions(f)))),
 )
 
 
@@ -93,23 +106,36 @@ def _plain(row: Row | Any) -> Any:
 
 def run_checks(frames: Frames, examples: int, progress: Callable[[str], None] = lambda m: None) -> dict:
     """Every check over complete evidence: {name: {valid, count, examples, description}} plus the info
-    resolutions and unrecognised records."""
+    resolutions and unrecognised records. Acknowledged offsets the log no longer holds (checks.holes) are
+    missing evidence: every check unknown, with the holes as `gaps`."""
     for df in (frames.committed, frames.uncommitted, frames.writes):
         df.persist(StorageLevel.MEMORY_AND_DISK)
-    index = checks.id_index(frames.committed, frames.writes).persist(StorageLevel.MEMORY_AND_DISK)
+    shared = Shared(index=checks.id_index(frames.committed, frames.writes).persist(StorageLevel.MEMORY_AND_DISK),
+                    positions=checks.position_index(frames.committed, frames.uncommitted, frames.acked)
+                    .persist(StorageLevel.MEMORY_AND_DISK))
+    gaps = hole_gaps(checks.holes(shared.positions, frames.end_offsets))
+    if gaps:
+        return unknown_checks(gaps)
     results = {}
     for check in CHECKS:
         started = time.monotonic()
-        anomalies = check.anomalies(frames, index).persist(StorageLevel.MEMORY_AND_DISK)
+        anomalies = check.anomalies(frames, shared).persist(StorageLevel.MEMORY_AND_DISK)
         count = anomalies.count()
         results[check.name] = {"valid": count == 0, "count": count, "description": check.description,
                                "examples": rows(anomalies, examples) if count else [],
                                "seconds": round(time.monotonic() - started, 2)}
         anomalies.unpersist()
         progress(f"check {check.name}: {'ok' if count == 0 else f'{count} anomalies'}")
-    extra = {"info_attempts": _info_counts(index),
+    extra = {"info_attempts": _info_counts(shared.index),
              "unrecognised": _unrecognised(frames, examples)}
     return {"checks": results, **extra}
+
+
+def hole_gaps(found: DataFrame) -> list[str]:
+    """One evidence gap per partition with holes (checks.holes)."""
+    return [f"{r['topic']}-{r['partition']}: {r['count']} acknowledged offset(s) inside the recorded range are not "
+            f"in the log (e.g. {', '.join(str(o) for o in r['offsets'])}): records were deleted or compacted away"
+            for r in found.orderBy("topic", "partition").collect()]
 
 
 def _info_counts(index: DataFrame) -> dict[str, int]:

@@ -120,21 +120,55 @@ def test_info_attempts_resolve_all_or_nothing(spark):
 
 
 # ---- nonmonotonic sends ---------------------------------------------------------------------------------
+def sent(*rids, partition=0):
+    """The history's transactional writes of these ids (to t-partition)."""
+    return [write(rid, "ok", partition=partition) for rid in rids]
+
+
 def test_nonmonotonic_send_planted(spark):
-    got = checks.nonmonotonic_sends(index(spark, [rec(0, "r.p.1.0"), rec(1, "r.p.2.0"), rec(2, "r.p.1.1")], []))
+    got = checks.nonmonotonic_sends(index(spark, [rec(0, "r.p.1.0"), rec(1, "r.p.2.0"), rec(2, "r.p.1.1")],
+                                          sent("r.p.1.0", "r.p.2.0", "r.p.1.1")))
     assert [(r["id"], r["previous_id"], r["offset"]) for r in got.collect()] == [("r.p.1.1", "r.p.2.0", 2)]
 
 
 def test_nonmonotonic_send_clean_and_null(spark):
     clean = [rec(0, "r.p.1.0"), rec(1, "r.p.1.1"), rec(2, "r.p.2.0"), rec(3, "r.q.0.0"), rec(4, "r.p.1.0")]
-    assert ids(checks.nonmonotonic_sends(index(spark, clean, []))) == []    # a later duplicate is not a reorder
+    history = sent("r.p.1.0", "r.p.1.1", "r.p.2.0", "r.q.0.0")
+    assert ids(checks.nonmonotonic_sends(index(spark, clean, history))) == []    # a later duplicate is not a reorder
     assert ids(checks.nonmonotonic_sends(index(spark, [rec(0, None, text="a"), rec(1, None, text="b")], []))) == []
     odd = [rec(0, "r.p.3.0"), ("committed", "t", 0, 1, "not-an-id", None, "p", None, None, "txnlab", 1)]
-    assert ids(checks.nonmonotonic_sends(index(spark, odd, []))) == []     # an id of another scheme: no crash
+    assert ids(checks.nonmonotonic_sends(index(spark, odd, sent("r.p.3.0") + [
+        ("r.p.3", "p", "txn", "ok", "not-an-id", "t", 0, None, None)]))) == []   # no crash
+
+
+def test_a_duplicate_in_a_lower_partition_is_a_duplicate_not_a_reorder(spark):
+    # r.p.1.0 and r.p.2.0 written to t-1 in order; a second copy of r.p.2.0 lands in t-0 before r.p.1.0's
+    # first copy would sort: judged by its copy in t-1, where the history wrote it
+    committed = [rec(0, "r.p.1.0", partition=1), rec(1, "r.p.2.0", partition=1), rec(0, "r.p.2.0", partition=0)]
+    idx = index(spark, committed, sent("r.p.1.0", "r.p.2.0", partition=1))
+    assert ids(checks.nonmonotonic_sends(idx)) == []
+    assert ids(checks.duplicates(idx)) == ["r.p.2.0"]
+    assert [(r["at"]["partition"], r["at"]["offset"]) for r in idx.where("id = 'r.p.2.0'").collect()] == [(1, 1)]
+
+
+def test_storm_sends_are_no_transactional_order_and_no_info_resolution(spark):
+    # each storm send is a new producer: a send that landed late is no reorder, its info no transaction
+    storm = [write("r.s-t0.2.0", "ok", f="produce"), write("r.s-t0.3.0", "info", f="produce")]
+    idx = index(spark, [rec(0, "r.s-t0.3.0"), rec(1, "r.s-t0.2.0")], storm)
+    assert ids(checks.nonmonotonic_sends(idx)) == [] and checks.info_resolutions(idx).count() == 0
+    assert ids(checks.lost_writes(index(spark, [], storm))) == ["r.s-t0.2.0"]     # an acknowledged send lost
 
 
 # ---- inconsistent offsets -------------------------------------------------------------------------------
 OBS_COLS = "process string, isolation string, topic string, partition int, offset long, id string"
+
+
+ACKED_COLS = "topic string, partition int, offset long, id string"
+
+
+def inconsistent(spark, committed, uncommitted, observed, acked=()):
+    pos = checks.position_index(committed, uncommitted, spark.createDataFrame(list(acked), ACKED_COLS))
+    return checks.inconsistent_offsets(pos, observed)
 
 
 def test_inconsistent_offsets_planted(spark):
@@ -143,10 +177,22 @@ def test_inconsistent_offsets_planted(spark):
                                   rec(9, "r.p.1.0", view="uncommitted")])
     observed = spark.createDataFrame([("obs-ru", "read_uncommitted", "t", 0, 4, "r.p.0.2"),
                                       ("obs-rc", "read_committed", "t", 0, 9, "r.p.1.0")], OBS_COLS)
-    got = {(r["reader"].split(" ")[0], r["offset"]) for r in checks.inconsistent_offsets(committed, uncommitted, observed).collect()}
+    got = {(r["reader"].split(" ")[0], r["offset"]) for r in inconsistent(spark, committed, uncommitted, observed).collect()}
     # 3: the views disagree; 7: only read_committed has it; 4: the observer saw another id; 9: a
     # read_committed observer saw what the committed view does not hold
     assert got == {("read_committed", 3), ("read_committed", 7), ("observer", 4)} | {("read_committed", 9)}
+
+
+def test_an_acknowledgement_at_an_offset_holding_another_record_is_inconsistent(spark):
+    both = [rec(0, "r.p.0.0"), rec(1, "r.p.0.1"), rec(2, None, text="v.7", kind="copier")]
+    committed, uncommitted = records(spark, both), records(spark, [r[:0] + ("uncommitted",) + r[1:] for r in both])
+    none = spark.createDataFrame([], OBS_COLS)
+    acked = [("t", 0, 0, "r.p.0.1"),                          # acknowledged at 0, the log holds r.p.0.0 there
+             ("t", 0, 1, "r.p.0.1"), ("t", 0, 1, "r.p.9.9"),  # two writes acknowledged at one offset
+             ("t", 0, 2, "v.7")]                              # a VerifiableProducer value where it was acked
+    got = sorted((r["offset"], r["id"], r["other_id"]) for r in inconsistent(spark, committed, uncommitted, none, acked)
+                 .where("reader = 'acknowledged write'").collect())
+    assert got == [(0, "r.p.0.1", "r.p.0.0"), (1, "r.p.9.9", "r.p.0.1")]
 
 
 def test_inconsistent_offsets_clean_and_null(spark):
@@ -155,7 +201,19 @@ def test_inconsistent_offsets_clean_and_null(spark):
     uncommitted = records(spark, [r[:0] + ("uncommitted",) + r[1:] for r in same] + [rec(3, "r.p.1.0", view="uncommitted")])
     observed = spark.createDataFrame([("obs", "read_uncommitted", "t", 0, 2, None),
                                       ("obs", "read_committed", "t", 0, 1, "r.p.0.0")], OBS_COLS)
-    assert checks.inconsistent_offsets(committed, uncommitted, observed).count() == 0
+    acked = [("t", 0, 1, "r.p.0.0"), ("t", 0, 3, "r.p.1.0"), ("t", 0, 8, "r.p.2.0")]   # 8: beyond the views
+    assert inconsistent(spark, committed, uncommitted, observed, acked).count() == 0
+
+
+def test_holes_acknowledged_offsets_inside_the_range_the_log_lacks(spark):
+    uncommitted = records(spark, [rec(o, f"r.p.0.{o}", view="uncommitted") for o in (0, 1, 4)])
+    acked = spark.createDataFrame([("t", 0, o, f"r.p.0.{o}") for o in (0, 1, 2, 3, 4, 9)], ACKED_COLS)
+    ends = spark.createDataFrame([("t", 0, 5, 6)], "topic string, partition int, lso long, hwm long")
+    pos = checks.position_index(records(spark, []), uncommitted, acked)
+    # 2 and 3 are gone from inside the range; 9 is beyond the recorded HWM (a lost write, not a hole)
+    assert [(r["partition"], r["count"], r["offsets"]) for r in checks.holes(pos, ends).collect()] == [(0, 2, [2, 3])]
+    assert checks.holes(checks.position_index(records(spark, []), uncommitted, acked.where("offset != 2 and offset != 3")),
+                        ends).count() == 0
 
 
 # ---- exactly-once processing ----------------------------------------------------------------------------
@@ -189,28 +247,61 @@ def test_processing_clean_and_null(spark):
     assert processing_case(spark, with_null).count() == 0
 
 
+def test_processing_pairs_outputs_by_their_own_input(spark):
+    inputs = [rec(o, f"r.f.0.{o}", topic="in") for o in range(3)]
+    outs = [rec(0, "r.x.0.0", topic="out", inp="r.f.0.0"), rec(1, "r.x.0.1", topic="out", inp="r.f.0.1"),
+            rec(2, "r.x.0.2", topic="out", inp="r.f.0.2"),
+            rec(3, "r.x.7.0", topic="out", inp="r.f.0.2")]     # an output the history does not account for
+    history = [write("r.x.0.0", "ok", f="process", topic="out", inp="r.f.0.0", group="g"),
+               write("r.x.0.1", "ok", f="process", topic="out", inp="r.f.0.2", group="g"),   # says another input
+               write("r.x.0.2", "ok", f="process", topic="out", inp="r.f.0.2", group="g")]
+    got = checks.processing(records(spark, inputs + outs), writes(spark, history),
+                            spark.createDataFrame([("g", "in", 0)], CONSUMED_COLS),
+                            spark.createDataFrame([("g", "in", 0, 3)], GROUP_COLS))
+    assert sorted((r["problem"], r["input"], tuple(r["outputs"])) for r in got.collect()) == [
+        ("duplicate-output", "r.f.0.2", ("r.x.0.2", "r.x.7.0")), ("input-mismatch", "r.f.0.1", ("r.x.0.1",))]
+
+
 # ---- Kafka's copier -------------------------------------------------------------------------------------
-SENDS_COLS = "id string, topic string, partition int, offset long"
 COPIERS_COLS = "input string, output string, group string"
 
 
-def copy_case(spark, output_texts, committed_offset=3):
-    sends = spark.createDataFrame([(f"v.{i}", "cin", 0, i) for i in range(4)], SENDS_COLS)
+def copy_case(spark, output_texts, committed_offset=3, inputs=None):
+    ins = inputs if inputs is not None else [rec(i, None, topic="cin", text=f"v.{i}", kind="copier") for i in range(4)]
     outs = [rec(i, None, topic="cout", text=t, kind="copier") for i, t in enumerate(output_texts)]
-    return checks.copies(records(spark, outs), sends, spark.createDataFrame([("cin", "cout", "cg")], COPIERS_COLS),
+    return checks.copies(records(spark, ins + outs), spark.createDataFrame([("cin", "cout", "cg")], COPIERS_COLS),
                          spark.createDataFrame([("cg", "cin", 0, committed_offset)], GROUP_COLS))
 
 
+def problems(df):
+    return {(r["problem"], r["input"]) for r in df.collect()}
+
+
 def test_copy_planted(spark):
-    got = copy_case(spark, ["v.0", "v.0", "v.3"])
-    assert {(r["problem"], r["input"]) for r in got.collect()} == {
+    assert problems(copy_case(spark, ["v.0", "v.0", "v.3"])) == {
         ("duplicate-output", "v.0"), ("unprocessed", "v.1"), ("unprocessed", "v.2"),
         ("output-without-committed-input", "v.3")}
+    twice = [rec(0, None, topic="cin", text="v.5", kind="copier"), rec(1, None, topic="cin", text="v.5", kind="copier")]
+    assert problems(copy_case(spark, ["v.5"], inputs=twice)) == {("unprocessed", "v.5")}   # 2 equal values, 1 copy
 
 
 def test_copy_clean_and_null(spark):
     assert copy_case(spark, ["v.0", "v.1", "v.2"]).count() == 0
     assert copy_case(spark, ["v.0", "v.1", "v.2", None]).count() == 0
+
+
+def test_copy_judges_what_its_input_holds_whoever_wrote_it(spark):
+    # an uncertain VerifiableProducer send that landed (v.1: no acknowledgement in the history), and a storm
+    # record on the copier's input (a txnlab id), copied verbatim: its copy has no id, the same value
+    storm = rec(2, "r.s-t0.4.0", topic="cin", value_hash=77)
+    inputs = [rec(0, None, topic="cin", text="v.0", kind="copier"), rec(1, None, topic="cin", text="v.1", kind="copier"),
+              storm]
+    copied = rec(2, None, topic="cout", text='{"id":"r.s-t0.4.0"}', kind="copier", value_hash=77)
+    got = checks.copies(records(spark, inputs + [rec(0, None, topic="cout", text="v.0", kind="copier"),
+                                                 rec(1, None, topic="cout", text="v.1", kind="copier"), copied]),
+                        spark.createDataFrame([("cin", "cout", "cg")], COPIERS_COLS),
+                        spark.createDataFrame([("cg", "cin", 0, 3)], GROUP_COLS))
+    assert got.count() == 0
 
 
 # ---- open at the end, unrecognised ----------------------------------------------------------------------
@@ -238,7 +329,8 @@ def test_records_of_parses_values_headers_and_survives_garbage(spark):
         ("t", 0, 2, b"{broken", None),
         ("t", 0, 3, None, None),
         ("cout", 0, 0, b"v.7", None)], RAW_COLS)
-    got = {(r["topic"], r["offset"]): (r["id"], r["kind"]) for r in load.records_of(raw, "committed", ["cout"]).collect()}
+    got = {(r["topic"], r["offset"]): (r["id"], r["kind"])
+           for r in load.records_of(raw, "committed", copier_outputs=["cout"]).collect()}
     assert got == {("t", 0): ("r.p.0.1", "txnlab"), ("t", 1): ("r.p.0.2", "txnlab"), ("t", 2): (None, "foreign"),
                    ("t", 3): (None, "foreign"), ("cout", 0): (None, "copier")}
 
@@ -251,6 +343,62 @@ def test_records_of_takes_ids_from_headers_before_the_value(spark):
         RAW_COLS)
     got = {r["offset"]: (r["id"], r["attempt"], r["producer"], r["kind"]) for r in load.records_of(raw, "c").collect()}
     assert got == {0: ("r.p.1.0", "r.p.1", "p", "txnlab"), 1: ("r.q.0.0", "r.q.0", "q", "txnlab")}
+
+
+def test_only_a_well_formed_id_of_this_run_makes_a_record_txnlab(spark):
+    def value(rid):
+        return json.dumps({"id": rid, "attempt": "x", "producer": "y", "input": "r7.p.0.0"}).encode()
+    mine = [("txnlab.id", b"r7.eos-0.3.1"), ("txnlab.attempt", b"r7.eos-0.3"), ("txnlab.producer", b"eos-0"),
+            ("txnlab.input", b"r7.txp-0.2.4")]
+    raw = spark.createDataFrame([
+        ("t", 0, 0, b"{}", mine),
+        ("t", 0, 1, json.dumps({"id": 17, "amount": 3}).encode(), None),      # foreign JSON with an id
+        ("t", 0, 2, json.dumps({"id": "order-17"}).encode(), None),
+        ("t", 0, 3, value("r8.p.0.0"), None),                                 # another run's record
+        ("t", 0, 4, b"plain", [("txnlab.id", b"")]),                          # an empty id header
+        ("t", 0, 5, value("r7.p.0.1"), [("txnlab.id", b"junk")]),             # a foreign header, our value
+        ("cin", 0, 0, value("r7.s-t0.1.0"), None),                            # a storm record on a copier input
+        ("cout", 0, 0, value("r7.s-t0.1.0"), None)], RAW_COLS)               # ... and its verbatim copy
+    got = {(r["topic"], r["offset"]): (r["id"], r["kind"], r["input"])
+           for r in load.records_of(raw, "c", ["cin"], ["cout"], run_tag="r7").collect()}
+    assert got == {("t", 0): ("r7.eos-0.3.1", "txnlab", "r7.txp-0.2.4"), ("t", 1): (None, "foreign", None),
+                   ("t", 2): (None, "foreign", None), ("t", 3): (None, "foreign", None),
+                   ("t", 4): (None, "foreign", None), ("t", 5): ("r7.p.0.1", "txnlab", "r7.p.0.0"),
+                   ("cin", 0): ("r7.s-t0.1.0", "txnlab", "r7.p.0.0"), ("cout", 0): (None, "copier", None)}
+
+
+def history_of(tmp_path, spark, lines):
+    (tmp_path / "history").mkdir()
+    (tmp_path / "history" / "part-00000.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return load.read_history(spark, tmp_path)
+
+
+def test_storm_sends_are_writes_and_every_acknowledged_offset_is_listed(spark, tmp_path):
+    def op(process, type_, f, value, time=1):
+        return {"time": time, "wall": 1.0, "process": process, "type": type_, "f": f, "value": value}
+    send = {"attempt": "r.s-t0.0", "producer": "s-t0", "id": "r.s-t0.0.0", "topic": "t", "partition": 1}
+    writes2 = [{"topic": "t", "partition": 0, "id": "r.p.0.0"}, {"topic": "t", "partition": 0, "id": "r.p.0.1"}]
+    ops = history_of(tmp_path, spark, [
+        op("p", "invoke", "txn", {"attempt": "r.p.0", "writes": writes2}),
+        op("p", "ok", "txn", {"attempt": "r.p.0", "writes": writes2, "offsets": [4, -1]}),
+        op("s-t0", "invoke", "produce", send), op("s-t0", "ok", "produce", {**send, "offset": 9}),
+        op("s-t1", "invoke", "produce", {**send, "attempt": "r.s-t1.0", "id": "r.s-t1.0.0"}),
+        op("s-t1", "info", "produce", {**send, "attempt": "r.s-t1.0", "id": "r.s-t1.0.0", "error": "timed out"}),
+        op("java-vp", "ok", "produce", {"id": "17", "topic": "cin", "partition": 0, "offset": 3})])
+    assert sorted((r["id"], r["f"], r["outcome"], r["partition"]) for r in load.writes_of(ops).collect()) == [
+        ("r.p.0.0", "txn", "ok", 0), ("r.p.0.1", "txn", "ok", 0), ("r.s-t0.0.0", "produce", "ok", 1),
+        ("r.s-t1.0.0", "produce", "info", 1)]
+    assert sorted(tuple(r) for r in load.acknowledged(ops).collect()) == [
+        ("cin", 0, 3, "17"), ("t", 0, 4, "r.p.0.0"), ("t", 1, 9, "r.s-t0.0.0")]
+
+
+def test_unaccounted_records_of_this_run_the_history_never_wrote(spark):
+    log = [rec(0, "r.p.0.0", view="uncommitted"), rec(1, "r.p.5.0", view="uncommitted"),
+           rec(2, "r.p.5.0", view="uncommitted"), rec(3, "r.zz.0.0", view="uncommitted"),
+           rec(4, None, text="foreign", view="uncommitted")]
+    got = checks.unaccounted(records(spark, log), writes(spark, [write("r.p.0.0", "ok"), write("r.p.1.0", "fail")]))
+    assert sorted((r["id"], r["kind"], r["copies"]) for r in got.collect()) == [
+        ("r.p.5.0", "txn", 2), ("r.zz.0.0", "unknown process", 1)]
 
 
 def test_history_writes_carry_their_attempt_outcome_and_damage_is_counted(spark, tmp_path):
