@@ -15,6 +15,7 @@ Must not: plan attempts or record them (the workloads do).
 from __future__ import annotations
 
 import argparse
+import faulthandler
 from typing import Callable
 
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -26,6 +27,7 @@ from chaos.workloads.base import WorkloadContext, delivery_to, error_text
 # Our producer epoch is stale: another producer with our transactional.id initialised (or, with
 # transaction.version 2, the coordinator bumped the epoch when it aborted our timed-out transaction).
 FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
+STALL_TIMEOUTS = 4       # request timeouts an attempt may take before the stacks are dumped (then again)
 
 
 def add_transactional_arguments(p: argparse.ArgumentParser) -> None:
@@ -66,7 +68,16 @@ class TransactionalClient:
 
     def transact(self, value: dict, before_commit: Callable[[], None] = lambda: None,
                  abort: bool = False) -> tuple[str, dict]:
-        """Write value["writes"] in one transaction; returns the outcome and what to add to the op."""
+        """Write value["writes"] in one transaction; returns the outcome and what to add to the op. Every call
+        it makes is bounded by the request timeout; an attempt that still takes STALL_TIMEOUTS of them
+        dumps every thread's stack into the process's log (where a client call hung)."""
+        faulthandler.dump_traceback_later(self.args.request_timeout_s * STALL_TIMEOUTS, repeat=True)
+        try:
+            return self._attempt(value, before_commit, abort)
+        finally:
+            faulthandler.cancel_dump_traceback_later()
+
+    def _attempt(self, value: dict, before_commit: Callable[[], None], abort: bool) -> tuple[str, dict]:
         self.offsets = {}
         committing = False
         timeout = self.args.request_timeout_s
