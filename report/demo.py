@@ -32,7 +32,6 @@ DEFAULT_SUITE = ("coordinator-kill", "zombie-producer", "hanging-transaction-dri
 TRANSACTION_VERSIONS = (1, 2)
 DEMO_BASE_PORT = 25000
 DRILL_BASE_PORT = 26000
-SPARK_CONF = ("spark.sql.shuffle.partitions=8",)   # demo runs are small: fewer, fuller shuffle partitions
 SETTLE_S = 6.0            # a scrape (5 s) and a rule evaluation after the run, before its timelines are read
 
 
@@ -196,7 +195,7 @@ class Demo:
         from spark_analysis import submit
         self._step(f"verifying {len(run_dirs)} run(s) of transaction.version={tv} with Spark (one session)")
         try:
-            code = submit.run(run_dirs, None, master=self.options.master, conf=SPARK_CONF)
+            code = submit.run(run_dirs, None, master=self.options.master)
         except submit.SetupError as exc:
             code = 2
             self.suite["errors"].append(f"verification of transaction.version={tv} did not run: {exc}")

@@ -62,8 +62,8 @@ def command(run_dirs: Path | list[Path], master: str = "local[*]", driver_memory
            "--jars", ",".join(str(j) for j in connector_jars()),
            "--driver-java-options", f"-Dlog4j2.configurationFile=file:{HERE / 'log4j2.properties'}",
            "--conf", "spark.ui.enabled=false", "--conf", f"spark.ui.showConsoleProgress={str(sys.stderr.isatty()).lower()}",
-           "--conf", "spark.driver.bindAddress=127.0.0.1", "--conf", "spark.driver.host=127.0.0.1",
-           "--conf", "spark.sql.shuffle.partitions=64"]    # adaptive execution coalesces them on small runs
+           "--conf", "spark.driver.bindAddress=127.0.0.1", "--conf", "spark.driver.host=127.0.0.1"]
+    # spark.sql.shuffle.partitions: sized per run by the job to its records, unless given here
     for item in conf:
         cmd += ["--conf", item]
     runs = [run_dirs] if isinstance(run_dirs, Path) else list(run_dirs)

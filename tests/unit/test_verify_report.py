@@ -128,3 +128,11 @@ def test_several_runs_share_one_session_and_exit_with_the_worst(monkeypatch, tmp
     assert not (runs[2] / "verify").exists()
     with pytest.raises(SystemExit):
         job.parse_args([str(runs[0]), str(runs[1]), "--out", str(tmp_path / "o")])
+
+
+def test_shuffle_partitions_are_sized_to_the_run():
+    from spark_analysis.job import RECORDS_PER_SHUFFLE_PARTITION, SHUFFLE_PARTITIONS_MAX, sized_partitions
+    assert sized_partitions(5_000, 2) == 2                     # a demo-size run: one per core
+    assert sized_partitions(10_000_000, 2) == -(-10_000_000 // RECORDS_PER_SHUFFLE_PARTITION) == 50
+    assert sized_partitions(0, 4) == 4
+    assert sized_partitions(10**12, 2) == SHUFFLE_PARTITIONS_MAX
