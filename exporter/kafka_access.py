@@ -36,6 +36,7 @@ from cluster.connection import ConnectionSettings
 from cluster.diagnose import Diagnosis, diagnose
 from exporter.readable_lag import GroupReadable, ReadableRange, pending_ranges, readable_by_group
 from cluster.errors import TxnlabError
+from cluster.waiting import wait_until
 
 Partition = tuple[str, int]
 BROKER_RESOURCE = 4                   # DescribeConfigs resource type of a broker
@@ -48,7 +49,7 @@ FETCH_MAX_BYTES = 50 * 1024 * 1024    # bytes asked of one Fetch at most (the Ja
 FETCH_BY_NAME_MAX_VERSION = 12        # Fetch v13+ names topics by id
 READ_ROUNDS = 4                       # Fetches per readable-lag range (each reads on where a log segment ended)
 DIAGNOSIS_MAX_AGE_S = 30.0            # why the cluster is unreachable is found out again at most this often
-METADATA_FIRST_TRIES = 3              # a first Metadata request may land on a broker that is down: ask again
+METADATA_RETRY_S = 0.25               # a first Metadata request that reached no broker is asked again after this
 CONNECTION_ERRORS = (Errors.KafkaConnectionError, Errors.NodeNotReadyError, Errors.RequestTimedOutError)
 
 
@@ -210,6 +211,15 @@ def _coordinator_map(response: Any) -> CoordinatorMap:
     return CoordinatorMap(error="absent from the Metadata response")      # e.g. not authorized to see it
 
 
+def metadata_candidates(manager: Any) -> list:
+    """Who to ask for Metadata, in order: the client's least loaded broker, every other broker it knows,
+    each bootstrap server (ids as the client names them), once each."""
+    cluster = manager.cluster
+    ids = [manager.least_loaded_node(), *(b.node_id for b in cluster.brokers()),
+           *(b.node_id for b in cluster.bootstrap_brokers())]
+    return list(dict.fromkeys(i for i in ids if i is not None))
+
+
 def chunks(items: list, size: int) -> list[list]:
     return [items[i:i + size] for i in range(0, len(items), size)]
 
@@ -339,18 +349,18 @@ class KafkaAccess:
         cached = self._metadata
         if cached and not refresh and not self._metadata_due(cached):
             return cached
-        tries = 1 if cached is not None else METADATA_FIRST_TRIES
-        for attempt in range(1, tries + 1):
-            try:
-                response = self._run(self._fetch_metadata, None, deadline, lane=lane)
-                break
-            except Errors.KafkaError as exc:
-                if cached is not None:
-                    return cached
-                if attempt < tries and isinstance(exc, CONNECTION_ERRORS):
-                    continue                 # the client asked a broker that is down: it picks another now
-                self.close(lane)             # start over from the bootstrap servers next time
-                raise KafkaUnavailable(self._why_unavailable(f"metadata request failed: {error_name(exc)}")) from exc
+        deadline = deadline if deadline is not None else time.monotonic() + self.timeout_ms / 1000
+        # a first request that reached no broker (every one down or backing off) is asked again until the deadline
+        retried = CONNECTION_ERRORS if cached is None else ()
+        try:
+            response = wait_until(lambda: self._run(self._fetch_metadata, None, deadline, lane=lane),
+                                  max(0.0, deadline - time.monotonic()), "a Metadata answer", METADATA_RETRY_S,
+                                  ignore=retried, reraise=True)
+        except Errors.KafkaError as exc:
+            if cached is not None:
+                return cached
+            self.close(lane)                 # start over from the bootstrap servers next time
+            raise KafkaUnavailable(self._why_unavailable(f"metadata request failed: {error_name(exc)}")) from exc
         self._metadata, self._metadata_stale = self._parse_metadata(response), False
         return self._metadata
 
@@ -359,14 +369,24 @@ class KafkaAccess:
         return age >= self.metadata_max_age_s or (self._metadata_stale and age >= self.metadata_min_refresh_s)
 
     async def _fetch_metadata(self, m, topics: list[str] | None = None, deadline: float | None = None):
+        """A Metadata response from the first broker that answers: the client's pick, then every other broker
+        it knows, then each bootstrap server, while the deadline lasts. A broker that is down (refused,
+        reset, backing off after a failure) is passed over, so one dead broker never makes a live cluster
+        look unreachable; any other error (authorization, authentication) is raised at once."""
         request = MetadataRequest(topics=None if topics is None else [
                                       MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
                                   allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
                                   include_topic_authorized_operations=False)
-        [(_, response, exc)] = await self._gather(m, [(None, self._send(m, request))], deadline)
-        if exc is not None:
-            raise exc if isinstance(exc, Errors.KafkaError) else Errors.KafkaError(error_name(exc))
-        return response
+        deadline = deadline if deadline is not None else time.monotonic() + self.timeout_ms / 1000
+        error: BaseException = Errors.NodeNotReadyError("no broker known")
+        for node in metadata_candidates(m):
+            [(_, response, exc)] = await self._gather(m, [(None, self._send(m, request, node))], deadline)
+            if exc is None:
+                return response
+            error = exc
+            if not isinstance(exc, CONNECTION_ERRORS) or time.monotonic() >= deadline:
+                break
+        raise error if isinstance(error, Errors.KafkaError) else Errors.KafkaError(error_name(error))
 
     def _parse_metadata(self, response: Any) -> ClusterMetadata:
         brokers = {b.node_id: f"{b.host}:{b.port}" for b in response.brokers}
