@@ -24,6 +24,7 @@ import yaml
 from cluster import security
 from cluster.java import argfile_text
 from cluster.layout import ClusterLayout, render_prometheus_config, render_properties
+from cluster.spark_layout import StandalonePlan, daemon_settings
 from cluster.versions import REPO_ROOT, pinned
 
 TOXIPROXY = "toxiproxy"
@@ -100,13 +101,24 @@ def compose_document(layout: ClusterLayout) -> dict:
         "command": ["--bootstrap", layout.bootstrap, "--listen-address", "127.0.0.1",
                     "--port", str(layout.exporter_port)],
         "environment": ["TXNLAB_KAFKA_SASL_USERNAME", "TXNLAB_KAFKA_SASL_PASSWORD"], "restart": "unless-stopped"}
-    # The Spark verification job, run on demand on a stored run (`docker compose run --rm verify
-    # /runs/<run>`): a Kafka client like the exporter, so on the host network too.
-    services["verify"] = {
-        "build": {"context": ".", "dockerfile": "compose/verify.Dockerfile"}, "image": "txnlab/verify:dev",
-        "network_mode": "host", "profiles": ["verify"], "volumes": ["./runs:/runs"],
-        "environment": ["TXNLAB_KAFKA_BOOTSTRAP=" + layout.bootstrap, "TXNLAB_KAFKA_SASL_USERNAME",
-                        "TXNLAB_KAFKA_SASL_PASSWORD"]}
+    # The Spark verification job, run on demand on a stored run (`docker compose --profile verify run --rm
+    # verify /runs/<run>`): a Kafka client like the exporter, so on the host network too, submitting to a
+    # Spark standalone cluster of its own (a master and 2 workers, cluster/spark_layout.py's plan, the same
+    # image; the workers read the run's files, so they mount ./runs at the same path).
+    spark = StandalonePlan()
+
+    def verify_image(**service) -> dict:
+        return {"build": {"context": ".", "dockerfile": "compose/verify.Dockerfile"}, "image": "txnlab/verify:dev",
+                "network_mode": "host", "profiles": ["verify"], "volumes": ["./runs:/runs"], **service}
+    daemon_env = [f"{k}={v}" for k, v in sorted(daemon_settings().items())]
+    services["spark-master"] = verify_image(entrypoint=spark.master_argv("spark-class"), environment=daemon_env)
+    workers = [f"spark-worker-{i}" for i in range(spark.workers)]
+    for i, name in enumerate(workers):
+        services[name] = verify_image(depends_on=["spark-master"], environment=list(daemon_env),
+                                      entrypoint=spark.worker_argv("spark-class", i, "/tmp/spark-work"))
+    services["verify"] = verify_image(depends_on=["spark-master", *workers], environment=[
+        "TXNLAB_KAFKA_BOOTSTRAP=" + layout.bootstrap, "TXNLAB_KAFKA_SASL_USERNAME", "TXNLAB_KAFKA_SASL_PASSWORD",
+        "TXNLAB_SPARK_MASTER=" + spark.master_url])
     services["prometheus"] = {
         "image": "prom/prometheus:v2.53.2", "network_mode": "host",
         "command": ["--config.file=/etc/prometheus/prometheus.yml", "--web.enable-lifecycle",

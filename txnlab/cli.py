@@ -17,6 +17,7 @@ import argparse
 import dataclasses
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -283,7 +284,9 @@ def _add_verify_command(sub) -> None:
     verify.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR",
                         help="run directories (runs/<...>) with history/ and end_offsets.json; several share one "
                         "Spark session")
-    verify.add_argument("--master", default="local[*]", help="Spark master: local[*] (default) or spark://host:port")
+    verify.add_argument("--master", default=os.environ.get("TXNLAB_SPARK_MASTER", "local[*]"),
+                        help="Spark master: local[*] (default, or $TXNLAB_SPARK_MASTER) or spark://host:port (e.g. "
+                        "of `txnlab spark up`)")
     verify.add_argument("--driver-memory", default="4g", help="the driver's heap (in local mode also the executors')")
     verify.add_argument("--out", type=Path, default=None, help="where report.json and report.html go "
                         "(default RUN_DIR/verify)")
@@ -293,6 +296,64 @@ def _add_verify_command(sub) -> None:
     verify.add_argument("--conf", action="append", metavar="KEY=VALUE", help="extra Spark conf (repeatable)")
     verify.add_argument("--json", action="store_true", help="print report.json")
     verify.set_defaults(func=cmd_verify)
+
+
+def _spark_cluster(args: argparse.Namespace):
+    from cluster.spark_layout import StandalonePlan
+    from spark_analysis.standalone import StandaloneCluster
+    plan = StandalonePlan(base_port=args.base_port, workers=args.workers, worker_cores=args.worker_cores,
+                          worker_memory=args.worker_memory) if args.action == "up" else None
+    return StandaloneCluster(args.state_dir, plan)
+
+
+def cmd_spark_up(args: argparse.Namespace) -> int:
+    plan = _spark_cluster(args).up()
+    print(plan.master_url)
+    return 0
+
+
+def cmd_spark_down(args: argparse.Namespace) -> int:
+    stopped = _spark_cluster(args).down()
+    print(f"[spark] stopped {len(stopped)} process(es)" if stopped else "[spark] nothing was running")
+    return 0
+
+
+def cmd_spark_status(args: argparse.Namespace) -> int:
+    status = _spark_cluster(args).status()
+    if args.json:
+        print(json.dumps(status, indent=2))
+    else:
+        print(f"{status['master']}  {status['status']}  web UI {status['web_ui']}  "
+              f"{status['applications']} running application(s)")
+        for name, pid in status["processes"].items():
+            print(f"  {name:10} {'pid ' + str(pid) if pid else 'not running'}")
+        for worker in status["workers"]:
+            print(f"  {worker['id']}  {worker['state']}  {worker['cores']} core(s)  {worker['memory_mb']} MB")
+    running = any(status["processes"].values())
+    return 0 if running and status["status"] == "ALIVE" else 1
+
+
+def _add_spark_commands(sub) -> None:
+    from cluster.spark_layout import DEFAULT_BASE_PORT
+    spark = sub.add_parser("spark", help="a Spark standalone cluster on this machine (master and workers on "
+                           "127.0.0.1) for `txnlab verify --master spark://...`")
+    ssub = spark.add_subparsers(dest="action", required=True)
+    up = ssub.add_parser("up", help="start a master and N workers; prints the master URL (no-op when running)")
+    up.add_argument("--workers", type=int, default=2)
+    up.add_argument("--worker-cores", type=int, default=1)
+    up.add_argument("--worker-memory", default="2g", help="memory a worker offers its executors (e.g. 2g)")
+    up.add_argument("--base-port", type=int, default=DEFAULT_BASE_PORT, help="the master's port; its web UI +1, worker i "
+                    "+10+i and its UI +20+i")
+    up.set_defaults(func=cmd_spark_up)
+    down = ssub.add_parser("down", help="stop the workers (and any executor they left), then the master")
+    down.set_defaults(func=cmd_spark_down)
+    status = ssub.add_parser("status", help="pids, the master's status and each worker's state (exit 1 when "
+                             "not running)")
+    status.add_argument("--json", action="store_true")
+    status.set_defaults(func=cmd_spark_status)
+    for p in (up, down, status):
+        p.add_argument("--state-dir", type=Path, default=None, help="where its pids, logs and work dirs live "
+                       "(default <TXNLAB_HOME>/spark)")
 
 
 def cmd_chaos_annotate(args: argparse.Namespace) -> int:
@@ -513,6 +574,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_txn_commands(sub)
     _add_chaos_commands(sub)
     _add_verify_command(sub)
+    _add_spark_commands(sub)
     _add_demo_commands(sub)
     return parser
 
@@ -523,6 +585,7 @@ EXTRAS = {  # optional extra of pyproject.toml -> modules that show it installed
     "report": ("matplotlib", "requests"),
 }
 COMMAND_EXTRAS = {"cluster": ("lab",), "smoke": ("lab",), "chaos": ("lab",), "verify": ("verify",),
+                  "spark": ("lab", "verify"),
                   "report": ("report",), "demo": ("lab", "verify", "report")}
 
 

@@ -8,13 +8,15 @@ consumer moved past committed records) each show as exactly their own anomaly; t
 to the recorded end offsets, an acknowledged offset the log lacks, and incomplete evidence (an emptied or
 cut history part, no group offsets, a written topic without end offsets, an invoke without its completion)
 make the verdict unknown with the reason, never valid. The clean run and every planted copy are verified in
-ONE `txnlab verify` call (one Spark session), as a user verifies many runs."""
+ONE `txnlab verify` call (one Spark session), as a user verifies many runs; the clean run and the anomalies
+again on a real Spark standalone cluster (`txnlab spark up`: a master and 2 workers), with the same reports."""
 from __future__ import annotations
 
 import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
@@ -480,3 +482,57 @@ def test_incomplete_evidence_planted_into_a_copy_of_a_clean_run_is_unknown_with_
     assert report["valid"] == "unknown" and not report["evidence"]["complete"], (gaps, log)
     assert any(gap.startswith(reason) for gap in gaps), (reason, gaps)
     assert all(c["valid"] == "unknown" for c in report["checks"].values())
+
+
+# ---- a real Spark standalone cluster -----------------------------------------------------------------
+SPARK_BASE_PORT = 31400          # txnlab spark up's default is 31200: a user's own cluster keeps running
+
+
+def comparable(report: dict):
+    """A report without what may differ between two verifications of the same data (its path, timings,
+    the order examples were collected in)."""
+    def norm(value):
+        if isinstance(value, dict):
+            return {k: norm(v) for k, v in value.items() if k not in ("run", "seconds")}
+        if isinstance(value, list):
+            return sorted((norm(v) for v in value), key=lambda v: json.dumps(v, sort_keys=True))
+        return value
+    return norm(report)
+
+
+def test_a_standalone_spark_cluster_gives_the_local_reports_and_leaves_no_process(verified, tmp_path):
+    """`txnlab spark up` (a master and 2 workers), the clean run and the planted anomalies verified there
+    (executors on both workers): report.json equal to local[*]'s, every planted duplicate counted once; `down`
+    leaves no process of the cluster (nor an executor)."""
+    import psutil
+    from cluster.spark_layout import StandalonePlan
+    from spark_analysis.standalone import StandaloneCluster, alive_workers, master_state
+    reports, expected, log = verified
+    runs = {name: copy_run(Path(reports[name]["run"]), tmp_path / name) for name in ("clean", "anomalies")}
+    spark = StandaloneCluster(tmp_path / "spark", StandalonePlan(base_port=SPARK_BASE_PORT, workers=2))
+    stopped = []
+    try:
+        spark.up()
+        state = master_state(spark.plan)
+        assert state["status"] == "ALIVE" and len(alive_workers(state)) == 2, state
+        proc = subprocess.run([sys.executable, "-m", "txnlab.cli", "verify", *map(str, runs.values()),
+                               "--master", spark.plan.master_url, "--examples", "50"],
+                              capture_output=True, text=True, timeout=900)
+        apps = master_state(spark.plan)["completedapps"]
+    finally:
+        stopped = spark.down()
+    assert proc.returncode == 1, proc.stderr[-4000:]                     # the anomalies: the worst of the two
+    assert len(apps) == 1 and apps[0]["state"] == "FINISHED", apps
+    for i in range(2):                                                   # an executor ran on each worker
+        assert list((spark.state_dir / f"work-{i}").glob("app-*/*/stderr")), f"no executor on worker {i}"
+    standalone = {name: json.loads((run / "verify" / "report.json").read_text()) for name, run in runs.items()}
+    assert standalone["clean"]["valid"] is True
+    duplicates = standalone["anomalies"]["checks"]["duplicate"]
+    assert sorted(e["id"] for e in duplicates["examples"]) == expected["anomalies"]["duplicate"]
+    assert duplicates["count"] == len(expected["anomalies"]["duplicate"])
+    for name in runs:
+        assert comparable(standalone[name]) == comparable(reports[name]), name
+    assert stopped and not [p for p in stopped if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
+    left = [p.info for p in psutil.process_iter(["pid", "cmdline"])
+            if any(str(spark.state_dir) in part or f":{SPARK_BASE_PORT}" in part for part in p.info["cmdline"] or [])]
+    assert not left, left

@@ -1,0 +1,61 @@
+"""The layout of a Spark standalone cluster, without touching a process (as layout.py is the Kafka cluster's):
+the port plan from one base port, the master's and a worker's command line, and the settings every daemon of it
+runs with (loopback only, no REST submission port). spark_analysis/standalone.py starts it on this machine,
+compose.py renders the same command lines as the compose stack's spark services.
+Must not: start anything.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cluster.errors import TxnlabError
+
+DEFAULT_BASE_PORT = 31200          # below the ephemeral range (32768+), above every Kafka cluster txnlab starts
+MAX_WORKERS = 8
+MASTER_CLASS = "org.apache.spark.deploy.master.Master"
+WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
+
+
+class SparkClusterError(TxnlabError, RuntimeError):
+    """The standalone cluster could not be started, or is not running."""
+
+
+@dataclass(frozen=True)
+class StandalonePlan:
+    """Ports and sizes of one standalone cluster: master at base_port, its UI at +1; worker i at +10+i, UI +20+i."""
+    base_port: int = DEFAULT_BASE_PORT
+    workers: int = 2
+    worker_cores: int = 1
+    worker_memory: str = "2g"
+    host: str = "127.0.0.1"
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.workers <= MAX_WORKERS:
+            raise SparkClusterError(f"workers must be 1..{MAX_WORKERS}, not {self.workers}")
+        if self.worker_cores < 1:
+            raise SparkClusterError(f"worker cores must be at least 1, not {self.worker_cores}")
+        if not 1024 <= self.base_port <= 65535 - 30:
+            raise SparkClusterError(f"base port {self.base_port} leaves no room for the master and workers")
+
+    @property
+    def master_url(self) -> str:
+        return f"spark://{self.host}:{self.base_port}"
+
+    @property
+    def master_ui(self) -> str:
+        return f"http://{self.host}:{self.base_port + 1}"
+
+    def master_argv(self, spark_class: str) -> list[str]:
+        return [spark_class, MASTER_CLASS, "--host", self.host, "--port", str(self.base_port),
+                "--webui-port", str(self.base_port + 1)]
+
+    def worker_argv(self, spark_class: str, i: int, work_dir: str) -> list[str]:
+        return [spark_class, WORKER_CLASS, "--host", self.host, "--port", str(self.base_port + 10 + i),
+                "--webui-port", str(self.base_port + 20 + i), "--cores", str(self.worker_cores),
+                "--memory", self.worker_memory, "--work-dir", work_dir, self.master_url]
+
+
+def daemon_settings() -> dict[str, str]:
+    """Environment of the master and workers (and so of the executors a worker starts)."""
+    return {"SPARK_LOCAL_IP": "127.0.0.1", "SPARK_PUBLIC_DNS": "127.0.0.1",
+            "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false"}      # no REST submission port (6066)

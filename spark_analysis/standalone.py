@@ -1,0 +1,166 @@
+"""A real Spark standalone cluster on this machine: one master and N workers from the PySpark install, each a
+local process bound to 127.0.0.1 (`txnlab spark up|down|status`), for `txnlab verify --master spark://...`.
+
+Owns: running the plan of cluster/spark_layout.py (ports, command lines; the compose stack renders the same):
+the daemons' environment here (its loopback settings, this Python, the repo on PYTHONPATH), starting them
+through the one supervisor and waiting until the master reports every worker ALIVE, the cluster's state
+(spark.json beside the pid records), its status from the master's JSON endpoint, and stopping: workers first,
+then the master, by the pids we recorded, and any executor a worker left behind (its descendants).
+Must not: run a job (submit.py does) or know what verify checks.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+import psutil
+import requests
+
+from cluster.progress import Progress
+from cluster.spark_layout import SparkClusterError, StandalonePlan, daemon_settings
+from cluster.supervisor import Supervisor
+from cluster.versions import REPO_ROOT, txnlab_home
+from cluster.waiting import NotYet, wait_until
+
+START_TIMEOUT_S = 90.0
+
+
+def daemon_environment(log_dir: Path) -> dict[str, str]:
+    """Master and workers (and the executors they start): loopback only, this Python, the repo importable."""
+    from spark_analysis.submit import pyspark_home
+    env = dict(os.environ)
+    env.update(daemon_settings(), SPARK_HOME=str(pyspark_home()), SPARK_LOG_DIR=str(log_dir),
+               PYSPARK_PYTHON=sys.executable,
+               PYTHONPATH=os.pathsep.join([str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    env.setdefault("SPARK_DAEMON_MEMORY", "512m")
+    return env
+
+
+def master_state(plan: StandalonePlan, timeout_s: float = 3.0) -> dict | None:
+    """The master's own view (its web UI's /json/: status, workers with their state), None when it does not answer."""
+    try:
+        answer = requests.get(f"{plan.master_ui}/json/", timeout=timeout_s)
+        answer.raise_for_status()
+        return answer.json()
+    except (requests.RequestException, ValueError):
+        return None
+
+
+def alive_workers(state: dict | None) -> list[dict]:
+    return [w for w in (state or {}).get("workers", []) if w.get("state") == "ALIVE"]
+
+
+class StandaloneCluster:
+    """One standalone Spark cluster, known by its state directory (default <TXNLAB_HOME>/spark)."""
+
+    def __init__(self, state_dir: Path | None = None, plan: StandalonePlan | None = None):
+        self.state_dir = Path(state_dir or txnlab_home() / "spark").resolve()
+        self.supervisor = Supervisor(self.state_dir / "pids")
+        self._plan = plan
+
+    @property
+    def plan(self) -> StandalonePlan:
+        """The plan given, else the one the running cluster was started with, else the default."""
+        if self._plan is None:
+            saved = self.state_dir / "spark.json"
+            self._plan = StandalonePlan(**json.loads(saved.read_text())["plan"]) if saved.exists() \
+                else StandalonePlan()
+        return self._plan
+
+    def names(self) -> list[str]:
+        return ["master", *(f"worker-{i}" for i in range(self.plan.workers))]
+
+    def running(self) -> list[str]:
+        return [name for name in self.supervisor.names() if self.supervisor.is_running(name)]
+
+    def up(self, progress: Progress = print) -> StandalonePlan:
+        """Start the master, then the workers; return once the master reports every worker ALIVE. A cluster
+        already running with this state directory is left as it is; a start that fails stops what it began."""
+        if self.running():
+            if len(alive_workers(master_state(self.plan))) == self.plan.workers:
+                progress(f"[spark] already running: {self.plan.master_url}")
+                return self.plan
+            raise SparkClusterError(f"a standalone cluster of {self.state_dir} is partly running "
+                                    f"({', '.join(self.running())}): `txnlab spark down` first")
+        from spark_analysis.submit import pyspark_home
+        plan, logs = self.plan, self.state_dir / "logs"
+        spark_class, env = str(pyspark_home() / "bin" / "spark-class"), daemon_environment(logs)
+        (self.state_dir / "spark.json").parent.mkdir(parents=True, exist_ok=True)
+        (self.state_dir / "spark.json").write_text(json.dumps({"plan": asdict(plan), "master": plan.master_url}))
+        try:
+            self.supervisor.start("master", plan.master_argv(spark_class), logs / "master.log", env=env)
+            wait_until(lambda: (master_state(plan) or {}).get("status") == "ALIVE", START_TIMEOUT_S,
+                       f"the Spark master at {plan.master_url} (log: {logs / 'master.log'})", 0.5,
+                       error=SparkClusterError)
+            progress(f"[spark] master up: {plan.master_url} (web UI {plan.master_ui})")
+            for i in range(plan.workers):
+                work = self.state_dir / f"work-{i}"
+                work.mkdir(parents=True, exist_ok=True)
+                self.supervisor.start(f"worker-{i}", plan.worker_argv(spark_class, i, str(work)),
+                                      logs / f"worker-{i}.log", env=env)
+            wait_until(lambda: self._all_alive(plan), START_TIMEOUT_S, f"{plan.workers} ALIVE workers", 0.5,
+                       error=SparkClusterError)
+        except BaseException:
+            self.down(progress=lambda line: None)
+            raise
+        progress(f"[spark] {plan.workers} workers ALIVE ({plan.worker_cores} core(s), {plan.worker_memory} each)")
+        return plan
+
+    def _all_alive(self, plan: StandalonePlan) -> bool | NotYet:
+        dead = [n for n in self.names() if not self.supervisor.is_running(n)]
+        if dead:
+            raise SparkClusterError(f"{', '.join(dead)} exited while starting (logs in {self.state_dir / 'logs'})")
+        alive = len(alive_workers(master_state(plan)))
+        return alive == plan.workers or NotYet(f"{alive} of {plan.workers} workers ALIVE")
+
+    def down(self, progress: Progress = print) -> list[int]:
+        """Stop the workers, then the master, by their recorded pids, and any executor a worker left behind.
+        Returns the pids that were stopped."""
+        stopped = []
+        for name in sorted(self.supervisor.names(), key=lambda n: n == "master"):   # workers first
+            proc = self.supervisor.process(name)
+            if proc is not None:
+                descendants = _descendants(proc)
+                self.supervisor.stop(name)
+                stopped += [proc.pid, *_stop_all(descendants)]
+                progress(f"[spark] {name} stopped (pid {proc.pid})")
+            self.supervisor.forget(name)
+        return stopped
+
+    def status(self) -> dict:
+        """What runs (pid per process), and the master's own view: its status and each worker's state."""
+        state = master_state(self.plan)
+        processes = {n: (p.pid if (p := self.supervisor.process(n)) else None) for n in self.names()}
+        return {"master": self.plan.master_url, "web_ui": self.plan.master_ui, "state_dir": str(self.state_dir),
+                "processes": processes, "status": (state or {}).get("status", "not answering"),
+                "workers": [{"id": w.get("id"), "state": w.get("state"), "cores": w.get("cores"),
+                             "memory_mb": w.get("memory")} for w in (state or {}).get("workers", [])],
+                "applications": len((state or {}).get("activeapps", []))}
+
+
+def _descendants(proc: psutil.Process) -> list[psutil.Process]:
+    try:
+        return proc.children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def _stop_all(processes: list[psutil.Process], timeout_s: float = 15.0) -> list[int]:
+    """Executors a worker started (its descendants, by the pids seen before it was stopped): those still there
+    after the worker's own shutdown are terminated, then killed."""
+    left = [p for p in processes if p.is_running()]
+    for p in left:
+        try:
+            p.terminate()
+        except psutil.Error:
+            pass
+    _, alive = psutil.wait_procs(left, timeout=timeout_s)
+    for p in alive:
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+    return [p.pid for p in left]
