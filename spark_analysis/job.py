@@ -78,17 +78,21 @@ def gather_evidence(run_dir: Path, conn: ConnectionSettings) -> Evidence:
     return evidence
 
 
-def build_frames(spark: SparkSession, ops: DataFrame, evidence: Evidence, conn: ConnectionSettings) -> verdict.Frames:
+def build_frames(spark: SparkSession, ops: DataFrame, evidence: Evidence, conn: ConnectionSettings,
+                 partitions: int) -> verdict.Frames:
+    """The checks' frames. Both views are read in at most `partitions` tasks (the shuffle partitions sized to
+    the run): the connector makes one task per topic partition, and every later scan of a persisted view
+    would pay as many tasks (a 3,300-record run of 42 topic partitions ran ~5,000 tasks in all)."""
     copiers = load.copier_topics(ops)
     started = copiers.collect()
     inputs, outputs = sorted({r["input"] for r in started if r["input"]}), sorted({r["output"] for r in started if r["output"]})
     options = load.kafka_options(conn.java_properties())
     lso = {t: {p: o["lso"] for p, o in parts.items()} for t, parts in evidence.end_offsets.items()}
     hwm = {t: {p: o["hwm"] for p, o in parts.items()} for t, parts in evidence.end_offsets.items()}
-    committed = load.records_of(load.read_view(spark, options, lso, "read_committed"), "committed", inputs, outputs,
-                                evidence.run_tag)
-    uncommitted = load.records_of(load.read_view(spark, options, hwm, "read_uncommitted"), "uncommitted", inputs,
-                                  outputs, evidence.run_tag)
+    committed = load.records_of(load.read_view(spark, options, lso, "read_committed").coalesce(partitions),
+                                "committed", inputs, outputs, evidence.run_tag)
+    uncommitted = load.records_of(load.read_view(spark, options, hwm, "read_uncommitted").coalesce(partitions),
+                                  "uncommitted", inputs, outputs, evidence.run_tag)
     groups = [(g, t, int(p), o) for g, topics in evidence.group_offsets.items() for t, parts in topics.items()
               for p, o in parts.items()]
     ends = [(t, int(p), o["lso"], o["hwm"]) for t, parts in evidence.end_offsets.items() for p, o in parts.items()]
@@ -146,7 +150,7 @@ def verify(spark: SparkSession, run_dir: Path, args: argparse.Namespace) -> dict
         partitions = shuffle_partitions(spark, evidence)
         progress(f"reading the topics (read_committed and read_uncommitted) and running the checks "
                  f"({partitions} shuffle partitions)")
-        frames = build_frames(spark, ops, evidence, conn)
+        frames = build_frames(spark, ops, evidence, conn, partitions)
         results = verdict.run_checks(frames, args.examples, progress)
         evidence.gaps += results.get("gaps", [])
         counts["records"] = {"read_committed": frames.committed.count(), "read_uncommitted": frames.uncommitted.count()}
