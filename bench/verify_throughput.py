@@ -15,7 +15,9 @@ repeatable), in order:
      spec.json, cluster.json, end_offsets.json (measured once every LSO has caught up with its high
      watermark) and group_offsets.json ({}) as chaos/run.py writes them;
   2. (a) Kafka's ConsumerPerformance, read_committed, both topics (--include), --num-records = the
-         committed records, run as kafka-consumer-perf-test.sh runs it (G1, -Xmx512M, full JIT);
+         committed records, run as kafka-consumer-perf-test.sh runs it (G1, -Xmx512M, full JIT); then
+         again read_uncommitted, every record: verify must read both views, so "both views" is N over
+         the two fetch times together;
      (b) bench/peers/naive_checker.py RUN_DIR: wall time (and peak RSS);
      (c) `.venv/bin/txnlab verify RUN_DIR --json`: wall time, and the peak RSS of its process tree
          sampled every 0.2 s (the whole tree, and the JVM driver, java ... SparkSubmit, on its own).
@@ -420,18 +422,19 @@ def output_tail(log: Path, lines: int = 25) -> list[str]:
     return [f"stdout| {line}" for line in tail(log, lines)] + [f"stderr| {line}" for line in tail(stderr_of(log), lines)]
 
 
-def kafka_consume(conn: ConnectionSettings, gen: dict, workdir: Path) -> dict:
-    """(a) Kafka's ConsumerPerformance over both topics, read_committed, exactly the committed records."""
-    committed = gen["records_by_outcome"]["ok"]
-    config = workdir / "consumer-perf.properties"
-    config.write_text("".join(f"{k}={v}\n" for k, v in {**conn.java_properties(), "isolation.level": "read_committed"}.items()))
+def kafka_consume(conn: ConnectionSettings, gen: dict, workdir: Path, isolation: str = "read_committed") -> dict:
+    """(a) Kafka's ConsumerPerformance over both topics: read_committed, exactly the committed records, or
+    read_uncommitted, every record (verify reads both views)."""
+    committed = gen["records_by_outcome"]["ok"] if isolation == "read_committed" else gen["records"]
+    config = workdir / f"consumer-perf-{isolation}.properties"
+    config.write_text("".join(f"{k}={v}\n" for k, v in {**conn.java_properties(), "isolation.level": isolation}.items()))
     argv = [java_binary(), *PERF_JVM, f"-Dlog4j2.configurationFile={TEMPLATES / 'log4j2-tools.yaml'}",
             "-cp", f"{require_kafka_libs()}/*", "org.apache.kafka.tools.ConsumerPerformance",
             "--bootstrap-server", conn.bootstrap, "--include", "^(" + "|".join(map(re.escape, gen["topics"])) + ")$",
-            "--num-records", str(committed), "--command-config", str(config), "--group", f"bench-verify-perf-{gen['tag']}",
-            "--timeout", "30000"]
-    log = workdir / "consumer-perf.log"
-    result = timed_command("Kafka ConsumerPerformance (read_committed)", argv, {**os.environ}, log,
+            "--num-records", str(committed), "--command-config", str(config),
+            "--group", f"bench-verify-perf-{gen['tag']}-{isolation}", "--timeout", "30000"]
+    log = workdir / f"consumer-perf-{isolation}.log"
+    result = timed_command(f"Kafka ConsumerPerformance ({isolation})", argv, {**os.environ}, log,
                            timeout=600 + gen["records"] / 2000)
     stats = parse_consumer_perf(log)
     result.update({"committed_records": committed, "kafka_stats": stats})
@@ -443,7 +446,7 @@ def kafka_consume(conn: ConnectionSettings, gen: dict, workdir: Path) -> dict:
         result["records_per_s"] = round(gen["records"] / fetch_s)
         result["kafka_nmsg_per_s"] = float(stats["fetch.nMsg.sec"])
     else:
-        result["error"] = f"consumed {consumed} of {committed} committed records"
+        result["error"] = f"consumed {consumed} of {committed} records ({isolation})"
         result["output_tail"] = output_tail(log)
     return result
 
@@ -519,6 +522,8 @@ def measure(cluster: LocalCluster, gen: dict) -> dict:
     env = {**os.environ, **conn.to_env()}
     entry = {"records": n, "generated": gen, "load_average_before": load_average()}
     entry["kafka_consumer_perf"] = kafka_consume(conn, gen, workdir)
+    entry["kafka_consumer_perf_uncommitted"] = kafka_consume(conn, gen, workdir, "read_uncommitted")
+    entry["kafka_two_reads"] = two_reads(entry, n)
     entry["naive_checker"] = naive_check(gen, env, workdir)
     entry["txnlab_verify"] = verify(gen, env, workdir)
     entry["load_average_after"] = load_average()
@@ -526,11 +531,25 @@ def measure(cluster: LocalCluster, gen: dict) -> dict:
     return entry
 
 
+def two_reads(entry: dict, n: int) -> dict:
+    """The two raw reads verify must make (read_committed, then read_uncommitted), as one rate: N records
+    over the sum of ConsumerPerformance's two fetch times."""
+    reads = (entry["kafka_consumer_perf"], entry["kafka_consumer_perf_uncommitted"])
+    if not all(r.get("ok") for r in reads):
+        return {"ok": False, "error": "a ConsumerPerformance read failed", "exit_code": None}
+    seconds = sum(r["fetch_seconds"] for r in reads)
+    return {"ok": True, "fetch_seconds": round(seconds, 2), "records_per_s": round(n / seconds)}
+
+
 def ratios(entry: dict) -> dict:
-    rate = {k: entry[k].get("records_per_s") for k in ("kafka_consumer_perf", "naive_checker", "txnlab_verify")}
+    names = ("kafka_consumer_perf", "kafka_two_reads", "naive_checker", "txnlab_verify")
+    rate = {k: entry[k].get("records_per_s") for k in names}
     mine = rate["txnlab_verify"]
-    return {"verify_vs_kafka_consume": round(mine / rate["kafka_consumer_perf"], 3) if mine and rate["kafka_consumer_perf"] else None,
-            "verify_vs_naive": round(mine / rate["naive_checker"], 3) if mine and rate["naive_checker"] else None}
+
+    def ratio(peer: str) -> float | None:
+        return round(mine / rate[peer], 3) if mine and rate[peer] else None
+    return {"verify_vs_kafka_consume": ratio("kafka_consumer_perf"), "verify_vs_two_reads": ratio("kafka_two_reads"),
+            "verify_vs_naive": ratio("naive_checker")}
 
 
 def cleanup(cluster: LocalCluster, gen: dict) -> None:
@@ -550,15 +569,17 @@ def load_average() -> list[float]:
 
 # ---- reporting --------------------------------------------------------------------------------------
 def table(entries: list[dict]) -> str:
-    head = ("| records (N) | Kafka ConsumerPerformance, read_committed (fetch time) | naive Python checker (wall) "
-            "| txnlab verify (wall; job's own time) | verify / Kafka | verify / naive "
+    head = ("| records (N) | Kafka ConsumerPerformance, read_committed (fetch time) | ConsumerPerformance, both views "
+            "(read_committed + read_uncommitted fetch time) | naive Python checker (wall) "
+            "| txnlab verify (wall; job's own time) | verify / Kafka | verify / both views | verify / naive "
             "| verify peak RSS: whole tree / JVM driver | naive checker peak RSS |")
-    rows = [head, "|" + "---|" * 8]
+    rows = [head, "|" + "---|" * 10]
     for e in entries:
         kafka, naive, mine, r = e["kafka_consumer_perf"], e["naive_checker"], e["txnlab_verify"], e["ratios"]
         job_s = (mine.get("report") or {}).get("seconds")
-        rows.append(f"| {e['records']:,} | {_rate(kafka, 'fetch_seconds')} | {_rate(naive)} "
-                    f"| {_rate(mine, job=job_s)} | {_ratio(r['verify_vs_kafka_consume'])} | {_ratio(r['verify_vs_naive'])} "
+        rows.append(f"| {e['records']:,} | {_rate(kafka, 'fetch_seconds')} | {_rate(e['kafka_two_reads'], 'fetch_seconds')} "
+                    f"| {_rate(naive)} | {_rate(mine, job=job_s)} | {_ratio(r['verify_vs_kafka_consume'])} "
+                    f"| {_ratio(r['verify_vs_two_reads'])} | {_ratio(r['verify_vs_naive'])} "
                     f"| {_mib(mine, 'tree')} / {_mib(mine, 'jvm_driver')} | {_mib(naive, 'tree')} |")
     return "\n".join(rows)
 
@@ -584,7 +605,7 @@ def _mib(result: dict, role: str) -> str:
 def failures(entries: list[dict]) -> list[str]:
     out = []
     for e in entries:
-        for name in ("kafka_consumer_perf", "naive_checker", "txnlab_verify"):
+        for name in ("kafka_consumer_perf", "kafka_consumer_perf_uncommitted", "naive_checker", "txnlab_verify"):
             result = e[name]
             if not result.get("ok"):
                 error = result.get("error") or f"exit {result.get('exit_code')}"
