@@ -92,10 +92,10 @@ def run_tag(run) -> str:
 
 def send(conn, records, **config) -> list[int]:
     """(topic, partition, value, headers) each, by one producer: their acknowledged offsets."""
-    producer, offsets = Producer(conn.confluent(**config)), []
-    for topic, partition, value, hdrs in records:
+    producer, offsets = Producer(conn.confluent(**config)), [None] * len(records)
+    for i, (topic, partition, value, hdrs) in enumerate(records):   # delivery reports come in any order
         producer.produce(topic, partition=partition, value=value, headers=hdrs,
-                         on_delivery=lambda err, msg: offsets.append(None if err else msg.offset()))
+                         on_delivery=lambda err, msg, i=i: offsets.__setitem__(i, None if err else msg.offset()))
     assert producer.flush(30) == 0 and None not in offsets, offsets
     return offsets
 
