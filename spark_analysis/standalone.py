@@ -11,8 +11,6 @@ Must not: run a job (submit.py does) or know what verify checks.
 from __future__ import annotations
 
 import json
-import os
-import sys
 from dataclasses import asdict
 from pathlib import Path
 
@@ -22,19 +20,17 @@ import requests
 from cluster.progress import Progress
 from cluster.spark_layout import SparkClusterError, StandalonePlan, daemon_settings
 from cluster.supervisor import Supervisor
-from cluster.versions import REPO_ROOT, txnlab_home
+from cluster.versions import txnlab_home
 from cluster.waiting import NotYet, wait_until
 
 START_TIMEOUT_S = 90.0
 
 
 def daemon_environment(log_dir: Path) -> dict[str, str]:
-    """Master and workers (and the executors they start): loopback only, this Python, the repo importable."""
-    from spark_analysis.submit import pyspark_home
-    env = dict(os.environ)
-    env.update(daemon_settings(), SPARK_HOME=str(pyspark_home()), SPARK_LOG_DIR=str(log_dir),
-               PYSPARK_PYTHON=sys.executable,
-               PYTHONPATH=os.pathsep.join([str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    """Master and workers (and the executors they start): spark-submit's environment for the job (submit.py:
+    this Python, the repo importable), with the daemons' loopback settings and their log folder."""
+    from spark_analysis.submit import environment, pyspark_home
+    env = environment(None) | daemon_settings() | {"SPARK_HOME": str(pyspark_home()), "SPARK_LOG_DIR": str(log_dir)}
     env.setdefault("SPARK_DAEMON_MEMORY", "512m")
     return env
 
