@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
-from cluster.admin import ClusterAdmin, broker_answers, registered_brokers
+from cluster.admin import ClusterAdmin, broker_answers, registered_brokers, registered_in_every_view
 from cluster.compose import compose_layout
 from cluster.connection import ConnectionSettings
 from cluster.heal import heal_cluster
@@ -111,13 +111,13 @@ class ToxiproxyBackend:
         return list(self.layout.node_ids)
 
     def wait_registered(self, node: int, timeout: float) -> None:
-        """Until the node serves requests and the controller counts it registered and unfenced.
+        """Until the node serves requests and every broker that answers counts it registered and unfenced.
 
         Registration alone is not enough: right after a kill the controller still lists the dead
         broker until broker.session.timeout.ms passes."""
-        wait_until(lambda: answers(self.connection(), self.node_address(node))
-                   and node in registered_brokers(self.connection()), timeout, f"node {node} up and registered",
-                   error=BackendError)
+        addresses = {n: self.node_address(n) for n in self.node_ids()}
+        wait_until(lambda: registered_in_every_view(self.connection(), node, addresses), timeout,
+                   f"node {node} up and registered in every broker's view", error=BackendError)
 
     def isolate(self, node: int, scope: str) -> list[str]:
         return self.add_toxic(node, scope, ISOLATE_TOXIC)

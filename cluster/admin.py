@@ -169,15 +169,32 @@ def registered_brokers(conn: ConnectionSettings) -> list[int]:
         return []
 
 
-def broker_answers(conn: ConnectionSettings, address: str) -> bool:
-    """True when the broker at address serves a metadata request itself (a fresh client asks its only
-    bootstrap broker). Kafka 4.x processes requests only once the broker is unfenced, so this is later
-    than the controller listing it as registered (which a SIGKILLed broker stays for ~6 s)."""
+def broker_view(conn: ConnectionSettings, address: str) -> set[int] | None:
+    """The unfenced brokers the broker at address lists in its own Metadata answer (a fresh client asks its
+    only bootstrap broker first); None when it does not answer. Kafka 4.x processes requests only once the
+    broker is unfenced, so an answer is later than the controller listing it as registered (which a
+    SIGKILLed broker stays for ~6 s)."""
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
     client = AdminClient(conn.confluent(**{"bootstrap.servers": address, "log_level": 0}))
     try:
-        client.list_topics(timeout=3)
-        return True
+        return set(client.list_topics(timeout=3).brokers)
     except KafkaException:
+        return None
+
+
+def broker_answers(conn: ConnectionSettings, address: str) -> bool:
+    """True when the broker at address serves a metadata request itself."""
+    return broker_view(conn, address) is not None
+
+
+def registered_in_every_view(conn: ConnectionSettings, node: int, addresses: dict[int, str]) -> bool:
+    """True when `node` answers at its address and every broker of `addresses` ({id: host:port}) that answers
+    lists it unfenced, each asked on its own: brokers apply the controller's records at their own pace, so
+    one broker counting a restarted node registered says nothing of the next a client asks (CI saw a healed
+    coordinator confirmed by one broker and missing from another's answer a moment later)."""
+    own = broker_view(conn, addresses[node])
+    if own is None or node not in own:
         return False
+    return all(view is None or node in view
+               for view in (broker_view(conn, address) for other, address in addresses.items() if other != node))

@@ -17,7 +17,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from cluster import java, security, versions
-from cluster.admin import ClusterAdmin, broker_answers, registered_brokers
+from cluster.admin import ClusterAdmin, registered_brokers, registered_in_every_view
 from cluster.connection import ConnectionSettings
 from cluster.layout import LOOPBACK, ClusterLayout, new_cluster_id, render_prometheus_config, render_properties
 from cluster.prometheus import Prometheus, PrometheusError
@@ -245,14 +245,14 @@ class LocalCluster:
         self.toxiproxy.reset()
 
     def wait_serving(self, node: int, timeout: float) -> None:
-        """Until the node answers on its own port and the cluster counts it registered and unfenced (both
-        asked on the brokers' own ports, so a stopped Toxiproxy does not hide them). Registration alone is
+        """Until the node answers on its own port and every broker that answers counts it registered and
+        unfenced (each asked on its own port, so a stopped Toxiproxy does not hide them). Registration alone is
         not enough: right after a SIGKILL the controller still lists the dead broker for
         broker.session.timeout.ms."""
         direct = self.direct_connection()
-        wait_until(lambda: broker_answers(direct, f"{LOOPBACK}:{self.layout.client_port(node)}")
-                   and node in registered_brokers(direct), timeout, f"node {node} up and registered",
-                   error=ClusterError)
+        addresses = {n: f"{LOOPBACK}:{self.layout.client_port(n)}" for n in self.layout.node_ids}
+        wait_until(lambda: registered_in_every_view(direct, node, addresses), timeout,
+                   f"node {node} up and registered in every broker's view", error=ClusterError)
 
     def heal(self, timeout: float = 120.0) -> None:
         """Undo every fault (cluster/heal.py: each step on its own, HealError naming those that failed):

@@ -1,8 +1,9 @@
-"""Java's String.hashCode and the __transaction_state partition rule."""
+"""Java's String.hashCode, the __transaction_state partition rule, and when a node counts as registered."""
 from __future__ import annotations
 
 import pytest
 
+from cluster import admin
 from cluster.admin import java_string_hash, transaction_state_partition
 
 
@@ -53,3 +54,19 @@ def test_a_topic_that_stays_unknown_is_an_error_after_the_grace():
     import kafka.errors as Errors
     with pytest.raises(Errors.UnknownTopicOrPartitionError):
         _admin(_Describing([UNKNOWN])).partitions("t", unknown_grace_s=0.3)
+
+
+@pytest.mark.parametrize("views, expected", [
+    ({1: {1, 2, 3}, 2: {1, 2, 3}, 3: {1, 2, 3}}, True),
+    ({1: {1, 2, 3}, 2: {1, 2, 3}, 3: {2, 3}}, False),       # broker 3 has not applied the unfence yet
+    ({1: {2, 3}, 2: {1, 2, 3}, 3: {1, 2, 3}}, False),       # the node's own view lags
+    ({1: None, 2: {1, 2, 3}, 3: {1, 2, 3}}, False),         # the node itself does not answer
+    ({1: {1, 2, 3}, 2: None, 3: {1, 2, 3}}, True),          # a paused broker has no view to wait for
+])
+def test_a_node_counts_as_registered_only_when_every_answering_broker_lists_it(monkeypatch, views, expected):
+    addresses = {n: f"127.0.0.1:900{n}" for n in views}
+    asked = []
+    monkeypatch.setattr(admin, "broker_view", lambda conn, address: asked.append(address) or
+                        views[int(address[-1])])
+    assert admin.registered_in_every_view(None, 1, addresses) is expected
+    assert asked[0] == addresses[1]

@@ -483,8 +483,8 @@ def test_docker_backend_pause_needs_a_running_container(docker_stack):
 
 def test_docker_backend_heal_unpauses_starts_and_waits(docker_stack, monkeypatch):
     backend, log = docker_stack
-    monkeypatch.setattr(backends, "registered_brokers", lambda conn: [1, 2, 3])
-    monkeypatch.setattr(backends, "answers", lambda conn, address: log.append(("answers", address)) or True)
+    monkeypatch.setattr(backends, "registered_in_every_view",
+                        lambda conn, node, addresses: log.append(("answers", addresses[node])) or True)
     monkeypatch.setattr(backends, "elect_preferred_leaders", lambda conn: log.append(("elect",)))
     backend.kill(1)
     backend.pause(2)
