@@ -133,6 +133,9 @@ def _arg_after(args: Column, flag: str) -> Column:
     return F.when(at > 0, F.try_element_at(args, at + 1))
 
 
+FETCH_MAX_WAIT_MS = 10
+
+
 # ---- Kafka --------------------------------------------------------------------------------------------
 def kafka_options(java_properties: dict[str, str]) -> dict[str, str]:
     """Connection settings as the connector's `kafka.`-prefixed options."""
@@ -142,11 +145,11 @@ def kafka_options(java_properties: dict[str, str]) -> dict[str, str]:
 def read_view(spark: SparkSession, options: dict[str, str], ends: dict[str, dict[str, int]],
               isolation: str) -> DataFrame:
     """Every record of the topics in `ends` from offset 0 up to the given end offset per partition.
-    fetch.max.wait.ms stays Kafka's default (500 ms), though every partition's task pays it once at its end
-    (a 3,300-record run of 42 partitions: 12-17 s per view, 1.5-1.9 s with 10 ms). With 10 ms test_verify's
-    planted run once showed a hole (an acknowledged offset not read); the same hole later appeared with 500 ms
-    and came from the test (it paired delivery reports with records in arrival order), so 10 ms is not proven
-    unsafe: measure it again before changing this."""
+    fetch.max.wait.ms is FETCH_MAX_WAIT_MS, not Kafka's 500 ms: every partition's task waited that long once
+    at its end (a 3,300-record run of 42 partitions: 12-17 s per view, 1.5-1.9 s with 10 ms). A short wait
+    cannot pass over a record: an empty fetch that did not move the consumer's position is polled again
+    (the connector fails the task after its poll timeout, never skips), and records it moves past are the
+    ones the view does not show (aborted data, transaction markers)."""
     assign = {topic: sorted(int(p) for p in parts) for topic, parts in ends.items()}
     return spark.read.format("kafka").options(**options) \
         .option("assign", json.dumps(assign)) \
@@ -154,6 +157,7 @@ def read_view(spark: SparkSession, options: dict[str, str], ends: dict[str, dict
         .option("endingOffsets", json.dumps({t: {str(p): int(o) for p, o in parts.items()}
                                              for t, parts in ends.items()})) \
         .option("kafka.isolation.level", isolation) \
+        .option("kafka.fetch.max.wait.ms", str(FETCH_MAX_WAIT_MS)) \
         .option("includeHeaders", "true") \
         .option("failOnDataLoss", "false") \
         .load()
