@@ -76,6 +76,26 @@ def test_the_command_keeps_the_driver_on_loopback_and_secrets_off_the_command_li
     assert env["TXNLAB_KAFKA_SASL_PASSWORD"] == "s3cret" and not any("s3cret" in part for part in cmd)
 
 
+def test_small_runs_get_a_c1_only_driver_and_large_or_unreadable_ones_do_not(tmp_path):
+    def run(name: str, hwms: list[int] | None) -> Path:
+        folder = tmp_path / name
+        folder.mkdir()
+        if hwms is not None:
+            ends = {"t": {str(i): {"lso": h, "hwm": h} for i, h in enumerate(hwms)}}
+            (folder / "end_offsets.json").write_text(json.dumps(ends))
+        return folder
+    small, large, missing = run("small", [2_000, 3_000]), run("large", [150_000, 100_000]), run("missing", None)
+    (broken := run("broken", None)).joinpath("end_offsets.json").write_text('{"t": [1, 2]}')
+    assert submit.recorded_records([small, large]) == 255_000
+    assert submit.recorded_records(missing) is None and submit.recorded_records(broken) is None
+    assert "-XX:TieredStopAtLevel=1" in submit.driver_java_options(small)
+    for runs in (large, [small, large], [small, missing], broken):
+        options = submit.driver_java_options(runs)
+        assert "TieredStopAtLevel" not in options and "log4j2.configurationFile=file:" in options, runs
+    cmd = submit.command(small)
+    assert cmd[cmd.index("--driver-java-options") + 1] == submit.driver_java_options(small)
+
+
 def test_a_run_without_any_bootstrap_is_a_one_line_error_not_a_crash(tmp_path, monkeypatch):
     from spark_analysis import job
     monkeypatch.delenv("TXNLAB_KAFKA_BOOTSTRAP", raising=False)
