@@ -133,10 +133,10 @@ def _arg_after(args: Column, flag: str) -> Column:
     return F.when(at > 0, F.try_element_at(args, at + 1))
 
 
-FETCH_MAX_WAIT_MS = 10
-
-
 # ---- Kafka --------------------------------------------------------------------------------------------
+FETCH_MAX_WAIT_MS = 10             # ms; Kafka's 500 ms default was paid once per topic partition and view
+
+
 def kafka_options(java_properties: dict[str, str]) -> dict[str, str]:
     """Connection settings as the connector's `kafka.`-prefixed options."""
     return {f"kafka.{k}": v for k, v in java_properties.items()}
