@@ -14,8 +14,10 @@ Owns: what makes a verdict `unknown` rather than true or false (docs/verify.md l
   the topics (check_topics): a recorded topic the cluster no longer has (or has with other partitions),
     a partition whose log no longer starts at 0 (records deleted) or whose HWM is now below the recorded
     one (truncated, or re-created), so the topics cannot be read to the recorded end offsets.
-Line counts and pairing are Spark aggregations (histories reach 10^7 lines): only one row per part
-file, counts and a few examples reach the driver, which reads only each part file's last line itself.
+Line counts, pairing and the history's summary (damaged lines, operations, committed groups, written topics,
+copiers: summarise) are one Spark aggregation each (histories reach 10^7 lines): only one row per part file
+or per operation type, counts, small sets and a few examples reach the driver, which reads only each part
+file's last line itself.
 Must not: read Kafka records (load.py), judge them (checks.py), or import chaos/ (the seal's shape
 travels as data: SEAL_PROCESS, SEAL_F mirror chaos/history.py).
 """
@@ -32,6 +34,7 @@ from pyspark.sql import functions as F
 from cluster.connection import ConnectionSettings
 from cluster.reads import log_start_offsets, partition_offsets, topic_partitions
 from spark_analysis import load
+from spark_analysis.schemas import TRANSACTIONAL_F
 
 SEAL_PROCESS, SEAL_F = "history", "seal"          # chaos/history.py
 FORMAT_NAME = "history-format.json"                # chaos/history.py: {"seals": true}: the writer sealed
@@ -248,37 +251,79 @@ def pairing_gaps(ops: DataFrame) -> list[str]:
     return gaps
 
 
-def group_gaps(ops: DataFrame, evidence: Evidence) -> list[str]:
+@dataclass
+class HistorySummary:
+    """What the evidence checks and the job need from the history as counts and small sets, from ONE Spark
+    aggregation (summarise): a query each cost about a second on a small run."""
+    damaged: int = 0                                   # lines that are not JSON operations (torn, garbage)
+    operations: int = 0                                # the others, without the seals
+    attempts: dict[str, int] = field(default_factory=dict)     # completed transactional attempts per type
+    has_consumers: bool = False                        # processors or copiers ran
+    committed_groups: set[str] = field(default_factory=set)    # groups of `ok` process attempts
+    written_topics: set[str] = field(default_factory=set)      # writes, sends, copier outputs
+    copiers: list[tuple] = field(default_factory=list)         # (input, output, group) of each copier
+
+
+def summarise(ops: DataFrame) -> HistorySummary:
+    """One aggregation over the history, grouped by operation type (a handful of rows reach the driver:
+    counts, and distinct groups, topic sets and copier arguments, all small)."""
+    damaged = F.col("_corrupt_record").isNotNull()
+    op = ~damaged & ~((F.col("process") == SEAL_PROCESS) & (F.col("f") == SEAL_F)).eqNullSafe(True)
+    invoke = F.col("type") == "invoke"
+    attempt = F.col("f").isin(*TRANSACTIONAL_F) & ~invoke & F.col("value.attempt").isNotNull()
+    consumer = op & invoke & ((F.col("f") == "process") | load.copier_started())
+    committed = op & (F.col("f") == "process") & (F.col("type") == "ok") & F.col("value.group").isNotNull()
+
+    def count(condition):
+        return F.coalesce(F.sum(condition.cast("int")), F.lit(0))
+    rows = ops.groupBy("type").agg(
+        count(damaged).alias("damaged"), count(op).alias("operations"), count(attempt).alias("attempts"),
+        count(consumer).alias("consumers"),
+        F.collect_set(F.when(committed, F.col("value.group"))).alias("groups"),
+        F.collect_set(F.when(op, F.array_sort(F.array_distinct(F.col("value.writes.topic"))))).alias("written"),
+        F.collect_set(F.when(op & (F.col("f") == "produce"), F.col("value.topic"))).alias("sent"),
+        F.collect_set(F.when(load.copier_started(), load.copier_of())).alias("copiers")).collect()
+    summary = HistorySummary()
+    copiers = set()
+    for r in rows:
+        summary.damaged += r["damaged"]
+        summary.operations += r["operations"]
+        if r["attempts"]:
+            summary.attempts[r["type"]] = r["attempts"]
+        summary.has_consumers |= r["consumers"] > 0
+        summary.committed_groups |= set(r["groups"])
+        summary.written_topics |= {t for topics in r["written"] for t in topics if t is not None} | set(r["sent"])
+        copiers |= {tuple(c) for c in r["copiers"]}
+    summary.copiers = sorted(copiers, key=lambda c: tuple(x or "" for x in c))
+    summary.written_topics |= {output for _, output, _ in summary.copiers if output}
+    return summary
+
+
+def group_gaps(summary: HistorySummary, evidence: Evidence) -> list[str]:
     """The processing checks judge against group_offsets.json: it must exist when the run has processors or
     copiers, and hold every group a processor committed in (an `ok` process attempt)."""
-    valid = operations_of(ops)
-    consumers = valid.where((F.col("type") == "invoke") & ((F.col("f") == "process") | (
-        (F.col("f") == "jvm") & (F.col("value.tool") == load.COPIER_TOOL))))
     if not evidence.has_group_offsets:
         return ["no group_offsets.json, but the run has processors or copiers: the processing checks would "
-                "judge against no committed offsets"] if consumers.limit(1).count() else []
-    committed = valid.where((F.col("f") == "process") & (F.col("type") == "ok") & F.col("value.group").isNotNull()) \
-        .select(F.col("value.group").alias("group")).distinct()
-    missing = sorted({r["group"] for r in committed.collect()} - set(evidence.group_offsets))
-    return [f"group {g} committed (ok process attempts) but group_offsets.json does not record it" for g in missing]
+                "judge against no committed offsets"] if summary.has_consumers else []
+    return [f"group {g} committed (ok process attempts) but group_offsets.json does not record it"
+            for g in sorted(summary.committed_groups - set(evidence.group_offsets))]
 
 
-def topic_gaps(ops: DataFrame, evidence: Evidence) -> list[str]:
+def topic_gaps(summary: HistorySummary, evidence: Evidence) -> list[str]:
     """Every topic the history wrote to (writes, tool and storm sends, copier outputs) is in end_offsets.json."""
     if not evidence.end_offsets:
         return []                                      # already a gap (load_run_files)
-    valid = operations_of(ops)
-    written = valid.select(F.explode(F.col("value.writes.topic")).alias("topic")) \
-        .union(valid.where(F.col("f") == "produce").select(F.col("value.topic").alias("topic"))) \
-        .union(load.copier_topics(ops).select(F.col("output").alias("topic")))
-    topics = {r["topic"] for r in written.where(F.col("topic").isNotNull()).distinct().collect()}
     return [f"topic {t} was written to (history) but end_offsets.json does not record it: it would not be read"
-            for t in sorted(topics - set(evidence.end_offsets))]
+            for t in sorted(summary.written_topics - set(evidence.end_offsets))]
 
 
-def check_history(spark: SparkSession, run_dir: Path, ops: DataFrame, evidence: Evidence) -> None:
-    """Every history gap into evidence.gaps: seals and line counts, pairing, groups, written topics."""
+def check_history(spark: SparkSession, run_dir: Path, ops: DataFrame, evidence: Evidence) -> HistorySummary:
+    """Every history gap into evidence.gaps: damaged lines, seals and line counts, pairing, groups, written
+    topics. Returns the history's summary (summarise) for the job."""
+    summary = summarise(ops)
+    new = [f"the history has {summary.damaged} damaged line(s) (torn or not JSON)"] if summary.damaged else []
     parts = read_parts(run_dir)
-    new = seal_gaps(parts, part_line_counts(spark, run_dir), sealing_writer(run_dir)) if parts else []
-    new += pairing_gaps(ops) + group_gaps(ops, evidence) + topic_gaps(ops, evidence)
+    new += seal_gaps(parts, part_line_counts(spark, run_dir), sealing_writer(run_dir)) if parts else []
+    new += pairing_gaps(ops) + group_gaps(summary, evidence) + topic_gaps(summary, evidence)
     evidence.gaps += [gap for gap in new if gap not in evidence.gaps]
+    return summary

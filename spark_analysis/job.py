@@ -23,12 +23,10 @@ from pathlib import Path
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from cluster.connection import ConnectionSettings
 from spark_analysis import load, page, verdict
-from spark_analysis.evidence import Evidence, check_history, check_topics, load_run_files, operations_of
-from spark_analysis.schemas import TRANSACTIONAL_F
+from spark_analysis.evidence import Evidence, HistorySummary, check_history, check_topics, load_run_files
 
 class JobError(Exception):
     """A run this job cannot verify at all (exit 2, one line)."""
@@ -78,14 +76,13 @@ def gather_evidence(run_dir: Path, conn: ConnectionSettings) -> Evidence:
     return evidence
 
 
-def build_frames(spark: SparkSession, ops: DataFrame, evidence: Evidence, conn: ConnectionSettings,
-                 partitions: int) -> verdict.Frames:
+def build_frames(spark: SparkSession, ops: DataFrame, evidence: Evidence, summary: HistorySummary,
+                 conn: ConnectionSettings, partitions: int) -> verdict.Frames:
     """The checks' frames. Both views are read in at most `partitions` tasks (the shuffle partitions sized to
     the run): the connector makes one task per topic partition, and every later scan of a persisted view
     would pay as many tasks (a 3,300-record run of 42 topic partitions ran ~5,000 tasks in all)."""
-    copiers = load.copier_topics(ops)
-    started = copiers.collect()
-    inputs, outputs = sorted({r["input"] for r in started if r["input"]}), sorted({r["output"] for r in started if r["output"]})
+    inputs = sorted({i for i, _, _ in summary.copiers if i})
+    outputs = sorted({o for _, o, _ in summary.copiers if o})
     options = load.kafka_options(conn.java_properties())
     lso = {t: {p: o["lso"] for p, o in parts.items()} for t, parts in evidence.end_offsets.items()}
     hwm = {t: {p: o["hwm"] for p, o in parts.items()} for t, parts in evidence.end_offsets.items()}
@@ -99,7 +96,7 @@ def build_frames(spark: SparkSession, ops: DataFrame, evidence: Evidence, conn: 
     return verdict.Frames(
         committed=committed, uncommitted=uncommitted, writes=load.writes_of(ops), observed=load.observed_reads(ops),
         consumed=load.consumed_inputs(ops), group_offsets=spark.createDataFrame(groups, GROUP_OFFSETS_SCHEMA),
-        acked=load.acknowledged(ops), copiers=copiers, end_offsets=spark.createDataFrame(ends, END_OFFSETS_SCHEMA),
+        acked=load.acknowledged(ops), copiers=spark.createDataFrame(summary.copiers, load.COPIER_SCHEMA), end_offsets=spark.createDataFrame(ends, END_OFFSETS_SCHEMA),
         polls=load.consumer_polls(ops), seeks=load.consumer_seeks(ops))
 
 
@@ -126,14 +123,8 @@ def sized_partitions(records: int, parallelism: int) -> int:
     return max(parallelism, min(SHUFFLE_PARTITIONS_MAX, -(-records // RECORDS_PER_SHUFFLE_PARTITION)))
 
 
-def history_counts(ops: DataFrame, evidence: Evidence) -> dict:
-    corrupt = load.corrupt_lines(ops).count()
-    if corrupt:
-        evidence.gaps.append(f"the history has {corrupt} damaged line(s) (torn or not JSON)")
-    attempts = {r["type"]: r["count"] for r in ops.where(F.col("f").isin(*TRANSACTIONAL_F) & (F.col("type") != "invoke")
-                                                           & F.col("value.attempt").isNotNull())
-                .groupBy("type").count().collect()}
-    return {"operations": operations_of(ops).count(), "damaged_lines": corrupt, "attempts": attempts}
+def history_counts(summary: HistorySummary) -> dict:
+    return {"operations": summary.operations, "damaged_lines": summary.damaged, "attempts": summary.attempts}
 
 
 def verify(spark: SparkSession, run_dir: Path, args: argparse.Namespace) -> dict:
@@ -143,14 +134,15 @@ def verify(spark: SparkSession, run_dir: Path, args: argparse.Namespace) -> dict
     progress(f"run {run_dir.name}: checking the evidence against {conn.describe()}")
     evidence = gather_evidence(run_dir, conn)
     ops = load.read_history(spark, run_dir).persist(StorageLevel.DISK_ONLY)   # parsed once; big, so not in heap
-    counts = history_counts(ops, evidence)
-    progress(f"history: {counts['operations']} operations, attempts {counts['attempts']}; checking its seals")
-    check_history(spark, run_dir, ops, evidence)
+    summary = check_history(spark, run_dir, ops, evidence)
+    counts = history_counts(summary)
+    progress(f"history: {counts['operations']} operations, attempts {counts['attempts']}; seals, pairing and "
+             f"offsets checked")
     if evidence.complete:
         partitions = shuffle_partitions(spark, evidence)
         progress(f"reading the topics (read_committed and read_uncommitted) and running the checks "
                  f"({partitions} shuffle partitions)")
-        frames = build_frames(spark, ops, evidence, conn, partitions)
+        frames = build_frames(spark, ops, evidence, summary, conn, partitions)
         results = verdict.run_checks(frames, args.examples, progress)
         evidence.gaps += results.get("gaps", [])
         counts["records"] = {"read_committed": frames.committed.count(), "read_uncommitted": frames.uncommitted.count()}

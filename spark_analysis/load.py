@@ -119,13 +119,25 @@ def consumed_inputs(ops: DataFrame) -> DataFrame:
         .select("group", "i.topic", "i.partition").distinct()
 
 
+COPIER_SCHEMA = "input string, output string, group string"
+
+
+def copier_started() -> Column:
+    """An operation that started a TransactionalMessageCopier (its `jvm` invoke)."""
+    return (F.col("f") == "jvm") & (F.col("type") == "invoke") & (F.col("value.tool") == COPIER_TOOL)
+
+
+def copier_of() -> Column:
+    """The struct (input, output, group) a copier's `jvm` invoke names in its arguments."""
+    args = F.col("value.args")
+    return F.struct(_arg_after(args, "--input-topic").alias("input"),
+                    _arg_after(args, "--output-topic").alias("output"),
+                    _arg_after(args, "--consumer-group").alias("group"))
+
+
 def copier_topics(ops: DataFrame) -> DataFrame:
     """(input, output, group) of every TransactionalMessageCopier the run started (small)."""
-    jvms = ops.where((F.col("f") == "jvm") & (F.col("type") == "invoke") & (F.col("value.tool") == COPIER_TOOL))
-    args = F.col("value.args")
-    return jvms.select(_arg_after(args, "--input-topic").alias("input"),
-                       _arg_after(args, "--output-topic").alias("output"),
-                       _arg_after(args, "--consumer-group").alias("group")).distinct()
+    return ops.where(copier_started()).select(copier_of().alias("c")).select("c.*").distinct()
 
 
 def _arg_after(args: Column, flag: str) -> Column:

@@ -13,6 +13,7 @@ from tests.unit.test_spark_checks import spark  # noqa: F401 - the module's loca
 
 ENDS = {"out": {"0": {"hwm": 3, "lso": 3}}, "in": {"0": {"hwm": 3, "lso": 3}}}
 NO_FINAL = "no history part is sealed final: the history's last part(s) are missing or cut"
+DAMAGED = "the history has 1 damaged line(s) (torn or not JSON)"
 WRITES = [{"topic": "out", "partition": 0, "id": "r.txp-0.0.0"}]
 
 
@@ -73,12 +74,13 @@ def test_a_torn_last_line_is_cut_and_damaged(spark, tmp_path):  # noqa: F811
     run = a_run(tmp_path)
     edit_lines(part(run), lambda lines: lines[:-1] + [lines[-1][:20]])
     gaps = gaps_of(spark, run)
-    assert gaps == ["history/part-00000.jsonl is cut: its last line is torn", NO_FINAL]   # its only seal is gone
+    assert gaps == [DAMAGED, "history/part-00000.jsonl is cut: its last line is torn", NO_FINAL]  # its seal is gone
     edit_lines(part(run), lambda lines: lines[:-1])
     assert gaps_of(spark, run) == ["history/part-00000.jsonl is cut: its last line is not its seal", NO_FINAL]
     a_run(tmp_path / "rolled", roll_lines=2)
     edit_lines(part(tmp_path / "rolled", 2), lambda lines: [lines[-1][:20]])
-    assert gaps_of(spark, tmp_path / "rolled") == ["history/part-00002.jsonl is cut: its last line is torn", NO_FINAL]
+    assert gaps_of(spark, tmp_path / "rolled") == [DAMAGED, "history/part-00002.jsonl is cut: its last line is torn",
+                                                   NO_FINAL]
 
 
 def test_a_line_removed_inside_a_part_disagrees_with_its_seal(spark, tmp_path):  # noqa: F811
