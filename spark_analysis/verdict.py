@@ -45,6 +45,8 @@ class Shared:
     """The frames several checks read, computed and persisted once per run."""
     index: DataFrame            # checks.id_index: per id
     positions: DataFrame        # checks.position_index: per offset
+    streams: DataFrame          # checks.consumer_positions: the consumers' polls ranked in the views
+    skips: DataFrame            # checks.poll_skips of streams (poll_skip and unseen)
 
 
 @dataclass(frozen=True)
@@ -82,18 +84,14 @@ CHECKS = (
           lambda f, s: checks.unaccounted(f.uncommitted, f.writes)),
     Check("poll_skip", "a consumer's successive polls of a partition passed over records its isolation level's "
           "view holds (observers and processor instances; a recorded seek starts over)",
-          lambda f, s: checks.poll_skips(_positions(f))),
+          lambda f, s: s.skips),
     Check("nonmonotonic_poll", "a consumer polled an offset at or below the one it polled just before, with no "
           "recorded seek between",
-          lambda f, s: checks.nonmonotonic_polls(_positions(f))),
+          lambda f, s: checks.nonmonotonic_polls(s.streams)),
     Check("unseen", "an acknowledged write no read_committed consumer polled although one polled its partition "
           "past it (not already a poll_skip)",
-          lambda f, s: checks.unseen(s.index, f.polls, checks.poll_skips(_positions(f)))),
+          lambda f, s: checks.unseen(s.index, f.polls, s.skips)),
 )
-
-
-def _positions(f: Frames) -> DataFrame:
-    return checks.consumer_positions(f.polls, f.seeks, f.committed, f.uncommitted)
 
 
 def run_checks(frames: Frames, examples: int, progress: Callable[[str], None] = lambda m: None) -> dict:
@@ -102,9 +100,11 @@ def run_checks(frames: Frames, examples: int, progress: Callable[[str], None] = 
     missing evidence: every check unknown, with the holes as `gaps`."""
     for df in (frames.committed, frames.uncommitted, frames.writes):
         df.persist(StorageLevel.MEMORY_AND_DISK)
+    streams = checks.consumer_positions(frames.polls, frames.seeks, frames.committed, frames.uncommitted)
     shared = Shared(index=checks.id_index(frames.committed, frames.writes).persist(StorageLevel.MEMORY_AND_DISK),
                     positions=checks.position_index(frames.committed, frames.uncommitted, frames.acked)
-                    .persist(StorageLevel.MEMORY_AND_DISK))
+                    .persist(StorageLevel.MEMORY_AND_DISK),
+                    streams=streams, skips=checks.poll_skips(streams))
     gaps = hole_gaps(checks.holes(shared.positions, frames.end_offsets))
     if gaps:
         return unknown_checks(gaps)
