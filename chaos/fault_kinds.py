@@ -10,6 +10,8 @@ Targets (resolved when the fault starts, against the live cluster; `{tag}` becom
     coordinator:<txn id>      the transaction coordinator of a transactional.id (e.g. coordinator:{tag}.eos-0)
     leader:<topic>:<part>     the leader of a partition (e.g. leader:{tag}-a:0)
     not-controller            a node that is not the active controller (seeded choice)
+    not-coordinator:<txn id>  a node that is not that transactional.id's coordinator (seeded choice): e.g. to
+                              slow a producer's partition leaders but not its EndTxn
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-TARGET_RE = re.compile(r"^(node:\d+|random|controller|not-controller|coordinator:.+|leader:.+:\d+)$")
+TARGET_RE = re.compile(r"^(node:\d+|random|controller|not-controller|coordinator:.+|not-coordinator:.+|leader:.+:\d+)$")
 
 
 class Params(BaseModel):
@@ -32,7 +34,8 @@ class TargetParams(Params):
     @classmethod
     def _target(cls, value: str) -> str:
         if not TARGET_RE.match(value):
-            raise ValueError("a target is node:N, random, controller, not-controller, coordinator:<transactional id> "
+            raise ValueError("a target is node:N, random, controller, not-controller, coordinator:<transactional id>, "
+                             "not-coordinator:<transactional id> "
                              "or leader:<topic>:<partition>")
         return value
 

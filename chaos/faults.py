@@ -81,7 +81,7 @@ class FaultEnv:
 # ---- targets -----------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Target:
-    """A parsed target: kind is node, random, controller, not-controller, coordinator or leader."""
+    """A parsed target: kind is node, random, controller, not-controller, coordinator, not-coordinator or leader."""
     kind: str
     node: int | None = None
     txn_id: str | None = None
@@ -92,11 +92,11 @@ class Target:
 def parse_target(target: str) -> Target:
     if not TARGET_RE.match(target):
         raise FaultError(f"bad target {target!r}: node:N, random, controller, not-controller, "
-                         "coordinator:<transactional id> or leader:<topic>:<partition>")
+                         "coordinator:<transactional id>, not-coordinator:<transactional id> or leader:<topic>:<partition>")
     kind, _, rest = target.partition(":")
     if kind == "node":
         return Target(kind, node=int(rest))
-    if kind == "coordinator":
+    if kind in ("coordinator", "not-coordinator"):
         return Target(kind, txn_id=rest)
     if kind == "leader":
         topic, _, partition = rest.rpartition(":")
@@ -121,14 +121,15 @@ def resolve_target(env: FaultEnv, target: str) -> int:
 
 
 def ask_admin(admin: Any, target: Target, nodes: list[int], rng: random.Random) -> int:
-    """Resolve a controller, not-controller, coordinator or leader target with a ClusterAdmin."""
+    """Resolve a controller, not-controller, coordinator, not-coordinator or leader target with a ClusterAdmin."""
     if target.kind == "controller":
         return admin.active_controller()
-    if target.kind == "not-controller":
-        controller = admin.active_controller()
-        others = [n for n in nodes if n != controller]
+    if target.kind in ("not-controller", "not-coordinator"):
+        avoid = admin.active_controller() if target.kind == "not-controller" else admin.coordinator_of(target.txn_id)
+        others = [n for n in nodes if n != avoid]
         if not others:
-            raise FaultError(f"no node but the active controller {controller} to choose")
+            what = "the active controller" if target.kind == "not-controller" else f"the coordinator of {target.txn_id}"
+            raise FaultError(f"no node but {avoid}, {what}, to choose")
         return rng.choice(others)
     if target.kind == "coordinator":
         return admin.coordinator_of(target.txn_id)

@@ -62,6 +62,7 @@ from chaos.workloads import WORKLOADS
 from chaos.workloads.base import add_common_arguments
 from cluster.layout import HANGING_DRILL_BROKER_CONFIG, HANGING_DRILL_FEATURES, MAX_NODES
 from cluster.errors import TxnlabError
+from cluster.versions import supported_kafka_versions
 
 EXPERIMENTS_DIR = Path(__file__).with_name("experiments")
 STARTUP_ALLOWANCE_S = 10.0       # topics created and workload processes started, before the method
@@ -128,6 +129,14 @@ class LocalClusterSpec(_Strict):
     broker_config: dict[str, KafkaValue] = {}
     features: dict[str, KafkaValue] = {}
     hanging_drill: bool = False
+    kafka_version: str | None = None      # the release a new cluster runs (versions.env KAFKA_VERSIONS)
+
+    @field_validator("kafka_version")
+    @classmethod
+    def _supported(cls, version: str | None) -> str | None:
+        if version is not None and version not in supported_kafka_versions():
+            raise ValueError(f"Kafka {version} is not supported: choose one of {', '.join(supported_kafka_versions())}")
+        return version
 
     def broker_overrides(self) -> dict[str, str]:
         """Per-run broker settings: the drill's (when hanging_drill) under broker_config."""
@@ -404,7 +413,7 @@ def _txn_id(process: WorkloadSpec) -> str:
 
 def _target_problem(target: str, refs: _Refs) -> str | None:
     where, _, rest = target.partition(":")
-    if where == "coordinator" and "{tag}" in rest and rest not in refs.txn_ids:
+    if where in ("coordinator", "not-coordinator") and "{tag}" in rest and rest not in refs.txn_ids:
         return f"no workload process has transactional.id {rest}; theirs: {', '.join(sorted(refs.txn_ids))}"
     if where == "leader":
         topic, _, partition = rest.rpartition(":")

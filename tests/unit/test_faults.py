@@ -140,6 +140,7 @@ def fake_hanging(monkeypatch):
     ("controller", faults.Target("controller")),
     ("not-controller", faults.Target("not-controller")),
     ("coordinator:r1.eos-0", faults.Target("coordinator", txn_id="r1.eos-0")),
+    ("not-coordinator:r1.txp-0", faults.Target("not-coordinator", txn_id="r1.txp-0")),
     ("leader:r1-a:4", faults.Target("leader", topic="r1-a", partition=4)),
 ])
 def test_parse_target(text, expected):
@@ -171,6 +172,8 @@ def test_admin_targets_are_resolved_with_the_run_tag():
     assert resolve_target(env, "leader:{tag}-a:0") == 1
     assert ("coordinator", "r1.eos-0") in admin.asked and ("leader", "r1-a", 0) in admin.asked
     assert {resolve_target(env, "not-controller") for _ in range(20)} == {1, 3}
+    assert {resolve_target(env, "not-coordinator:{tag}.txp-0") for _ in range(20)} == {1, 2}
+    assert ("coordinator", "r1.txp-0") in admin.asked
 
 
 def test_a_retriable_metadata_error_is_asked_again():
@@ -189,8 +192,10 @@ def test_a_retriable_metadata_error_is_asked_again():
 def test_unresolvable_admin_targets_say_why():
     with pytest.raises(FaultError, match="r1-a-0 has no leader"):
         resolve_target(make_env(FakeAdmin(leader=None)), "leader:{tag}-a:0")
-    with pytest.raises(FaultError, match="only|but the active controller"):
+    with pytest.raises(FaultError, match="no node but 1, the active controller, to choose"):
         resolve_target(make_env(FakeAdmin(controller=1), nodes=(1,)), "not-controller")
+    with pytest.raises(FaultError, match=r"no node but 1, the coordinator of r1.txp-0, to choose"):
+        resolve_target(make_env(FakeAdmin(coordinator=1), nodes=(1,)), "not-coordinator:{tag}.txp-0")
 
 
 # ---- construction -----------------------------------------------------------------------------------------
