@@ -196,7 +196,7 @@ class LocalBackend(ToxiproxyBackend):
 
     def describe(self) -> dict:
         return {"backend": "local", "state_dir": str(self.layout.state_dir), "bootstrap": self.layout.bootstrap,
-                "nodes": self.node_ids()}
+                "nodes": self.node_ids(), "kafka_version": self.layout.kafka_version}
 
 
 # ---- the compose stack ----------------------------------------------------------------------------

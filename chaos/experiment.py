@@ -138,7 +138,8 @@ def make_backend(spec: ExperimentSpec, progress: Progress, local_stack: Mapping[
         local = spec.cluster.local
         cluster = LocalCluster.load(local.state_dir, base_port=local.base_port, nodes=local.nodes,
                                     broker_overrides=local.broker_overrides() or None,
-                                    features=local.feature_overrides() or None, **dict(local_stack or {}))
+                                    features=local.feature_overrides() or None, kafka_version=local.kafka_version,
+                                    **dict(local_stack or {}))
         if notice := active_faults_message(cluster.layout.state_dir):    # a paused broker would only time out
             raise TxnlabError(notice)
         cluster.up(progress=lambda m: progress(f"cluster: {m}"), timeout=240)
@@ -174,7 +175,8 @@ class Experiment:
         self.result.run_dir = run_dir
         self.progress(f"run {run_dir}")
         self.journal = Journal(journal_dirs(run_dir, self.backend.describe()))
-        run = Run(self.backend.connection(), run_dir, tag, self.seed, self.spec.name, self.progress)
+        run = Run(self.backend.connection(), run_dir, tag, self.seed, self.spec.name, self.progress,
+                  kafka_version=self.backend.describe().get("kafka_version"))
         env = FaultEnv.for_run(self.backend, run)
         try:
             self._body(run, env, tag)

@@ -34,7 +34,7 @@ from cluster.heal import run_steps
 from cluster.reads import partition_offsets
 from cluster.smoke import ensure_topic
 from cluster.supervisor import Supervisor
-from cluster.versions import REPO_ROOT, pinned
+from cluster.versions import KAFKA_VERSION_VARIABLE, REPO_ROOT, pinned
 from cluster.waiting import Deadline
 from chaos.workloads.topics import partition_counts
 from cluster.progress import Progress
@@ -76,8 +76,11 @@ class Run:
     """One run against one cluster. Use as a context manager: leaving it always finishes the run."""
 
     def __init__(self, conn: ConnectionSettings, run_dir: Path, run_tag: str, seed: int, name: str,
-                 progress: Progress = lambda msg: None):
+                 progress: Progress = lambda msg: None, kafka_version: str | None = None):
+        """kafka_version: the release the cluster runs, when txnlab knows it (a local cluster): recorded in
+        cluster.json, and the Java tools of the workloads run that release's jars."""
         self.conn, self.dir, self.progress = conn, Path(run_dir), progress
+        self.kafka_version = kafka_version
         self.info = RunInfo(run_tag, seed, name, time.time())
         self.history = HistoryWriter(self.dir)
         self.socket = self.history.serve()
@@ -102,6 +105,8 @@ class Run:
                 "--run-start-ns", str(self.history.run_start_ns), "--run-tag", self.info.run_tag,
                 "--process", spec.process, "--seed", str(self.info.seed), "--duration", str(duration), *spec.args]
         env = {**_base_env(), **self.conn.to_env()}
+        if self.kafka_version:
+            env[KAFKA_VERSION_VARIABLE] = self.kafka_version
         self.supervisor.start(spec.process, argv, self.dir / "logs" / f"{spec.process}.log", cwd=REPO_ROOT, env=env)
         self.info.specs.append(asdict(spec))
 
@@ -228,7 +233,7 @@ class Run:
             brokers = admin.registered_brokers()
             controller = admin.active_controller()
         return {"connection": self.conn.describe(), "bootstrap": self.conn.bootstrap, "brokers": brokers,
-                "active_controller": controller,
+                "active_controller": controller, "kafka_version": self.kafka_version,
                 "versions": pinned()}
 
     def _write(self, name: str, data: object) -> None:
@@ -242,5 +247,6 @@ class Run:
 
 
 def _base_env() -> dict[str, str]:
-    keep = ("PATH", "HOME", "LANG", "LC_ALL", "PYTHONPATH", "JAVA_HOME", "TXNLAB_HOME", "VIRTUAL_ENV", "TMPDIR")
+    keep = ("PATH", "HOME", "LANG", "LC_ALL", "PYTHONPATH", "JAVA_HOME", "TXNLAB_HOME", "VIRTUAL_ENV", "TMPDIR",
+            KAFKA_VERSION_VARIABLE)
     return {k: v for k, v in os.environ.items() if k in keep}

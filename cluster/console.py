@@ -17,7 +17,7 @@ HEALTH_STYLE = {"up": "green", "paused": "yellow", "down": "red", "unregistered"
 
 
 def print_status(status: dict, console: Console) -> None:
-    table = Table(title=f"txnlab cluster {status['cluster_id'] or '(never started)'}")
+    table = Table(title=f"txnlab cluster {status['cluster_id'] or '(never started)'}, Kafka {status['kafka_version']}")
     for column in ("node", "pid", "health", "controller", "client", "jmx"):
         table.add_column(column)
     for node in status["nodes"]:

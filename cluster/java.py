@@ -28,35 +28,41 @@ def java_binary() -> str:
     return found
 
 
-def require_kafka_libs() -> Path:
-    libs = versions.kafka_libs_dir()
+def require_kafka_libs(version: str | None = None) -> Path:
+    """The classpath folder of a Kafka release (versions.kafka_version: default $TXNLAB_KAFKA_VERSION, else
+    the pin), which must have been assembled (`make setup`, or `txnlab cluster up` for another release)."""
+    libs = versions.kafka_libs_dir(version)
     if not any(libs.glob("kafka_*.jar")):
-        raise MissingInstall(f"Kafka jars not found in {libs}: run `make setup`")
+        raise MissingInstall(f"Kafka jars not found in {libs}: run `make setup` (another release: `python -m "
+                             f"cluster.install {versions.kafka_version(version)}`)")
     return libs
 
 
-def java_command(main: str, args: list[str], heap: str = "256m", jvm: list[str] | None = None) -> list[str]:
-    """argv for `java ... main args` on the Kafka classpath, logging to stderr at WARN."""
-    libs = require_kafka_libs()
+def java_command(main: str, args: list[str], heap: str = "256m", jvm: list[str] | None = None,
+                 version: str | None = None) -> list[str]:
+    """argv for `java ... main args` on the classpath of a Kafka release (default: versions.kafka_version()),
+    logging to stderr at WARN."""
+    libs = require_kafka_libs(version)
     return [java_binary(), f"-Xmx{heap}", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
             f"-Dlog4j2.configurationFile={TEMPLATES / 'log4j2-tools.yaml'}", *(jvm or []),
             "-cp", f"{libs}/*", main, *args]
 
 
 def run_tool(main: str, args: list[str], timeout: float = 120.0, heap: str = "256m",
-             secret_args: list[str] | None = None) -> subprocess.CompletedProcess:
+             secret_args: list[str] | None = None, version: str | None = None) -> subprocess.CompletedProcess:
     """Run a short-lived Kafka tool to completion; raises with its output on a non-zero exit.
     secret_args (e.g. SCRAM passwords) follow args but never reach the command line: the main class and
     all its arguments then go into a Java argument file (mode 0600, deleted afterwards) that the java
     launcher expands, so /proc/<pid>/cmdline shows only `@<file>`."""
     if not secret_args:
-        proc = subprocess.run(java_command(main, args, heap), capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(java_command(main, args, heap, version=version), capture_output=True, text=True,
+                              timeout=timeout)
     else:
         fd, argfile = tempfile.mkstemp(prefix="txnlab-args-", suffix=".txt")     # 0600
         try:
             with os.fdopen(fd, "w") as out:
                 out.write(argfile_text([main, *args, *secret_args]))
-            argv = java_command(main, [], heap)
+            argv = java_command(main, [], heap, version=version)
             argv[-1] = f"@{argfile}"                                            # the main class's place
             proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
         finally:

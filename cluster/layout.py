@@ -20,6 +20,7 @@ from pathlib import Path
 
 import yaml
 
+from cluster import versions
 from cluster.errors import TxnlabError
 from cluster.toxiproxy import Proxy
 
@@ -85,8 +86,13 @@ class ClusterLayout:
     broker_overrides: dict[str, str] = field(default_factory=dict)
     features: dict[str, str] = field(default_factory=dict)
     security: str = "plaintext"          # or "sasl_ssl" (cluster/security.py)
+    kafka_version: str = ""              # the release its nodes run; "": versions.kafka_version() at creation
 
     def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "kafka_version", versions.kafka_version(self.kafka_version or None))
+        except versions.UnsupportedVersion as exc:
+            raise LayoutError(str(exc)) from None
         if self.security not in SECURITY_MODES:
             raise LayoutError(f"security must be one of {', '.join(SECURITY_MODES)}, got {self.security!r}")
         if not 1 <= self.nodes <= MAX_NODES:

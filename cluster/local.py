@@ -23,6 +23,7 @@ from cluster.layout import LOOPBACK, ClusterLayout, new_cluster_id, render_prome
 from cluster.prometheus import Prometheus, PrometheusError
 from cluster.supervisor import Supervisor
 from cluster.heal import heal_cluster
+from cluster.install import install_kafka
 from cluster.toxiproxy import ISOLATE_TOXIC, Toxiproxy, add_toxic_on_links
 from cluster.waiting import Deadline, wait_until
 from cluster.progress import Progress
@@ -87,7 +88,7 @@ class LocalCluster:
     # ---- lifecycle ---------------------------------------------------------------------------------
     def up(self, progress: Progress = print, timeout: float = 120.0) -> str:
         """Start whatever is not running, wait until ready, return the bootstrap address. Idempotent."""
-        self._require_installs()
+        self._require_installs(progress)
         self._check_settings_match()
         self._check_port_plan()
         already = {n for n in self.supervisor.names() if self.supervisor.is_running(n)}
@@ -291,6 +292,7 @@ class LocalCluster:
                 "toxiproxy": self._service_status("toxiproxy", self.layout.toxiproxy_port),
                 "prometheus": self._service_status("prometheus", self.layout.prometheus_port),
                 "exporter": self._service_status("exporter", self.layout.exporter_port),
+                "kafka_version": self.layout.kafka_version,
                 "broker_overrides": self.layout.broker_overrides, "features": self.layout.features}
 
     def _node_status(self, node: int, registered: set[int], controller: int | None) -> dict:
@@ -321,8 +323,11 @@ class LocalCluster:
         if node not in self.layout.node_ids:
             raise ClusterError(f"no node {node}: this cluster has nodes {self.layout.node_ids}")
 
-    def _require_installs(self) -> None:
-        java.require_kafka_libs()
+    def _require_installs(self, progress: Progress) -> None:
+        if self.layout.kafka_version == versions.pinned()["KAFKA_VERSION"]:
+            java.require_kafka_libs(self.layout.kafka_version)         # `make setup` assembles the pinned one
+        else:
+            install_kafka(self.layout.kafka_version, progress)          # another release: once, on first use
         java.java_binary()
         if not versions.toxiproxy_binary().exists():
             raise java.MissingInstall(f"toxiproxy-server not found at {versions.toxiproxy_binary()}: run `make setup`")
@@ -330,12 +335,21 @@ class LocalCluster:
             raise java.MissingInstall("prometheus not found on PATH: run `make setup` (Debian package prometheus)")
 
     def _check_settings_match(self) -> None:
-        """Refuse to silently change a running cluster's layout or broker settings."""
+        """Refuse to silently change a running cluster's layout or broker settings, or the Kafka release of
+        nodes whose storage another release formatted (a layout saved before releases were recorded ran the
+        pinned one)."""
         saved = _read_json(self.layout.state_dir / "cluster.json").get("layout")
+        if saved:
+            saved.setdefault("kafka_version", versions.pinned()["KAFKA_VERSION"])
         running = [n for n in self.supervisor.names() if self.supervisor.is_running(n)]
         if saved and running and saved != self._layout_json():
             raise ClusterError("a cluster with other settings is running in "
                                f"{self.layout.state_dir}: run `txnlab cluster down` first")
+        formatted = [n for n in self.layout.node_ids if (self.layout.data_dir(n) / "meta.properties").exists()]
+        if saved and formatted and saved["kafka_version"] != self.layout.kafka_version:
+            raise ClusterError(f"the cluster in {self.layout.state_dir} holds the data of Kafka "
+                               f"{saved['kafka_version']}, not {self.layout.kafka_version}: run `txnlab cluster down "
+                               f"--purge --state-dir {self.layout.state_dir}` first (its data is then deleted)")
 
     def _layout_json(self) -> dict:
         data = asdict(self.layout)
@@ -378,17 +392,17 @@ class LocalCluster:
         args = ["format", "-t", str(self.cluster_id), "-c", str(self.layout.properties_file(node)), "--ignore-formatted"]
         for name, level in sorted(self.layout.features.items()):
             args += ["--feature", f"{name}={level}"]
-        java.run_tool("kafka.tools.StorageTool", args,
+        java.run_tool("kafka.tools.StorageTool", args, version=self.layout.kafka_version,
                       secret_args=security.format_arguments(self.secrets) if self.layout.secured else None)
 
     def _broker_command(self, node: int) -> list[str]:
         logs = self.layout.node_dir(node) / "logs"
-        agent = f"{versions.jmx_agent_jar()}={LOOPBACK}:{self.layout.jmx_port(node)}:{java.TEMPLATES / 'jmx-kafka.yaml'}"
+        agent = f"{versions.jmx_agent_jar(self.layout.kafka_version)}={LOOPBACK}:{self.layout.jmx_port(node)}:{java.TEMPLATES / 'jmx-kafka.yaml'}"
         jvm = [f"-Xms{self.layout.heap}", f"-Xmx{self.layout.heap}", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
                "-XX:InitiatingHeapOccupancyPercent=35", "-Djava.awt.headless=true",
                f"-Dkafka.logs.dir={logs}", f"-Dlog4j2.configurationFile={java.TEMPLATES / 'log4j2.yaml'}",
                f"-javaagent:{agent}", f"-Dtxnlab.node={self.layout.state_dir}/node-{node}"]
-        return [java.java_binary(), *jvm, "-cp", f"{java.require_kafka_libs()}/*", "kafka.Kafka",
+        return [java.java_binary(), *jvm, "-cp", f"{java.require_kafka_libs(self.layout.kafka_version)}/*", "kafka.Kafka",
                 str(self.layout.properties_file(node))]
 
     def _ensure_prometheus(self, progress: Progress) -> None:

@@ -11,6 +11,8 @@ import subprocess
 from functools import lru_cache
 from pathlib import Path
 
+from cluster.errors import TxnlabError
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 VERSIONS_FILE = REPO_ROOT / "versions.env"
 
@@ -52,14 +54,37 @@ def txnlab_home() -> Path:
     return Path(os.environ.get("TXNLAB_HOME", REPO_ROOT / ".txnlab")).resolve()
 
 
-def kafka_libs_dir() -> Path:
-    """The classpath folder assembled from Maven Central by scripts/setup.sh."""
-    return txnlab_home() / "dist" / f"kafka-{pinned()['KAFKA_VERSION']}" / "libs"
+KAFKA_VERSION_VARIABLE = "TXNLAB_KAFKA_VERSION"
+
+
+class UnsupportedVersion(TxnlabError, ValueError):
+    """A Kafka release txnlab does not run (not in versions.env's KAFKA_VERSIONS)."""
+
+
+def supported_kafka_versions() -> list[str]:
+    """The Kafka releases a cluster can run, oldest first (versions.env KAFKA_VERSIONS)."""
+    return pinned()["KAFKA_VERSIONS"].split(",")
+
+
+def kafka_version(version: str | None = None) -> str:
+    """The Kafka release to run: `version` when given, else $TXNLAB_KAFKA_VERSION, else the pin
+    (KAFKA_VERSION); one of supported_kafka_versions()."""
+    chosen = version or os.environ.get(KAFKA_VERSION_VARIABLE) or pinned()["KAFKA_VERSION"]
+    if chosen not in supported_kafka_versions():
+        raise UnsupportedVersion(f"Kafka {chosen} is not supported: choose one of "
+                                 f"{', '.join(supported_kafka_versions())} (versions.env KAFKA_VERSIONS)")
+    return chosen
+
+
+def kafka_libs_dir(version: str | None = None) -> Path:
+    """The classpath folder of a Kafka release (kafka_version()), assembled from Maven Central
+    (cluster/install.py)."""
+    return txnlab_home() / "dist" / f"kafka-{kafka_version(version)}" / "libs"
 
 
 def toxiproxy_binary() -> Path:
     return txnlab_home() / "bin" / f"toxiproxy-server-{pinned()['TOXIPROXY_VERSION']}"
 
 
-def jmx_agent_jar() -> Path:
-    return kafka_libs_dir() / f"jmx_prometheus_javaagent-{pinned()['JMX_EXPORTER_VERSION']}.jar"
+def jmx_agent_jar(version: str | None = None) -> Path:
+    return kafka_libs_dir(version) / f"jmx_prometheus_javaagent-{pinned()['JMX_EXPORTER_VERSION']}.jar"

@@ -22,7 +22,7 @@ from chaos.experiment import Experiment
 from chaos.spec import load_spec
 from cluster.layout import DRILL_BROKER_CONFIG
 from cluster.local import LocalCluster
-from cluster.versions import pinned, txnlab_home
+from cluster.versions import kafka_version, txnlab_home
 from cluster.errors import TxnlabError
 from cluster.progress import Progress
 from report import build, series
@@ -69,7 +69,7 @@ class Demo:
         self.dir = Path(options.runs_dir).resolve() / f"{stamp}-demo"
         self.dir.mkdir(parents=True, exist_ok=False)
         self.suite = {"id": self.dir.name, "started": self.started, "ended": None, "seed": options.seed,
-                      "kafka_version": pinned()["KAFKA_VERSION"], "experiments": list(options.experiments),
+                      "kafka_version": kafka_version(), "experiments": list(options.experiments),
                       "transaction_versions": list(options.transaction_versions), "runs": [], "verify_exit": {},
                       "errors": []}
         self.clusters: dict[str, LocalCluster] = {}

@@ -44,20 +44,9 @@ if ! stamp_ok "$VENV/.txnlab-stamp" "$want"; then
   echo "$want" > "$VENV/.txnlab-stamp"
 fi
 
-# 3. Apache Kafka (broker + tools jars) and the Prometheus JMX agent from Maven Central.
-LIBS="$TXNLAB_HOME/dist/kafka-$KAFKA_VERSION/libs"
-want=$(echo "$KAFKA_VERSION $SCALA_BINARY_VERSION $LOG4J_VERSION $JMX_EXPORTER_VERSION" | cat - cluster/pom.xml \
-  | sha256sum | cut -c1-16)
-if ! stamp_ok "$LIBS/.txnlab-stamp" "$want"; then
-  step "Kafka $KAFKA_VERSION jars from Maven Central into $LIBS"
-  rm -rf "$LIBS"; mkdir -p "$LIBS"
-  mvn -q -B -f cluster/pom.xml dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$LIBS" \
-    -Dkafka.version="$KAFKA_VERSION" -Dscala.binary.version="$SCALA_BINARY_VERSION" \
-    -Dlog4j.version="$LOG4J_VERSION" -Djmx.exporter.version="$JMX_EXPORTER_VERSION" \
-    || fail "maven could not fetch the Kafka jars: is Maven Central reachable? (mvn -f cluster/pom.xml dependency:tree)"
-  ls "$LIBS"/kafka_"$SCALA_BINARY_VERSION"-"$KAFKA_VERSION".jar >/dev/null || fail "kafka jar missing after download"
-  echo "$want" > "$LIBS/.txnlab-stamp"
-fi
+# 3. Apache Kafka (broker + tools jars) and the Prometheus JMX agent from Maven Central: the pinned release
+#    (other releases of KAFKA_VERSIONS are assembled the same way on first use: cluster/install.py).
+"$VENV/bin/python" -m cluster.install "$KAFKA_VERSION" || fail "the Kafka $KAFKA_VERSION jars could not be assembled (above)"
 
 # 3b. Spark's Kafka connector for the verification job (PySpark itself comes with the virtualenv).
 SPARK_JARS="$TXNLAB_HOME/dist/spark-kafka-$SPARK_KAFKA_VERSION"

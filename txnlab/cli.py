@@ -38,7 +38,7 @@ def _cluster(args: argparse.Namespace):
     features.update(_key_values(args.feature or [], "--feature"))
     return LocalCluster.load(args.state_dir, nodes=args.nodes, base_port=args.base_port,
                              broker_overrides=overrides or None, features=features or None,
-                             security=args.security, **local_stack())
+                             security=args.security, kafka_version=args.kafka_version, **local_stack())
 
 
 def _key_values(items: list[str], flag: str) -> list[tuple[str, str]]:
@@ -454,6 +454,9 @@ def _add_cluster_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--security", choices=["plaintext", "sasl_ssl"], default=None,
                    help="plaintext (default), or sasl_ssl: TLS from a local CA, SASL/SCRAM-SHA-512 users per role, "
                         "ACLs (docs/security.md; `txnlab cluster env --role ROLE` says how to connect)")
+    p.add_argument("--kafka-version", default=None, metavar="V", help="the Kafka release a new cluster runs (default "
+                   "$TXNLAB_KAFKA_VERSION, else the pinned one; one of versions.env KAFKA_VERSIONS; its jars are "
+                   "assembled from Maven Central on first use); refused for an existing cluster of another release")
     p.add_argument("--hanging-drill", action="store_true", help="run brokers with transaction partition "
                    "verification off and transaction.version=1, so `txnlab txn inject-hanging` can create a "
                    "real hanging transaction (drills and tests only)")

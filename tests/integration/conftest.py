@@ -16,7 +16,7 @@ from cluster.admin import ClusterAdmin
 from cluster.layout import DRILL_BROKER_CONFIG, HANGING_DRILL_BROKER_CONFIG, HANGING_DRILL_FEATURES
 from cluster.local import LocalCluster
 from cluster.smoke import ensure_topic
-from cluster.versions import txnlab_home
+from cluster.versions import kafka_version, txnlab_home
 from report.stack import local_stack
 
 TEST_BASE_PORT = int(os.environ.get("TXNLAB_TEST_BASE_PORT", "21000"))
@@ -35,8 +35,10 @@ TEST_DRILL_BROKER_CONFIG = {**DRILL_BROKER_CONFIG,
 
 
 def _session_cluster(name: str, **settings: object):
+    """The session's cluster `name` with `settings`, running the session's Kafka release
+    ($TXNLAB_KAFKA_VERSION, else the pin: the version matrix runs the suite once per release)."""
     stale = LocalCluster.load(cluster_state_dir(name))
-    local = LocalCluster.load(cluster_state_dir(name), **local_stack(), **settings)
+    local = LocalCluster.load(cluster_state_dir(name), **local_stack(), kafka_version=kafka_version(), **settings)
     if stale.layout != local.layout:          # left over from an aborted run with other settings
         stale.down(purge=True, progress=lambda msg: print(f"[stale {name}] {msg}"))
     local.up(progress=lambda msg: print(f"[{name}] {msg}"), timeout=240)

@@ -101,6 +101,8 @@ def fault(kind: str, at_s: float = 10, duration_s: float = 5, **params) -> dict:
     ({"cluster": {"existing": {"bootstrap": "k:1", "disposable": True}},
       "probes": {"after": [{"name": "p", "promql": "up", "expect": "== 1"}]}},
      "probes.after[0].promql: a PromQL probe needs a Prometheus: set cluster.existing.prometheus_url"),
+    ({"cluster": {"local": {"kafka_version": "3.5.1"}}},
+     "cluster.local.kafka_version: Kafka 3.5.1 is not supported: choose one of 4.0.2, "),
 ])
 def test_a_bad_spec_names_the_field(changes, expected):
     assert expected in problems_of(minimal_spec(**changes))
@@ -253,6 +255,7 @@ def test_local_cluster_overrides_with_the_hanging_drill_and_kafka_strings():
                                         "log.retention.ms": "1000", "x.enable": "true"}
     assert local.feature_overrides() == {"transaction.version": "2"}
     assert LocalClusterSpec().broker_overrides() == {} and LocalClusterSpec().feature_overrides() == {}
+    assert LocalClusterSpec(kafka_version="4.1.0").kafka_version == "4.1.0" and LocalClusterSpec().kafka_version is None
 
 
 def test_topics_and_processes_follow_the_solo_plan():
