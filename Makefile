@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup setup-test demo test unit integration down clean
+.PHONY: setup setup-test demo test unit integration matrix down clean
 
 setup:
 	bash scripts/setup.sh
@@ -26,6 +26,10 @@ unit: setup-test
 
 integration: setup-test
 	$(PY) -m pytest tests/integration $(PYTEST_ARGS)
+
+# the core integration tests on every Kafka release of KAFKA_VERSIONS (or VERSIONS=4.1.1,4.4.0); docs/kafka-versions.md
+matrix: setup-test
+	$(PY) scripts/kafka_matrix.py $(if $(VERSIONS),--versions $(VERSIONS))
 
 down:
 	-$(VENV)/bin/txnlab cluster down

@@ -10,8 +10,11 @@ import subprocess
 import sys
 
 import psutil
+import pytest
 
 from tests.integration.conftest import cluster_state_dir
+
+pytestmark = pytest.mark.kafka_core      # the version matrix's core (scripts/kafka_matrix.py)
 
 BASE_PORT = 22000
 

@@ -23,7 +23,7 @@ from cluster.reads import partition_offsets, read_to_end
 from cluster.smoke import ensure_topic
 from cluster.waiting import wait_until
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.kafka_core]
 
 
 def txnlab(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

@@ -3,10 +3,13 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from confluent_kafka import Producer
 
 from cluster.admin import transaction_state_partition
 from cluster.java import run_tool
+
+pytestmark = pytest.mark.kafka_core      # the version matrix's core (scripts/kafka_matrix.py)
 
 
 def _describe_with_kafka_tool(bootstrap: str, txn_id: str) -> dict[str, str]:

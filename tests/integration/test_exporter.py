@@ -9,11 +9,14 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
 import requests
 from confluent_kafka import Producer
 
 from cluster.waiting import wait_until
 from tests.integration.exporter_helpers import metric, running_exporter, scrape, value
+
+pytestmark = pytest.mark.kafka_core      # the version matrix's core (scripts/kafka_matrix.py)
 
 INTERVAL = 1.0
 

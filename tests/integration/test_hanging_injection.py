@@ -21,7 +21,7 @@ from cluster.connection import ConnectionSettings
 from cluster.smoke import ensure_topic
 from cluster.waiting import wait_until
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.kafka_core]
 
 
 @pytest.fixture

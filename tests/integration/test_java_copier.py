@@ -13,7 +13,7 @@ from cluster.reads import read_to_end
 from cluster.smoke import ensure_topic
 from tests.unit.test_java_copier import assert_paired
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.kafka_core]
 
 MESSAGES = 1000
 COPIERS = 2

@@ -3,10 +3,13 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
 from confluent_kafka import Producer
 
 from cluster.reads import partition_offsets, read_to_end
 from cluster.waiting import wait_until
+
+pytestmark = pytest.mark.kafka_core      # the version matrix's core (scripts/kafka_matrix.py)
 
 
 def _producer(conn, txn_id=None):

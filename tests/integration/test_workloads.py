@@ -12,6 +12,8 @@ from chaos.run import Run, new_run_dir, new_run_tag
 from chaos.plans import plan
 from cluster.reads import read_to_end
 
+pytestmark = pytest.mark.kafka_core      # the version matrix's core (scripts/kafka_matrix.py)
+
 DURATION = 30.0
 
 
