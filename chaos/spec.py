@@ -189,12 +189,16 @@ class _Refusing(argparse.ArgumentParser):
 
 
 def _check_options(process: WorkloadSpec) -> None:
-    """Parse a planned process's options as `python -m chaos.workloads` will (ValueError if it would refuse)."""
+    """Parse a planned process's options as `python -m chaos.workloads` will, and run the workload's own
+    check_args on them when it has one (ValueError or TxnlabError if it would refuse)."""
     parser = _Refusing(prog=process.workload, add_help=False)
     add_common_arguments(parser)
-    importlib.import_module(WORKLOADS[process.workload]).add_arguments(parser)
-    parser.parse_args(["--socket", "s", "--run-start-ns", "0", "--run-tag", "t", "--process", process.process,
-                       *process.args])
+    module = importlib.import_module(WORKLOADS[process.workload])
+    module.add_arguments(parser)
+    args = parser.parse_args(["--socket", "s", "--run-start-ns", "0", "--run-tag", "t", "--process", process.process,
+                              *process.args])
+    if hasattr(module, "check_args"):
+        module.check_args(args)
 
 
 class WorkloadEntry(_Strict):
@@ -207,7 +211,7 @@ class WorkloadEntry(_Strict):
         try:
             for process in self.processes():
                 _check_options(process)
-        except ValueError as exc:
+        except (ValueError, TxnlabError) as exc:
             _fail([("options", str(exc))])
         return self
 

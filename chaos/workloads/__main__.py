@@ -7,6 +7,7 @@ import sys
 
 from chaos.workloads import WORKLOADS
 from chaos.workloads.base import WorkloadContext, add_common_arguments
+from cluster.errors import TxnlabError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -19,6 +20,11 @@ def main(argv: list[str] | None = None) -> int:
     add_common_arguments(parser)
     module.add_arguments(parser)
     args = parser.parse_args(argv[1:])
+    if hasattr(module, "check_args"):
+        try:
+            module.check_args(args)
+        except TxnlabError as exc:
+            parser.error(str(exc))
     ctx = WorkloadContext.from_args(args)
     try:
         module.run(ctx, args)

@@ -27,7 +27,8 @@ from chaos.ids import attempt_id, record_id
 from chaos.workloads.base import WorkloadContext, error_text
 from chaos.workloads.observer import SEEK, record_id_of
 from chaos.workloads.topics import partition_counts
-from chaos.workloads.transactional import TransactionalClient, add_transactional_arguments
+from chaos.workloads.transactional import (TransactionalClient, add_transactional_arguments,
+                                           check_transactional_arguments as check_args)  # noqa: F401 - the hook
 
 F = "process"
 REWIND_TRIES = 3              # reads of the committed offsets before a rewind gives up and rejoins the group

@@ -22,6 +22,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 
 from chaos.ids import encode_value, headers
 from chaos.workloads.base import WorkloadContext, delivery_to, error_text
+from cluster.errors import TxnlabError
 
 
 # Our producer epoch is stale: another producer with our transactional.id initialised (or, with
@@ -36,6 +37,20 @@ def add_transactional_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--txn-id", default=None, help="transactional.id (default <run tag>.<process>)")
     p.add_argument("--on-fenced", choices=("reinit", "exit"), default="reinit",
                    help="after being fenced by another producer: init again (fencing it back) or exit")
+
+
+class TransactionalArgumentsError(TxnlabError, ValueError):
+    """Transactional workload options the client would refuse."""
+
+
+def check_transactional_arguments(args: argparse.Namespace) -> None:
+    """librdkafka refuses a socket timeout above the transaction timeout + 100 ms (the producer is never
+    created, every init fails): refused here, before any process starts (spec validation runs this)."""
+    if args.request_timeout_s * 1000 > args.transaction_timeout_ms + 100:
+        raise TransactionalArgumentsError(
+            f"--request-timeout-s {args.request_timeout_s:g} exceeds --transaction-timeout-ms "
+            f"{args.transaction_timeout_ms} + 100 ms: the client refuses it (socket.timeout.ms <= "
+            "transaction.timeout.ms + 100); lower --request-timeout-s")
 
 
 class TransactionalClient:

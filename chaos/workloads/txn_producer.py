@@ -16,7 +16,8 @@ import argparse
 from chaos.ids import attempt_id, record_id
 from chaos.workloads.base import Pacer, WorkloadContext
 from chaos.workloads.topics import partition_counts
-from chaos.workloads.transactional import TransactionalClient, add_transactional_arguments
+from chaos.workloads.transactional import (TransactionalClient, add_transactional_arguments,
+                                           check_transactional_arguments as check_args)  # noqa: F401 - the hook
 
 F = "txn"
 

@@ -62,6 +62,9 @@ def test_builtin_experiment_short_mode(name, request, tmp_path):
                                                                         for op in workload_ops)
     assert last_heal > first_fault and nemesis(ops, "heal-all")
     assert result.error is None, result.error
+    initialising = {op["process"] for op in workload_ops if op["f"] == "init"}
+    committed = {op["process"] for op in workload_ops if op["type"] == "ok" and op["f"] in ("txn", "process")}
+    assert initialising and initialising <= committed, f"never committed: {sorted(initialising - committed)}"
     assert_healed(cluster)
     assert elapsed <= 100, f"short mode took {elapsed:.0f}s"
     assert [op for op in ops if op["f"] == "group_offsets"], "the group offsets sampler recorded nothing"

@@ -101,6 +101,9 @@ def fault(kind: str, at_s: float = 10, duration_s: float = 5, **params) -> dict:
     ({"cluster": {"existing": {"bootstrap": "k:1", "disposable": True}},
       "probes": {"after": [{"name": "p", "promql": "up", "expect": "== 1"}]}},
      "probes.after[0].promql: a PromQL probe needs a Prometheus: set cluster.existing.prometheus_url"),
+    ({"workloads": [{"workload": "txn-producer", "options": ["--transaction-timeout-ms", "5000"]}]},
+     "workloads[0].options: --request-timeout-s 10 exceeds --transaction-timeout-ms 5000 + 100 ms: the client "
+     "refuses it"),
     ({"cluster": {"local": {"kafka_version": "3.5.1"}}},
      "cluster.local.kafka_version: Kafka 3.5.1 is not supported: choose one of 4.0.2, "),
 ])
