@@ -76,6 +76,11 @@ def kafka_version(version: str | None = None) -> str:
     return chosen
 
 
+def release(version: str | None = None) -> tuple[int, ...]:
+    """A Kafka release (kafka_version(version)) as numbers to compare: "4.1.1" -> (4, 1, 1)."""
+    return tuple(int(part) for part in kafka_version(version).split("."))
+
+
 def kafka_libs_dir(version: str | None = None) -> Path:
     """The classpath folder of a Kafka release (kafka_version()), assembled from Maven Central
     (cluster/install.py)."""

@@ -51,6 +51,7 @@ from chaos.workloads.topics import partition_counts
 from cluster.connection import ConnectionSettings
 from cluster.java import java_command
 from cluster.layout import render_properties
+from cluster.versions import release
 from cluster.waiting import Deadline
 from cluster.errors import TxnlabError
 
@@ -303,9 +304,17 @@ def value_prefix(run_tag: str, process: str) -> int:
     return zlib.crc32(f"{run_tag}/{process}".encode()) & 0x7FFFFFFF
 
 
+COMMAND_CONFIG_SINCE = (4, 1)       # before 4.1 the VerifiableProducer took --producer.config (4.0.2 refuses the new name)
+
+
+def config_flag(version: str | None = None) -> str:
+    """The VerifiableProducer's client-properties option in the Kafka release its jars come from."""
+    return "--command-config" if release(version) >= COMMAND_CONFIG_SINCE else "--producer.config"
+
+
 def producer_args(ctx: WorkloadContext, args: argparse.Namespace, config: Path) -> list[str]:
     tool_args = ["--topic", args.input, "--bootstrap-server", ctx.conn.bootstrap, "--max-messages", str(args.messages),
-                 "--throughput", str(args.throughput), "--acks", "-1", "--command-config", str(config),
+                 "--throughput", str(args.throughput), "--acks", "-1", config_flag(), str(config),
                  "--value-prefix", str(value_prefix(ctx.run_tag, ctx.process))]
     return tool_args + (["--repeating-keys", str(args.keys)] if args.keys > 0 else [])
 

@@ -8,6 +8,8 @@ import random
 import sys
 import textwrap
 
+from pathlib import Path
+
 import pytest
 
 from chaos.workloads import java_copier as jc
@@ -166,6 +168,15 @@ def test_producer_args_and_config(tmp_path):
     props = dict(line.split("=", 1) for line in config.read_text().splitlines())
     assert props["enable.idempotence"] == "true" and props["acks"] == "all" and int(props["retries"]) > 0
     assert props["bootstrap.servers"] == "127.0.0.1:9092" and oct(config.stat().st_mode)[-3:] == "600"
+
+
+def test_the_client_properties_option_follows_the_release_of_the_jars(monkeypatch):
+    """Kafka 4.0's VerifiableProducer refuses --command-config (its name from 4.1 on): seen in the matrix."""
+    assert jc.config_flag("4.0.2") == "--producer.config"
+    assert jc.config_flag("4.1.0") == jc.config_flag("4.4.0") == "--command-config"
+    monkeypatch.setenv("TXNLAB_KAFKA_VERSION", "4.0.2")
+    argv = jc.producer_args(context(), parsed("--messages", "10"), Path("p.properties"))
+    assert argv[argv.index("--producer.config") + 1] == "p.properties" and "--command-config" not in argv
 
 
 def test_value_prefix_is_a_stable_non_negative_int_per_run():
