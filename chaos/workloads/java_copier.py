@@ -289,7 +289,7 @@ def check_topics(conn: ConnectionSettings, args: argparse.Namespace) -> None:
 
 
 def write_producer_config(conn: ConnectionSettings, folder: Path) -> Path:
-    """The VerifiableProducer's --command-config: connection, acks=all, idempotence. Its own retries=0
+    """The VerifiableProducer's client properties (config_flag): connection, acks=all, idempotence. Its own retries=0
     is overridden here (an idempotent producer refuses retries=0)."""
     props = {**conn.java_properties(), "acks": "all", "enable.idempotence": "true", "retries": str(2**31 - 1),
              "max.in.flight.requests.per.connection": "5"}
@@ -304,7 +304,7 @@ def value_prefix(run_tag: str, process: str) -> int:
     return zlib.crc32(f"{run_tag}/{process}".encode()) & 0x7FFFFFFF
 
 
-COMMAND_CONFIG_SINCE = (4, 1)       # before 4.1 the VerifiableProducer took --producer.config (4.0.2 refuses the new name)
+COMMAND_CONFIG_SINCE = (4, 2)       # before 4.2 the VerifiableProducer took only --producer.config (4.0.2, 4.1.1)
 
 
 def config_flag(version: str | None = None) -> str:

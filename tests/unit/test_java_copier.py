@@ -171,9 +171,10 @@ def test_producer_args_and_config(tmp_path):
 
 
 def test_the_client_properties_option_follows_the_release_of_the_jars(monkeypatch):
-    """Kafka 4.0's VerifiableProducer refuses --command-config (its name from 4.1 on): seen in the matrix."""
-    assert jc.config_flag("4.0.2") == "--producer.config"
-    assert jc.config_flag("4.1.0") == jc.config_flag("4.4.0") == "--command-config"
+    """Before 4.2 the VerifiableProducer refuses --command-config (its name from 4.2 on): seen in the matrix on
+    4.0.2 and 4.1.1 (`--help` of each release's tool)."""
+    assert jc.config_flag("4.0.2") == jc.config_flag("4.1.1") == "--producer.config"
+    assert jc.config_flag("4.2.2") == jc.config_flag("4.4.0") == "--command-config"
     monkeypatch.setenv("TXNLAB_KAFKA_VERSION", "4.0.2")
     argv = jc.producer_args(context(), parsed("--messages", "10"), Path("p.properties"))
     assert argv[argv.index("--producer.config") + 1] == "p.properties" and "--command-config" not in argv
