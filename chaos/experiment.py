@@ -174,9 +174,10 @@ class Experiment:
         run_dir = new_run_dir(self.runs_dir, self.spec.name, tag)
         self.result.run_dir = run_dir
         self.progress(f"run {run_dir}")
-        self.journal = Journal(journal_dirs(run_dir, self.backend.describe()))
+        described = self.backend.describe()
+        self.journal = Journal(journal_dirs(run_dir, described))
         run = Run(self.backend.connection(), run_dir, tag, self.seed, self.spec.name, self.progress,
-                  kafka_version=self.backend.describe().get("kafka_version"))
+                  kafka_version=described.get("kafka_version"))
         env = FaultEnv.for_run(self.backend, run)
         try:
             self._body(run, env, tag)

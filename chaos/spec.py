@@ -62,7 +62,7 @@ from chaos.workloads import WORKLOADS
 from chaos.workloads.base import add_common_arguments
 from cluster.layout import HANGING_DRILL_BROKER_CONFIG, HANGING_DRILL_FEATURES, MAX_NODES
 from cluster.errors import TxnlabError
-from cluster.versions import supported_kafka_versions
+from cluster.versions import kafka_version
 
 EXPERIMENTS_DIR = Path(__file__).with_name("experiments")
 STARTUP_ALLOWANCE_S = 10.0       # topics created and workload processes started, before the method
@@ -134,9 +134,7 @@ class LocalClusterSpec(_Strict):
     @field_validator("kafka_version")
     @classmethod
     def _supported(cls, version: str | None) -> str | None:
-        if version is not None and version not in supported_kafka_versions():
-            raise ValueError(f"Kafka {version} is not supported: choose one of {', '.join(supported_kafka_versions())}")
-        return version
+        return None if version is None else kafka_version(version)      # UnsupportedVersion is a ValueError
 
     def broker_overrides(self) -> dict[str, str]:
         """Per-run broker settings: the drill's (when hanging_drill) under broker_config."""
