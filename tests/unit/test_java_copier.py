@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos.workloads import java_copier as jc
+from chaos.workloads import java_copier as jc, jvm
 from chaos.workloads.base import WorkloadContext
 from cluster.connection import ConnectionSettings
 from cluster.waiting import Deadline
@@ -25,7 +25,7 @@ def vp_line(name: str, **fields) -> str:
 
 def test_send_success_is_an_acknowledged_produce_of_the_value_as_id():
     line = vp_line("producer_send_success", key="7", value="123.41", offset=12, topic="in", partition=2)
-    assert jc.ProducerEvents().convert(line) == [jc.Op("ok", "produce", {
+    assert jc.ProducerEvents().convert(line) == [jvm.Op("ok", "produce", {
         "id": "123.41", "key": "7", "topic": "in", "partition": 2, "offset": 12, "tool_ms": 1795308241185})]
 
 
@@ -39,7 +39,7 @@ def test_send_error_is_an_invoke_completed_as_info():
     line = vp_line("producer_send_error", key=None, value="5.3", topic="in",
                    exception="org.apache.kafka.common.errors.TimeoutException", message="Expiring 1 record(s)")
     invoke, info = jc.ProducerEvents().convert(line)
-    assert invoke == jc.Op("invoke", "produce", {"id": "5.3", "key": None, "topic": "in"})
+    assert invoke == jvm.Op("invoke", "produce", {"id": "5.3", "key": None, "topic": "in"})
     assert info.type == "info" and info.value["id"] == "5.3"
     assert info.value["error"] == "org.apache.kafka.common.errors.TimeoutException: Expiring 1 record(s)"
 
@@ -49,7 +49,7 @@ def test_send_error_is_an_invoke_completed_as_info():
                                                          "avg_throughput": 48.9})])
 def test_other_producer_events_are_vp_observations(name, fields):
     [op] = jc.ProducerEvents().convert(vp_line(name, **fields))
-    assert op == jc.Op("ok", "vp", {"event": name, "timestamp": 1795308241185, **fields})
+    assert op == jvm.Op("ok", "vp", {"event": name, "timestamp": 1795308241185, **fields})
 
 
 @pytest.mark.parametrize("line, error", [
@@ -63,13 +63,13 @@ def test_other_producer_events_are_vp_observations(name, fields):
 def test_malformed_producer_lines_are_recorded_as_stdout(line, error):
     [op] = jc.ProducerEvents().convert(line)
     assert op.type == "ok" and op.f == "stdout" and error in op.value["error"]
-    assert op.value["line"] == line.strip()[:jc.LINE_LIMIT]
+    assert op.value["line"] == line.strip()[:jvm.LINE_LIMIT]
 
 
 def test_blank_lines_are_skipped_and_long_lines_cut():
     assert jc.ProducerEvents().convert("  \n") == []
     [op] = jc.ProducerEvents().convert("x" * 5000)
-    assert len(op.value["line"]) == jc.LINE_LIMIT
+    assert len(op.value["line"]) == jvm.LINE_LIMIT
 
 
 # ---- TransactionalMessageCopier -------------------------------------------------------------------------
@@ -98,7 +98,7 @@ def test_copier_records_each_change_once_with_the_records_copied_since():
 
 def test_copier_event_carries_the_tools_fields():
     [op] = jc.CopierEvents().convert(copier_line("RebalanceComplete", 10, 4, 90))
-    assert op == jc.Op("ok", "copy", {"event": "RebalanceComplete", "transactional_id": "r1.java-copier-0",
+    assert op == jvm.Op("ok", "copy", {"event": "RebalanceComplete", "transactional_id": "r1.java-copier-0",
                                       "total_processed": 10, "consumed": 4, "remaining": 90, "copied": 10,
                                       "tool_time": "2026/11/22 00:44:10:444"})
 
@@ -198,9 +198,9 @@ def test_only_plaintext_connections_are_accepted():
 
 
 # ---- the JVM runner, on stand-in tools --------------------------------------------------------------------
-def fake_tool(ctx: WorkloadContext, script: str, name: str = "java-copier-0") -> tuple[jc.JavaTool, list[str]]:
+def fake_tool(ctx: WorkloadContext, script: str, name: str = "java-copier-0") -> tuple[jvm.JavaTool, list[str]]:
     argv = [sys.executable, "-u", "-c", textwrap.dedent(script)]
-    return jc.JavaTool(ctx, name, "Fake", argv, jc.CopierEvents()), ["--fake"]
+    return jvm.JavaTool(ctx, name, "Fake", argv, jc.CopierEvents()), ["--fake"]
 
 
 def assert_paired(ops: list[dict]) -> None:
@@ -217,7 +217,7 @@ def assert_paired(ops: list[dict]) -> None:
 
 def test_a_tool_that_exits_is_recorded_from_start_to_exit():
     ctx = context()
-    jc.run_tools(ctx, [fake_tool(ctx, f"""
+    jvm.run_tools(ctx, [fake_tool(ctx, f"""
         print({copier_line("ProcessLoop", 0, 0, 5)!r}, end="")
         print("garbage")
         print({copier_line("ShutdownComplete", 5, 5, 0)!r}, end="")
@@ -233,13 +233,13 @@ def test_a_tool_that_exits_is_recorded_from_start_to_exit():
 
 def test_a_failing_tool_is_a_fail_with_its_stderr():
     ctx = context()
-    jc.run_tools(ctx, [fake_tool(ctx, "import sys; print('boom', file=sys.stderr); sys.exit(3)")])
+    jvm.run_tools(ctx, [fake_tool(ctx, "import sys; print('boom', file=sys.stderr); sys.exit(3)")])
     done = ctx.history.ops[-1]
     assert done["type"] == "fail" and done["value"]["exit_code"] == 3 and done["value"]["stderr_tail"] == ["boom"]
 
 
 def test_stopping_terminates_the_tools_and_drains_what_they_print_on_the_way_out(monkeypatch):
-    monkeypatch.setattr(jc, "STOP_GRACE_S", 1.0)
+    monkeypatch.setattr(jvm, "STOP_GRACE_S", 1.0)
     ctx = context()
     ctx.deadline = Deadline(2.0)                             # time enough to install the handler
     polite = fake_tool(ctx, f"""
@@ -256,7 +256,7 @@ def test_stopping_terminates_the_tools_and_drains_what_they_print_on_the_way_out
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         time.sleep(60)
         """, "java-copier-1")
-    jc.run_tools(ctx, [polite, stubborn])
+    jvm.run_tools(ctx, [polite, stubborn])
     ends = {op["process"]: op["value"] for op in ctx.history.ops if op["f"] == "jvm" and op["type"] != "invoke"}
     assert ends["java-copier-0/jvm"]["stopped"] and ends["java-copier-1/jvm"]["signal"] == "SIGKILL"
     assert ends["java-copier-0/jvm"]["exit_code"] in (143, -15)         # -15: SIGTERM beat the handler
@@ -268,7 +268,7 @@ def test_stopping_terminates_the_tools_and_drains_what_they_print_on_the_way_out
 
 def test_a_tool_that_cannot_start_is_a_fail():
     ctx = context()
-    tool = jc.JavaTool(ctx, "java-vp", "Fake", ["/nonexistent/java"], jc.ProducerEvents())
-    jc.run_tools(ctx, [(tool, [])])
+    tool = jvm.JavaTool(ctx, "java-vp", "Fake", ["/nonexistent/java"], jc.ProducerEvents())
+    jvm.run_tools(ctx, [(tool, [])])
     assert [op["type"] for op in ctx.history.ops] == ["invoke", "fail"]
     assert "FileNotFoundError" in ctx.history.ops[-1]["value"]["error"]
