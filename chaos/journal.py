@@ -36,7 +36,7 @@ import psutil
 from cluster.errors import TxnlabError
 from cluster.heal import HealError, run_steps
 from cluster.progress import Progress
-from cluster.supervisor import Supervisor, live_process
+from cluster.supervisor import Supervisor, live_process, send_signal
 
 FAULTS_DIR = "faults"
 VERSION = 1
@@ -182,7 +182,7 @@ def _process(step: dict) -> psutil.Process | None:
 def resume_process(step: dict) -> None:
     proc = _process(step)
     if proc is not None:
-        proc.send_signal(signal.SIGCONT)
+        send_signal(proc, signal.SIGCONT)
 
 
 def stop_process(step: dict) -> None:
@@ -190,12 +190,12 @@ def stop_process(step: dict) -> None:
     proc = _process(step)
     if proc is None:
         return
-    proc.send_signal(signal.SIGCONT)
+    send_signal(proc, signal.SIGCONT)
     proc.terminate()
     try:
         proc.wait(STOP_TIMEOUT_S)
     except psutil.TimeoutExpired:
-        proc.kill()
+        send_signal(proc, signal.SIGKILL)
 
 
 def stop_run_processes(step: dict) -> None:

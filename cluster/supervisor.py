@@ -19,6 +19,23 @@ import psutil
 from cluster.waiting import wait_until
 
 
+GROUP_SIGNALS = (signal.SIGSTOP, signal.SIGCONT, signal.SIGKILL)
+
+
+def send_signal(proc: psutil.Process, sig: signal.Signals) -> None:
+    """sig to a process we started. STOP, CONT and KILL go to its whole process group when it leads one
+    (every process the supervisor starts leads its own session): a workload and the JVMs it runs pause,
+    resume and die together, so a paused Kafka Streams workload is a paused Streams instance. TERM goes to
+    the process alone: it stops its children itself."""
+    try:
+        if sig in GROUP_SIGNALS and os.getpgid(proc.pid) == proc.pid:
+            os.killpg(proc.pid, sig)
+            return
+    except ProcessLookupError:
+        return
+    proc.send_signal(sig)
+
+
 def live_process(pid: int, create_time: float) -> psutil.Process | None:
     """The live process `pid` if it is the one recorded (its create time matches), else None (gone,
     zombie, or the pid reused by another process)."""
@@ -95,7 +112,7 @@ class Supervisor:
         proc = self.process(name)
         if proc is None:
             return False
-        proc.send_signal(sig)
+        send_signal(proc, sig)
         return True
 
     def pause(self, name: str) -> bool:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
 
 import psutil
@@ -57,3 +58,24 @@ def test_missing_or_corrupt_records_mean_not_running(supervisor, tmp_path):
     (tmp_path / "pids").mkdir(exist_ok=True)
     (tmp_path / "pids" / "bad.json").write_text("{not json")
     assert not supervisor.is_running("bad")
+
+
+def test_pause_resume_and_kill_reach_the_children_of_a_workload_but_term_only_it(supervisor, tmp_path):
+    """A workload and the JVM it runs pause, resume and die together (the Streams instance is the JVM)."""
+    child_pid = tmp_path / "child.pid"
+    script = ("import subprocess, sys, time, signal\n"
+              "signal.signal(signal.SIGTERM, lambda *_: None)\n"           # TERM must not reach the child
+              "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+              f"open({str(child_pid)!r}, 'w').write(str(c.pid))\n"
+              "time.sleep(60)\n")
+    supervisor.start("parent", [sys.executable, "-c", script], tmp_path / "parent.log")
+    wait_until(lambda: child_pid.exists() and child_pid.read_text(), 10, "the child's pid")
+    child = psutil.Process(int(child_pid.read_text()))
+    assert supervisor.pause("parent")
+    wait_until(lambda: child.status() == psutil.STATUS_STOPPED, 5, "the child stopped")
+    assert supervisor.resume("parent")
+    wait_until(lambda: child.status() != psutil.STATUS_STOPPED, 5, "the child resumed")
+    supervisor.signal("parent", signal.SIGTERM)
+    assert child.is_running() and child.status() != psutil.STATUS_ZOMBIE
+    supervisor.kill("parent")
+    wait_until(lambda: not child.is_running() or child.status() == psutil.STATUS_ZOMBIE, 5, "the child killed")
