@@ -1,7 +1,7 @@
 """Running Kafka's own Java programs (broker, storage tool, admin and test tools) from the libs folder.
 
 Owns: the java command line (classpath, heap, logging) for anything run from the assembled Kafka
-distribution. Must not: supervise long-running processes (cluster/supervisor.py does).
+distribution, with extra classpath entries of txnlab's own in front (the streams app's jar). Must not: supervise long-running processes (cluster/supervisor.py does).
 """
 from __future__ import annotations
 
@@ -39,13 +39,15 @@ def require_kafka_libs(version: str | None = None) -> Path:
 
 
 def java_command(main: str, args: list[str], heap: str = "256m", jvm: list[str] | None = None,
-                 version: str | None = None) -> list[str]:
+                 version: str | None = None, classpath: list[Path] | None = None) -> list[str]:
     """argv for `java ... main args` on the classpath of a Kafka release (default: versions.kafka_version()),
-    logging to stderr at WARN."""
+    logging to stderr at WARN. classpath: extra entries (jars, folders) placed before the release's `libs/*`
+    (e.g. the streams app's jar, cluster.install.install_streams_app)."""
     libs = require_kafka_libs(version)
+    entries = [str(entry) for entry in classpath or []] + [f"{libs}/*"]
     return [java_binary(), f"-Xmx{heap}", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
             f"-Dlog4j2.configurationFile={TEMPLATES / 'log4j2-tools.yaml'}", *(jvm or []),
-            "-cp", f"{libs}/*", main, *args]
+            "-cp", os.pathsep.join(entries), main, *args]
 
 
 def run_tool(main: str, args: list[str], timeout: float = 120.0, heap: str = "256m",

@@ -30,6 +30,7 @@ apt_install() {
 python3 -c "import sys; sys.exit(sys.version_info < (3, 11))" 2>/dev/null \
   || fail "Python >= ${PYTHON_MIN} is needed as python3"
 have java || apt_install openjdk-17-jre-headless
+have javac || apt_install openjdk-17-jdk-headless   # Maven compiles the streams workload's app (step 3)
 java -version 2>&1 | grep -Eq 'version "(1[7-9]|[2-9][0-9])' || fail "Java 17 or newer is needed (java -version)"
 have mvn || apt_install maven
 have go || fail "Go is needed to build Toxiproxy (https://go.dev/doc/install), then run make setup again"
@@ -44,9 +45,11 @@ if ! stamp_ok "$VENV/.txnlab-stamp" "$want"; then
   echo "$want" > "$VENV/.txnlab-stamp"
 fi
 
-# 3. Apache Kafka (broker + tools jars) and the Prometheus JMX agent from Maven Central: the pinned release
+# 3. Apache Kafka (broker + tools + Kafka Streams jars) and the Prometheus JMX agent from Maven Central, and the
+#    streams workload's Kafka Streams app built against them (chaos/workloads/streams): the pinned release
 #    (other releases of KAFKA_VERSIONS are assembled the same way on first use: cluster/install.py).
-"$VENV/bin/python" -m cluster.install "$KAFKA_VERSION" || fail "the Kafka $KAFKA_VERSION jars could not be assembled (above)"
+"$VENV/bin/python" -m cluster.install "$KAFKA_VERSION" \
+  || fail "the Kafka $KAFKA_VERSION jars could not be assembled or the streams app built (above)"
 
 # 3b. Spark's Kafka connector for the verification job (PySpark itself comes with the virtualenv).
 SPARK_JARS="$TXNLAB_HOME/dist/spark-kafka-$SPARK_KAFKA_VERSION"
