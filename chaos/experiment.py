@@ -232,6 +232,7 @@ class Experiment:
         for entry in self.spec.workloads:
             the_plan = plan(entry.workload, tag, entry.instances, list(entry.options))
             run.create_topics(the_plan.topics)
+            run.use_topics(list(the_plan.tracked))
             for spec in the_plan.specs:
                 run.start(WorkloadSpec(spec.workload, spec.process, spec.args + needed.get(spec.process, ())))
         self.progress(f"workloads started: {', '.join(run.alive())}")

@@ -39,6 +39,7 @@ from kafka.structs import TopicPartition
 from chaos.backends import HEAL_TIMEOUT_S, ISOLATE_TOXIC, Backend
 from chaos.fault_kinds import TARGET_RE, Params, parse_params, with_tag
 from chaos.inject_hanging import InjectedHanging, inject_hanging
+from chaos.plans import option_value, without_option
 from chaos.run import Run, WorkloadSpec
 from cluster.abort import abort_transaction, open_transaction
 from cluster.admin import ClusterAdmin
@@ -367,24 +368,6 @@ class PauseWorkload(Fault):
 
     def undo_steps(self, env: FaultEnv) -> list[dict]:
         return process_step("resume-process", env.run, self.params.process)
-
-
-def option_value(args: tuple[str, ...] | list[str], name: str) -> str | None:
-    """The value of the last `name VALUE` pair in args (argparse's last-one-wins), or None."""
-    values = [args[i + 1] for i in range(len(args) - 1) if args[i] == name]
-    return values[-1] if values else None
-
-
-def without_option(args: tuple[str, ...] | list[str], name: str) -> tuple[str, ...]:
-    out, skip = [], False
-    for i, arg in enumerate(args):
-        if skip:
-            skip = False
-        elif arg == name and i + 1 < len(args):
-            skip = True
-        else:
-            out.append(arg)
-    return tuple(out)
 
 
 def spec_of(run: Run, process: str) -> dict:

@@ -11,8 +11,11 @@ from dataclasses import dataclass
 from typing import Callable
 
 from chaos.run import WorkloadSpec
-from chaos.workloads import WORKLOADS
+from chaos.workloads import WORKLOADS, streams
 from cluster.errors import TxnlabError
+
+
+STREAMS_KEYS = 16             # the Streams feeder's keys (txn-producer --keys)
 
 
 class PlanError(TxnlabError, ValueError):
@@ -21,8 +24,10 @@ class PlanError(TxnlabError, ValueError):
 
 @dataclass(frozen=True)
 class Plan:
-    topics: dict[str, int]
+    topics: dict[str, int]            # created before the processes start
     specs: list[WorkloadSpec]
+    tracked: tuple[str, ...] = ()     # topics the processes create themselves (Kafka Streams' changelog),
+                                      # recorded with the run's topics (end offsets, group offsets)
 
 
 def plan(workload: str, tag: str, instances: int, extra: list[str], partitions: int = 6) -> Plan:
@@ -39,6 +44,7 @@ def plan(workload: str, tag: str, instances: int, extra: list[str], partitions: 
                                                                                           *extra))
                                                    for i in range(instances)]),
         "observer": lambda: _observer(extra),
+        "streams": lambda: _streams(tag, instances, extra, partitions),
     }
     return planners[workload]()
 
@@ -57,11 +63,40 @@ def _processor(tag: str, instances: int, extra: list[str], partitions: int) -> P
     return Plan({**{t: partitions for t in inputs}, output: partitions}, [feeder, *specs])
 
 
+def _streams(tag: str, instances: int, extra: list[str], partitions: int) -> Plan:
+    """A keyed feeder (both input topics, one partition number per key) and the Streams instances."""
+    inputs, output, counts = [f"{tag}-sin-a", f"{tag}-sin-b"], f"{tag}-sout", f"{tag}-scounts"
+    feeder = WorkloadSpec("txn-producer", "feeder", ("--topics", *inputs, "--rate", "10", "--keys", str(STREAMS_KEYS)))
+    specs = [WorkloadSpec("streams", f"streams-{i}", ("--inputs", *inputs, "--output", output, "--counts", counts,
+                                                      *extra)) for i in range(instances)]
+    app = option_value(extra, "--application-id") or streams.application_id(tag, None)
+    return Plan({**{t: partitions for t in inputs}, output: partitions, counts: partitions}, [feeder, *specs],
+                tracked=(streams.changelog(app),))
+
+
 def _observer(extra: list[str]) -> Plan:
     if "--topics" not in extra:
         raise PlanError("observer alone needs the topics to watch: txnlab chaos workload observer --topics T ...")
     return Plan({}, [WorkloadSpec("observer", "obs-rc", (*extra, "--isolation", "read_committed")),
                      WorkloadSpec("observer", "obs-ru", (*extra, "--isolation", "read_uncommitted"))])
+
+
+def option_value(args: tuple[str, ...] | list[str], name: str) -> str | None:
+    """The value of the last `name VALUE` pair in args (argparse's last-one-wins), or None."""
+    values = [args[i + 1] for i in range(len(args) - 1) if args[i] == name]
+    return values[-1] if values else None
+
+
+def without_option(args: tuple[str, ...] | list[str], name: str) -> tuple[str, ...]:
+    out, skip = [], False
+    for i, arg in enumerate(args):
+        if skip:
+            skip = False
+        elif arg == name and i + 1 < len(args):
+            skip = True
+        else:
+            out.append(arg)
+    return tuple(out)
 
 
 def observers(topics: list[str]) -> list[WorkloadSpec]:

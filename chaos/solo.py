@@ -34,6 +34,7 @@ def run_solo(conn: ConnectionSettings, workload: str, duration: float, runs_dir:
     with Run(conn, run_dir, tag, seed, workload, progress) as run:
         run.info.params = {"workload": workload, "duration": duration, "instances": instances, "extra": extra}
         run.create_topics(the_plan.topics)
+        run.use_topics(list(the_plan.tracked))
         if workload == "observer":
             run.use_topics(_topics_of(extra or []))
         for spec in the_plan.specs:

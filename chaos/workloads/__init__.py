@@ -9,4 +9,5 @@ WORKLOADS = {
     "java-copier": "chaos.workloads.java_copier",
     "storm": "chaos.workloads.storm",
     "observer": "chaos.workloads.observer",
+    "streams": "chaos.workloads.streams",
 }

@@ -126,7 +126,7 @@ class TransactionalClient:
         for w in value["writes"]:
             extra = {"input": w["input"]} if "input" in w else None
             self.producer.produce(
-                w["topic"], partition=w["partition"], headers=headers(w["id"], value["attempt"], self.ctx.process, w.get("input")),
+                w["topic"], partition=w["partition"], key=w.get("key"), headers=headers(w["id"], value["attempt"], self.ctx.process, w.get("input")),
                 value=encode_value(w["id"], value["attempt"], self.ctx.process, self.args.size, extra=extra),
                 on_delivery=delivery_to(self.offsets, w["id"]))
         self.producer.flush(self.args.request_timeout_s)

@@ -2,7 +2,7 @@
 
 Each transaction attempt writes K records spread over the partitions of two topics, then commits, or
 deliberately aborts a configurable share. History (f = "txn"):
-  invoke {attempt, producer, txn_id, abort: bool, writes: [{topic, partition, id}]}
+  invoke {attempt, producer, txn_id, abort: bool, writes: [{topic, partition, id[, key]}]}
   ok     the same + offsets: [offset per write]           commit acknowledged
   fail   the same + error                                  aborted, or certainly not committed
   info   the same + error                                  commit outcome unknown (timeout, fenced, fatal)
@@ -12,12 +12,13 @@ Must not: retry a transaction under the same attempt id (a retry is a new attemp
 from __future__ import annotations
 
 import argparse
+import zlib
 
 from chaos.ids import attempt_id, record_id
 from chaos.workloads.base import Pacer, WorkloadContext
 from chaos.workloads.topics import partition_counts
-from chaos.workloads.transactional import (TransactionalClient, add_transactional_arguments,
-                                           check_transactional_arguments as check_args)  # noqa: F401 - the hook
+from chaos.workloads.transactional import (TransactionalArgumentsError, TransactionalClient,
+                                           add_transactional_arguments, check_transactional_arguments)
 
 F = "txn"
 
@@ -28,7 +29,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--abort-share", type=float, default=0.2, help="share of transactions deliberately aborted")
     p.add_argument("--rate", type=float, default=20.0, help="transactions per second (0: unbounded)")
     p.add_argument("--size", type=int, default=100, help="approximate record size in bytes")
+    p.add_argument("--keys", type=int, default=0, help="K > 0: keyed records, keys k0..k<K-1> from each id, a key "
+                   "always in partition (key number mod partitions) of either topic (what a Kafka Streams "
+                   "application's grouping needs); 0: no keys, random partitions")
     add_transactional_arguments(p)
+
+
+def check_args(args: argparse.Namespace) -> None:
+    check_transactional_arguments(args)
+    if args.keys < 0:
+        raise TransactionalArgumentsError(f"--keys {args.keys}: 0 (no keys) or a number of keys")
+
+
+def key_number(rid: str, keys: int) -> int:
+    """The key number of a record id: stable across processes and runs (CRC-32, as Spark's crc32)."""
+    return zlib.crc32(rid.encode()) % keys
 
 
 class TransactionalWorker(TransactionalClient):
@@ -43,8 +58,13 @@ class TransactionalWorker(TransactionalClient):
         writes = []
         for i in range(self.args.records):
             topic = self.args.topics[i % 2]
-            writes.append({"topic": topic, "partition": self.ctx.rng.randrange(self.partitions[topic]),
-                           "id": record_id(self.ctx.run_tag, self.ctx.process, self.attempt_no, i)})
+            rid = record_id(self.ctx.run_tag, self.ctx.process, self.attempt_no, i)
+            if self.args.keys > 0:
+                number = key_number(rid, self.args.keys)
+                writes.append({"topic": topic, "partition": number % self.partitions[topic], "id": rid,
+                               "key": f"k{number}"})
+            else:
+                writes.append({"topic": topic, "partition": self.ctx.rng.randrange(self.partitions[topic]), "id": rid})
         return writes
 
     def one_attempt(self) -> None:

@@ -1,0 +1,119 @@
+"""Workload: one instance of a Kafka Streams exactly-once application (chaos/workloads/streams/, Java), as
+teams run it: `processing.guarantee=exactly_once_v2`, several instances (one workload process each) sharing
+one application.id, so its tasks move between them when one fails, pauses or restarts.
+
+Topology (EosApp.java): the keyed input topics (a txn-producer with --keys writes them: every record of a
+key in one partition number of both topics), then
+  stateless  every input record -> one record on --output: {"input": <input id>, "instance"}
+  stateful   per key, a running count and sum (amount of an input: 1 + the index its id ends with) in the
+             persistent store "counts" (RocksDB; changelog topic "<application.id>-counts-changelog",
+             values "<count>,<sum>,<input id>"), every update emitted to --counts:
+             {"key", "count", "sum", "input"}
+Everything the checks need is in the topics (why: Kafka Streams decides its transactions itself; what it
+committed is what read_committed shows, paired by the input id each output carries, and the consumer group
+<application.id>'s committed offsets say which inputs it claims to have processed): spark_analysis/checks.py
+`streams_processing` and `streams_state`. The history holds what the application said:
+  <process>       ok streams {event: topology, application_id, sources, sink, counts, changelog}  (first)
+                  ok streams {event: started | state (from, to) | tasks (active, standby) |
+                              progress (processed: records its stateless step handled, reprocessing after
+                              an abort included) | error | stopped, tool_ms}
+  <process>/jvm   invoke jvm {tool, args}; ok | fail + {pid, exit_code, ...}            (chaos/workloads/jvm.py)
+The application's settings, the connection's secrets included, go to the JVM in a properties file (0600,
+deleted at exit), never on its command line. Its state directory is this process's own (a temporary folder
+removed at exit: a restarted instance restores its state from the changelog).
+Must not: signal any process but its JVM (a paused workload is paused with its JVM: cluster/supervisor.py
+sends STOP and CONT to the process group).
+"""
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+from pathlib import Path
+
+from chaos.workloads.base import WorkloadContext
+from chaos.workloads.jvm import JavaTool, Op, ToolEvents, run_tools
+from cluster.errors import TxnlabError
+from cluster.install import install_streams_app
+from cluster.java import java_command
+from cluster.layout import render_properties
+
+MAIN = "dev.txnlab.streams.EosApp"
+F = "streams"
+STORE = "counts"                       # the state store's name in EosApp.java
+
+
+class StreamsWorkloadError(TxnlabError, ValueError):
+    """A setting the Streams workload cannot run with (reported before the JVM starts)."""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--inputs", nargs="+", required=True, help="keyed input topics (txn-producer --keys writes them)")
+    p.add_argument("--output", required=True, help="the stateless step's topic: one record per input")
+    p.add_argument("--counts", required=True, help="the stateful step's topic: every count/sum update per key")
+    p.add_argument("--application-id", default=None, help="default <run tag>.streams (also the consumer group)")
+    p.add_argument("--commit-interval-ms", type=int, default=100, help="Kafka Streams commit.interval.ms")
+    p.add_argument("--transaction-timeout-ms", type=int, default=10000, help="the producers' transaction.timeout.ms")
+    p.add_argument("--session-timeout-ms", type=int, default=10000, help="the consumer's session.timeout.ms")
+    p.add_argument("--heap", default="384m", help="-Xmx of the JVM")
+
+
+def check_args(args: argparse.Namespace) -> None:
+    small = [f"--{name.replace('_', '-')}" for name in ("commit_interval_ms", "transaction_timeout_ms",
+                                                         "session_timeout_ms") if getattr(args, name) < 1]
+    if small:
+        raise StreamsWorkloadError(f"{', '.join(small)} must be at least 1")
+    if args.application_id is not None and not args.application_id.strip():
+        raise StreamsWorkloadError("--application-id may not be empty")
+
+
+def application_id(run_tag: str, args: argparse.Namespace | None) -> str:
+    """--application-id, by default "<run tag>.streams" (a run's groups start with its tag: chaos/run.py)."""
+    return (args.application_id if args else None) or f"{run_tag}.streams"
+
+
+def changelog(app_id: str) -> str:
+    """The store's changelog topic, as Kafka Streams names it."""
+    return f"{app_id}-{STORE}-changelog"
+
+
+def topology(run_tag: str, args: argparse.Namespace) -> dict:
+    """The history's `topology` event: what the checks read and pair."""
+    app = application_id(run_tag, args)
+    return {"event": "topology", "application_id": app, "sources": list(args.inputs), "sink": args.output,
+            "counts": args.counts, "changelog": changelog(app)}
+
+
+def settings(ctx: WorkloadContext, args: argparse.Namespace, state_dir: Path) -> dict[str, str]:
+    """The application's properties: the connection's (secrets included) and the Streams settings."""
+    return {**ctx.conn.java_properties(),
+            "application.id": application_id(ctx.run_tag, args), "processing.guarantee": "exactly_once_v2",
+            "state.dir": str(state_dir), "commit.interval.ms": str(args.commit_interval_ms),
+            "producer.transaction.timeout.ms": str(args.transaction_timeout_ms),
+            "consumer.session.timeout.ms": str(args.session_timeout_ms),
+            "txnlab.inputs": ",".join(args.inputs), "txnlab.output": args.output, "txnlab.counts": args.counts,
+            "txnlab.instance": ctx.process}
+
+
+class StreamsEvents(ToolEvents):
+    """EosApp's events ({"event", "time", ...}) -> `ok streams` observations; `time` becomes tool_ms."""
+
+    def ops_of(self, event: dict) -> list[Op]:
+        name = str(event["event"])
+        fields = {k: v for k, v in event.items() if k not in ("event", "time")}
+        return [Op("ok", F, {"event": name, **fields, "tool_ms": event.get("time")})]
+
+
+def run(ctx: WorkloadContext, args: argparse.Namespace) -> None:
+    check_args(args)
+    jar = install_streams_app(progress=lambda msg: None)      # mvn once per release; a no-op when built
+    ctx.observe(F, topology(ctx.run_tag, args))
+    state = Path(tempfile.mkdtemp(prefix=f"txnlab-streams-{ctx.run_tag}-{ctx.process}-"))
+    try:
+        config = state / "app.properties"
+        config.touch(mode=0o600)
+        config.write_text(render_properties(settings(ctx, args, state / "state")))
+        argv = java_command(MAIN, [str(config)], args.heap, classpath=[jar])
+        run_tools(ctx, [(JavaTool(ctx, ctx.process, "EosApp", argv, StreamsEvents()), [str(config)])])
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
