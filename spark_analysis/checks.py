@@ -20,6 +20,11 @@ per-id checks, `positions` (position_index) both views and the acknowledgements 
                         exactly one committed output (paired by the output record's own input reference),
                         no committed output lacks a covered input, none contradicts the history's input
   copies                the same for Kafka's TransactionalMessageCopier (values copied verbatim: by value)
+  streams_processing    the same for a Kafka Streams application's stateless step (paired by the input id
+                        each output carries; its group is its application id)
+  streams_state         its stateful step, per key: the committed count updates are exactly 1..n in log order,
+                        sums follow the inputs' amounts, the last count and sum equal the covered committed
+                        inputs', and the changelog's last committed value equals the last update
   open_transactions     partitions whose LSO stayed behind the HWM at the end
   unrecognised          records no txnlab workload of this run wrote (foreign or malformed values): counted
   unaccounted           records of this run in the log that no write of the history accounts for
@@ -236,6 +241,93 @@ def copies(committed: DataFrame, copiers: DataFrame, group_offsets: DataFrame) -
     return ins.join(outs, on=["group", "value_hash"], how="full").withColumn("problem", problem) \
         .where(F.col("problem").isNotNull()) \
         .select("problem", "group", F.coalesce("input", "copied").alias("input"), "outputs")
+
+
+# ---- Kafka Streams (chaos/workloads/streams.py) -----------------------------------------------------------
+STREAMS_OUTPUT = "input string, instance string"
+STREAMS_UPDATE = "key string, count long, sum long, input string"
+
+
+def _amount(input_id):
+    """What an input adds to its key's sum (EosApp.java): 1 + the index its id ends with, 0 without one."""
+    index = F.regexp_extract(input_id, r"\.(\d+)$", 1)
+    return F.when(index != "", index.cast("long") + 1).otherwise(F.lit(0).cast("long"))
+
+
+def _on(committed: DataFrame, streams: DataFrame, role: str) -> DataFrame:
+    """The committed records on each application's `role` topic(s) (sources: its inputs), with its group."""
+    topics = streams.select(F.col("application_id").alias("group"),
+                            (F.explode(role) if role == "sources" else F.col(role)).alias("topic"))
+    return committed.join(F.broadcast(topics), on="topic", how="inner")
+
+
+def streams_inputs(committed: DataFrame, streams: DataFrame, group_offsets: DataFrame) -> DataFrame:
+    """group, input, key, amount: the committed input records (of this run) below the application's committed
+    offsets: what it claims to have processed."""
+    return _on(_visible(committed), streams, "sources").join(group_offsets, on=["group", "topic", "partition"],
+                                                             how="inner") \
+        .where(F.col("offset") < F.col("committed")) \
+        .select("group", F.col("id").alias("input"), "key", _amount(F.col("id")).alias("amount"))
+
+
+def streams_processing(committed: DataFrame, streams: DataFrame, group_offsets: DataFrame) -> DataFrame:
+    """problem, group, input, outputs: the stateless step. Each input the application's offsets cover has
+    exactly one committed record on its output topic (paired by the input id the output carries), and no
+    committed output names an input they do not cover (unprocessed | duplicate-output |
+    output-without-committed-input)."""
+    made = _on(committed, streams, "sink").select(
+        "group", F.from_json("text", STREAMS_OUTPUT)["input"].alias("input"),
+        F.concat_ws("-", "topic", "partition", "offset").alias("output"))
+    outputs = made.groupBy("group", "input").agg(F.sort_array(F.collect_list("output")).alias("outputs"))
+    covered = streams_inputs(committed, streams, group_offsets).select("group", "input").distinct()
+    return _pairing(covered, outputs, "outputs")
+
+
+def streams_state(committed: DataFrame, streams: DataFrame, group_offsets: DataFrame) -> DataFrame:
+    """group, key, problems, inputs, amount, updates, last (count, sum), changelog (count, sum): the stateful
+    step, one row per key with every problem found:
+      split           the key's committed updates are in more than one partition of the counts topic
+      sequence        its committed updates, in log order, are not the counts 1..n (a gap: a lost update; a
+                      repeat or a step back: a double count or a rollback)
+      sum             an update's sum is not the previous sum plus its input's amount
+      repeated-input  one input counted by two committed updates
+      final-count     the last count differs from the number of covered committed inputs of the key
+      final-sum       the last sum differs from the sum of their amounts
+      changelog       the store's last committed changelog value (count, sum) differs from the last update"""
+    updates = _on(committed, streams, "counts").select(
+        "group", "partition", "offset", F.from_json("text", STREAMS_UPDATE).alias("u")) \
+        .select("group", "partition", "offset", "u.*")
+    order = Window.partitionBy("group", "key").orderBy("partition", "offset")
+    steps = updates.withColumn("n", F.row_number().over(order)) \
+        .withColumn("previous_sum", F.coalesce(F.lag("sum").over(order), F.lit(0)))
+    per_key = steps.groupBy("group", "key").agg(
+        F.count(F.lit(1)).alias("updates"), F.countDistinct("partition").alias("partitions"),
+        F.count(F.when(~F.col("count").eqNullSafe(F.col("n")), 1)).alias("out_of_sequence"),
+        F.count(F.when(~F.col("sum").eqNullSafe(F.col("previous_sum") + _amount(F.col("input"))), 1)).alias("bad_sums"),
+        F.countDistinct("input").alias("distinct_inputs"),
+        F.max_by(F.struct("count", "sum"), F.struct("partition", "offset")).alias("last"))
+    expected = streams_inputs(committed, streams, group_offsets).groupBy("group", "key").agg(
+        F.countDistinct("input").alias("inputs"), F.sum("amount").alias("amount"))
+    store = _on(committed, streams, "changelog").select(
+        "group", "key", "partition", "offset", F.split("text", ",", 3).alias("v")) \
+        .groupBy("group", "key").agg(F.max_by(F.struct(F.col("v")[0].try_cast("long").alias("count"),
+                                                        F.col("v")[1].try_cast("long").alias("sum")),
+                                              F.struct("partition", "offset")).alias("changelog"))
+    joined = per_key.join(expected, on=["group", "key"], how="full").join(store, on=["group", "key"], how="full")
+    last_count, last_sum = F.coalesce(F.col("last.count"), F.lit(0)), F.coalesce(F.col("last.sum"), F.lit(0))
+    found = F.array(
+        F.when(F.col("partitions") > 1, F.lit("split")),
+        F.when(F.col("out_of_sequence") > 0, F.lit("sequence")),
+        F.when(F.col("bad_sums") > 0, F.lit("sum")),
+        F.when(F.col("distinct_inputs") < F.col("updates"), F.lit("repeated-input")),
+        F.when(last_count != F.coalesce(F.col("inputs"), F.lit(0)), F.lit("final-count")),
+        F.when(last_sum != F.coalesce(F.col("amount"), F.lit(0)), F.lit("final-sum")),
+        F.when(~F.col("changelog").eqNullSafe(F.col("last")), F.lit("changelog")))
+    return joined.withColumn("problems", F.filter(found, lambda p: p.isNotNull())) \
+        .where(F.size("problems") > 0) \
+        .select("group", "key", "problems", F.coalesce("inputs", F.lit(0)).alias("inputs"),
+                F.coalesce("amount", F.lit(0)).alias("amount"), F.coalesce("updates", F.lit(0)).alias("updates"),
+                "last", "changelog")
 
 
 def open_transactions(end_offsets: DataFrame) -> DataFrame:

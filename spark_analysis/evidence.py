@@ -2,7 +2,7 @@
 
 Owns: what makes a verdict `unknown` rather than true or false (docs/verify.md lists every reason):
   the run's files: no end_offsets.json (the run never finished) or one that records no topic; no
-    group_offsets.json while the run has processors or copiers; either one not JSON;
+    group_offsets.json while the run has processors, copiers or Streams applications; either one not JSON;
   the history's completeness, from the seals chaos/history.py ends every part file with: no history; a
     part empty, cut (its last line not its seal) or holding other lines than its seal counts; parts not
     numbered 0..n-1 or none sealed final (a missing part); lines the writer dropped; fewer or more
@@ -258,10 +258,11 @@ class HistorySummary:
     damaged: int = 0                                   # lines that are not JSON operations (torn, garbage)
     operations: int = 0                                # the others, without the seals
     attempts: dict[str, int] = field(default_factory=dict)     # completed transactional attempts per type
-    has_consumers: bool = False                        # processors or copiers ran
+    has_consumers: bool = False                        # processors, copiers or Streams applications ran
     committed_groups: set[str] = field(default_factory=set)    # groups of `ok` process attempts
     written_topics: set[str] = field(default_factory=set)      # writes, sends, copier outputs
     copiers: list[tuple] = field(default_factory=list)         # (input, output, group) of each copier
+    streams: list[tuple] = field(default_factory=list)         # load.STREAMS_SCHEMA of each Streams application
 
 
 def summarise(ops: DataFrame) -> HistorySummary:
@@ -271,7 +272,7 @@ def summarise(ops: DataFrame) -> HistorySummary:
     op = ~damaged & ~((F.col("process") == SEAL_PROCESS) & (F.col("f") == SEAL_F)).eqNullSafe(True)
     invoke = F.col("type") == "invoke"
     attempt = F.col("f").isin(*TRANSACTIONAL_F) & ~invoke & F.col("value.attempt").isNotNull()
-    consumer = op & invoke & ((F.col("f") == "process") | load.copier_started())
+    consumer = op & ((invoke & ((F.col("f") == "process") | load.copier_started())) | load.streams_declared())
     committed = op & (F.col("f") == "process") & (F.col("type") == "ok") & F.col("value.group").isNotNull()
 
     def count(condition):
@@ -282,9 +283,10 @@ def summarise(ops: DataFrame) -> HistorySummary:
         F.collect_set(F.when(committed, F.col("value.group"))).alias("groups"),
         F.collect_set(F.when(op, F.array_sort(F.array_distinct(F.col("value.writes.topic"))))).alias("written"),
         F.collect_set(F.when(op & (F.col("f") == "produce"), F.col("value.topic"))).alias("sent"),
-        F.collect_set(F.when(load.copier_started(), load.copier_of())).alias("copiers")).collect()
+        F.collect_set(F.when(load.copier_started(), load.copier_of())).alias("copiers"),
+        F.collect_set(F.when(load.streams_declared(), load.streams_of())).alias("streams")).collect()
     summary = HistorySummary()
-    copiers = set()
+    copiers, streams = set(), set()
     for r in rows:
         summary.damaged += r["damaged"]
         summary.operations += r["operations"]
@@ -294,16 +296,19 @@ def summarise(ops: DataFrame) -> HistorySummary:
         summary.committed_groups |= set(r["groups"])
         summary.written_topics |= {t for topics in r["written"] for t in topics if t is not None} | set(r["sent"])
         copiers |= {tuple(c) for c in r["copiers"]}
+        streams |= {(s[0], tuple(s[1] or ()), *s[2:]) for s in r["streams"]}
     summary.copiers = sorted(copiers, key=lambda c: tuple(x or "" for x in c))
     summary.written_topics |= {output for _, output, _ in summary.copiers if output}
+    summary.streams = [(app, list(sources), *rest) for app, sources, *rest in sorted(streams, key=str)]
+    summary.written_topics |= {t for s in summary.streams for t in s[2:] if t}
     return summary
 
 
 def group_gaps(summary: HistorySummary, evidence: Evidence) -> list[str]:
-    """The processing checks judge against group_offsets.json: it must exist when the run has processors or
-    copiers, and hold every group a processor committed in (an `ok` process attempt)."""
+    """The processing checks judge against group_offsets.json: it must exist when the run has processors,
+    copiers or Streams applications, and hold every group a processor committed in (an `ok` process attempt)."""
     if not evidence.has_group_offsets:
-        return ["no group_offsets.json, but the run has processors or copiers: the processing checks would "
+        return ["no group_offsets.json, but the run has consumers (processors, copiers, Streams): the processing checks would "
                 "judge against no committed offsets"] if summary.has_consumers else []
     return [f"group {g} committed (ok process attempts) but group_offsets.json does not record it"
             for g in sorted(summary.committed_groups - set(evidence.group_offsets))]

@@ -83,20 +83,23 @@ def build_frames(spark: SparkSession, ops: DataFrame, evidence: Evidence, summar
     would pay as many tasks (a 3,300-record run of 42 topic partitions ran ~5,000 tasks in all)."""
     inputs = sorted({i for i, _, _ in summary.copiers if i})
     outputs = sorted({o for _, o, _ in summary.copiers if o})
+    derived = sorted({t for s in summary.streams for t in s[2:] if t})
     options = load.kafka_options(conn.java_properties())
     lso = {t: {p: o["lso"] for p, o in parts.items()} for t, parts in evidence.end_offsets.items()}
     hwm = {t: {p: o["hwm"] for p, o in parts.items()} for t, parts in evidence.end_offsets.items()}
     committed = load.records_of(load.read_view(spark, options, lso, "read_committed").coalesce(partitions),
-                                "committed", inputs, outputs, evidence.run_tag)
+                                "committed", inputs, outputs, evidence.run_tag, derived)
     uncommitted = load.records_of(load.read_view(spark, options, hwm, "read_uncommitted").coalesce(partitions),
-                                  "uncommitted", inputs, outputs, evidence.run_tag)
+                                  "uncommitted", inputs, outputs, evidence.run_tag, derived)
     groups = [(g, t, int(p), o) for g, topics in evidence.group_offsets.items() for t, parts in topics.items()
               for p, o in parts.items()]
     ends = [(t, int(p), o["lso"], o["hwm"]) for t, parts in evidence.end_offsets.items() for p, o in parts.items()]
     return verdict.Frames(
         committed=committed, uncommitted=uncommitted, writes=load.writes_of(ops), observed=load.observed_reads(ops),
         consumed=load.consumed_inputs(ops), group_offsets=spark.createDataFrame(groups, GROUP_OFFSETS_SCHEMA),
-        acked=load.acknowledged(ops), copiers=spark.createDataFrame(summary.copiers, load.COPIER_SCHEMA), end_offsets=spark.createDataFrame(ends, END_OFFSETS_SCHEMA),
+        acked=load.acknowledged(ops), copiers=spark.createDataFrame(summary.copiers, load.COPIER_SCHEMA),
+        streams=spark.createDataFrame(summary.streams, load.STREAMS_SCHEMA),
+        end_offsets=spark.createDataFrame(ends, END_OFFSETS_SCHEMA),
         polls=load.consumer_polls(ops), seeks=load.consumer_seeks(ops))
 
 

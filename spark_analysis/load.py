@@ -135,6 +135,21 @@ def copier_of() -> Column:
                     _arg_after(args, "--consumer-group").alias("group"))
 
 
+STREAMS_SCHEMA = "application_id string, sources array<string>, sink string, counts string, changelog string"
+
+
+def streams_declared() -> Column:
+    """A Kafka Streams workload's `topology` event (chaos/workloads/streams.py)."""
+    return (F.col("f") == "streams") & (F.col("type") == "ok") & (F.col("value.event") == "topology")
+
+
+def streams_of() -> Column:
+    """The struct (application_id, sources, sink, counts, changelog) of a `topology` event."""
+    v = F.col("value")
+    return F.struct(v["application_id"].alias("application_id"), v["sources"].alias("sources"),
+                    v["sink"].alias("sink"), v["counts"].alias("counts"), v["changelog"].alias("changelog"))
+
+
 def copier_topics(ops: DataFrame) -> DataFrame:
     """(input, output, group) of every TransactionalMessageCopier the run started (small)."""
     return ops.where(copier_started()).select(copier_of().alias("c")).select("c.*").distinct()
@@ -187,13 +202,15 @@ def well_formed(run_tag: str | None) -> str:
 
 
 def records_of(raw: DataFrame, view: str, copier_inputs: list[str] = (), copier_outputs: list[str] = (),
-               run_tag: str | None = None) -> DataFrame:
+               run_tag: str | None = None, streams_outputs: list[str] = ()) -> DataFrame:
     """Kafka rows -> the `records` frame. A txnlab workload's record carries its id, attempt, producer (and a
     processor's output its input) in headers (chaos/ids.py), read without parsing the value; a record without
     a well-formed id header has its value parsed as JSON (null when it is not). Only a well-formed id of
     this run makes a record txnlab's: foreign JSON with an `id`, or an empty or foreign `txnlab.id`
     header, stays foreign. A copier's output is a verbatim copy (kind copier, no id: a copied txnlab record
-    is not a second copy of its id); on its input, Kafka's VerifiableProducer values are kind copier."""
+    is not a second copy of its id); on its input, Kafka's VerifiableProducer values are kind copier. A Kafka
+    Streams application's output, counts and changelog records (`streams_outputs`) are kind streams, no id:
+    Kafka Streams copies the input's headers, txnlab.id included, to what it writes."""
     text = F.col("value").cast("string")
     pattern = well_formed(run_tag)
     hid = _header(HEADER_ID)
@@ -201,14 +218,16 @@ def records_of(raw: DataFrame, view: str, copier_inputs: list[str] = (), copier_
     parsed = F.when(~header_ok, F.from_json(text, RECORD_VALUE, {"mode": "PERMISSIVE"}))
     value_ok = F.coalesce(parsed["id"].rlike(pattern), F.lit(False))
     copy = F.col("topic").isin(*copier_outputs)
-    rid = F.when(copy, None).when(header_ok, hid).when(value_ok, parsed["id"])
+    derived = F.col("topic").isin(*streams_outputs)
+    rid = F.when(copy | derived, None).when(header_ok, hid).when(value_ok, parsed["id"])
+    key = F.col("key").cast("string") if "key" in raw.columns else F.lit(None).cast("string")  # Kafka rows have it
 
     def field(header: str, name: str) -> Column:
         return F.when(rid.isNull(), None).when(header_ok, _header(header)).otherwise(parsed[name])
-    kind = F.when(rid.isNotNull(), F.lit("txnlab")) \
+    kind = F.when(rid.isNotNull(), F.lit("txnlab")).when(derived, F.lit("streams")) \
         .when((copy | F.col("topic").isin(*copier_inputs)) & text.isNotNull(), F.lit("copier")).otherwise(F.lit("foreign"))
     return raw.select(
-        F.lit(view).alias("view"), "topic", "partition", "offset", rid.alias("id"),
+        F.lit(view).alias("view"), "topic", "partition", "offset", key.alias("key"), rid.alias("id"),
         field(HEADER_ATTEMPT, "attempt").alias("attempt"), field(HEADER_PRODUCER, "producer").alias("producer"),
         field(HEADER_INPUT, "input").alias("input"),
         F.when(rid.isNull(), text).alias("text"), kind.alias("kind"), F.xxhash64("value").alias("value_hash"))

@@ -3,15 +3,19 @@
 Owns: the explicit schema of a history line (chaos/history.py writes it; every field any workload puts
 in `value` that a check reads), the schema of a txnlab record value (chaos/ids.py), and the column
 contract of the frames the checks take:
-  records   view, topic, partition, offset, id, attempt, producer, input, text, kind, value_hash
+  records   view, topic, partition, offset, key, id, attempt, producer, input, text, kind, value_hash
             (kind: "txnlab" a record with a well-formed id of this run, "copier" a value on a Java copier
              topic (input or output: the Java tools write plain values; outputs are verbatim copies),
+             "streams" a record on a Kafka Streams application's output, counts or changelog topic (its
+             value in text; Kafka Streams copies an input's headers to its outputs, so no id is taken),
              "foreign" anything else: not JSON, no id or another run's, another writer;
              input: a processor output's input id, from the record itself)
   writes    attempt, process, f, outcome, id, topic, partition, input, group
             (f: txn | process | produce (the storm's idempotent sends); outcome: ok | fail | info of the
              attempt; null when the history holds no completion)
   acked     topic, partition, offset, id: where producers were acknowledged (load.acknowledged)
+  streams   application_id, sources, sink, counts, changelog: each Kafka Streams application of the run
+            (load.STREAMS_SCHEMA; its consumer group is its application id)
 Must not: read files or Kafka (load.py does), or decide anything (checks.py does).
 """
 from __future__ import annotations
@@ -36,6 +40,10 @@ OP_VALUE = StructType([
     # Kafka's Java tools (chaos/workloads/java_copier.py): VerifiableProducer sends and the JVM's args
     StructField("id", StringType()), StructField("topic", StringType()), StructField("partition", IntegerType()),
     StructField("offset", LongType()), StructField("tool", StringType()), StructField("args", ArrayType(StringType())),
+    # the Kafka Streams workload's events (chaos/workloads/streams.py): its topology, its progress
+    StructField("event", StringType()), StructField("application_id", StringType()),
+    StructField("sources", ArrayType(StringType())), StructField("sink", StringType()),
+    StructField("counts", StringType()), StructField("changelog", StringType()), StructField("processed", LongType()),
 ])
 
 HISTORY = StructType([

@@ -33,7 +33,7 @@ from tests.integration.test_experiments import drop_run_topics
 pytestmark = pytest.mark.timeout(1200)        # the first test's setup: the clean run and one verify of 10 runs
 CHECKS = {"duplicate", "aborted_read", "lost_write", "torn_transaction", "nonmonotonic_send", "inconsistent_offsets",
           "exactly_once_processing", "exactly_once_copy", "open_at_end", "unaccounted", "poll_skip", "nonmonotonic_poll",
-          "unseen"}
+          "unseen", "streams_processing", "streams_state"}
 
 
 def clean_spec() -> dict:
@@ -357,7 +357,7 @@ def incomplete_evidence(clean_run) -> dict:
         rewrite_history(run, change)
     return {"emptied": (emptied, f"history/{last} is empty (0 bytes)"),
             "cut": (cut, f"history/{last} is cut: its last line is not its seal"),
-            "no-groups": (no_groups, "no group_offsets.json, but the run has processors or copiers"),
+            "no-groups": (no_groups, "no group_offsets.json, but the run has consumers (processors, copiers, Streams)"),
             "no-topic": (no_topic, f"topic {dropped_topic} was written to (history) but end_offsets.json does not"),
             "no-completion": (no_completion, "1 invoke(s) without their completion (e.g. process txp-")}
 

@@ -9,7 +9,6 @@ import pytest
 from chaos.history import HistoryWriter
 from spark_analysis import evidence, load
 from spark_analysis.evidence import UNSEALED, check_history, load_run_files
-from tests.unit.test_spark_checks import spark  # noqa: F401 - the module's local SparkSession fixture
 
 ENDS = {"out": {"0": {"hwm": 3, "lso": 3}}, "in": {"0": {"hwm": 3, "lso": 3}}}
 NO_FINAL = "no history part is sealed final: the history's last part(s) are missing or cut"
@@ -33,7 +32,7 @@ def a_run(run_dir, roll_lines=100, extra=(), groups=True, ends=ENDS):
     return run_dir
 
 
-def gaps_of(spark, run_dir):  # noqa: F811
+def gaps_of(spark, run_dir):
     found = load_run_files(run_dir)
     check_history(spark, run_dir, load.read_history(spark, run_dir), found)
     return found.gaps
@@ -48,12 +47,12 @@ def edit_lines(path, change):
     path.write_text("".join(change(lines)))
 
 
-def test_a_sealed_complete_history_has_no_gap(spark, tmp_path):  # noqa: F811
+def test_a_sealed_complete_history_has_no_gap(spark, tmp_path):
     assert gaps_of(spark, a_run(tmp_path, roll_lines=2)) == []
     assert len(list((tmp_path / "history").glob("part-*.jsonl"))) == 3
 
 
-def test_a_part_emptied_to_0_bytes(spark, tmp_path):  # noqa: F811
+def test_a_part_emptied_to_0_bytes(spark, tmp_path):
     run = a_run(tmp_path)
     part(run).write_bytes(b"")
     assert gaps_of(spark, run) == ["history/part-00000.jsonl is empty (0 bytes)", NO_FINAL]
@@ -63,14 +62,14 @@ def test_a_part_emptied_to_0_bytes(spark, tmp_path):  # noqa: F811
                                                    "the history holds 3 operation(s), its final seal counts 5"]
 
 
-def test_a_part_without_its_last_line_is_cut(spark, tmp_path):  # noqa: F811
+def test_a_part_without_its_last_line_is_cut(spark, tmp_path):
     run = a_run(tmp_path, roll_lines=2)
     edit_lines(part(run, 1), lambda lines: lines[:-1])
     gaps = gaps_of(spark, run)
     assert gaps == ["history/part-00001.jsonl is cut: its last line is not its seal"]
 
 
-def test_a_torn_last_line_is_cut_and_damaged(spark, tmp_path):  # noqa: F811
+def test_a_torn_last_line_is_cut_and_damaged(spark, tmp_path):
     run = a_run(tmp_path)
     edit_lines(part(run), lambda lines: lines[:-1] + [lines[-1][:20]])
     gaps = gaps_of(spark, run)
@@ -83,14 +82,14 @@ def test_a_torn_last_line_is_cut_and_damaged(spark, tmp_path):  # noqa: F811
                                                    NO_FINAL]
 
 
-def test_a_line_removed_inside_a_part_disagrees_with_its_seal(spark, tmp_path):  # noqa: F811
+def test_a_line_removed_inside_a_part_disagrees_with_its_seal(spark, tmp_path):
     run = a_run(tmp_path)
     edit_lines(part(run), lambda lines: lines[:4] + lines[5:])       # the observer's poll, paired with nothing
     assert gaps_of(spark, run) == ["history/part-00000.jsonl has 4 operation line(s), its seal counts 5",
                                    "the history holds 4 operation(s), its final seal counts 5"]
 
 
-def test_a_missing_middle_part(spark, tmp_path):  # noqa: F811
+def test_a_missing_middle_part(spark, tmp_path):
     run = a_run(tmp_path, roll_lines=2)
     part(run, 1).unlink()
     gaps = gaps_of(spark, run)
@@ -98,7 +97,7 @@ def test_a_missing_middle_part(spark, tmp_path):  # noqa: F811
     assert "the history holds 3 operation(s), its final seal counts 5" in gaps
 
 
-def test_a_missing_last_part_leaves_no_final_seal(spark, tmp_path):  # noqa: F811
+def test_a_missing_last_part_leaves_no_final_seal(spark, tmp_path):
     run = a_run(tmp_path, roll_lines=2)
     part(run, 2).unlink()
     assert gaps_of(spark, run) == [NO_FINAL]
@@ -112,19 +111,19 @@ def reseal(run, n=0, **changes):
     edit_lines(part(run, n), change)
 
 
-def test_dropped_lines_in_a_seal(spark, tmp_path):  # noqa: F811
+def test_dropped_lines_in_a_seal(spark, tmp_path):
     run = a_run(tmp_path)
     reseal(run, dropped=2)
     assert gaps_of(spark, run) == ["the history writer dropped 2 line(s) it could not write (logs/history.log)"]
 
 
-def test_operations_other_than_the_final_seals(spark, tmp_path):  # noqa: F811
+def test_operations_other_than_the_final_seals(spark, tmp_path):
     run = a_run(tmp_path)
     reseal(run, operations=9)
     assert gaps_of(spark, run) == ["the history holds 5 operation(s), its final seal counts 9"]
 
 
-def test_a_seal_of_another_part_and_a_final_seal_not_last(spark, tmp_path):  # noqa: F811
+def test_a_seal_of_another_part_and_a_final_seal_not_last(spark, tmp_path):
     run = a_run(tmp_path, roll_lines=2)
     reseal(run, 0, part=7, final=True)
     gaps = gaps_of(spark, run)
@@ -132,7 +131,7 @@ def test_a_seal_of_another_part_and_a_final_seal_not_last(spark, tmp_path):  # n
                     "history/part-00000.jsonl is sealed final but is not the last part part-00002.jsonl"]
 
 
-def test_a_history_without_seals_is_never_a_silent_pass(spark, tmp_path):  # noqa: F811
+def test_a_history_without_seals_is_never_a_silent_pass(spark, tmp_path):
     run = a_run(tmp_path, roll_lines=2)
     for n in range(3):
         edit_lines(part(run, n), lambda lines: lines[:-1])
@@ -141,7 +140,7 @@ def test_a_history_without_seals_is_never_a_silent_pass(spark, tmp_path):  # noq
     assert gaps_of(spark, run) == [UNSEALED]
 
 
-def test_an_invoke_without_its_completion(spark, tmp_path):  # noqa: F811
+def test_an_invoke_without_its_completion(spark, tmp_path):
     run = a_run(tmp_path)
     edit_lines(part(run), lambda lines: lines[:1] + lines[2:])        # txp-0's first ok
     gaps = gaps_of(spark, run)
@@ -149,7 +148,7 @@ def test_an_invoke_without_its_completion(spark, tmp_path):  # noqa: F811
     assert not any("completion(s) without their invoke" in g for g in gaps)
 
 
-def test_a_completion_without_its_invoke(spark, tmp_path):  # noqa: F811
+def test_a_completion_without_its_invoke(spark, tmp_path):
     run = a_run(tmp_path)
     edit_lines(part(run), lambda lines: lines[1:])                     # txp-0's first invoke
     gaps = gaps_of(spark, run)
@@ -157,7 +156,7 @@ def test_a_completion_without_its_invoke(spark, tmp_path):  # noqa: F811
     assert not any("invoke(s) without their completion" in g for g in gaps)
 
 
-def test_observations_and_shutdown_completions_pair(spark, tmp_path):  # noqa: F811
+def test_observations_and_shutdown_completions_pair(spark, tmp_path):
     run = a_run(tmp_path, extra=[("txp-1", "invoke", "txn", {"attempt": "r.txp-1.0", "writes": WRITES}),
                                  ("vp", "ok", "produce", {"id": "7", "topic": "in", "partition": 0, "offset": 1}),
                                  ("vp", "invoke", "produce", {"id": "8", "topic": "in"}),
@@ -165,28 +164,28 @@ def test_observations_and_shutdown_completions_pair(spark, tmp_path):  # noqa: F
     assert gaps_of(spark, run) == []        # txp-1's invoke is completed as info by close()
 
 
-def test_no_group_offsets_while_the_run_has_processors(spark, tmp_path):  # noqa: F811
+def test_no_group_offsets_while_the_run_has_processors(spark, tmp_path):
     process = ("proc-0", "invoke", "process", {"attempt": "r.proc-0.0", "group": "r.eos", "writes": WRITES})
     run = a_run(tmp_path, groups=False, extra=[process, (*process[:1], "ok", *process[2:])])
-    assert gaps_of(spark, run) == ["no group_offsets.json, but the run has processors or copiers: the processing "
+    assert gaps_of(spark, run) == ["no group_offsets.json, but the run has consumers (processors, copiers, Streams): the processing "
                                    "checks would judge against no committed offsets"]
     (run / "group_offsets.json").write_text("{}")
     assert gaps_of(spark, run) == ["group r.eos committed (ok process attempts) but group_offsets.json does not "
                                    "record it"]
 
 
-def test_no_group_offsets_without_processors_or_copiers_is_no_gap(spark, tmp_path):  # noqa: F811
+def test_no_group_offsets_without_processors_or_copiers_is_no_gap(spark, tmp_path):
     assert gaps_of(spark, a_run(tmp_path, groups=False)) == []
 
 
-def test_a_copier_without_group_offsets(spark, tmp_path):  # noqa: F811
+def test_a_copier_without_group_offsets(spark, tmp_path):
     jvm = ("jc/jvm", "invoke", "jvm", {"tool": "TransactionalMessageCopier",
                                        "args": ["--input-topic", "in", "--output-topic", "out"]})
     run = a_run(tmp_path, groups=False, extra=[jvm, ("jc/jvm", "ok", "jvm", {})])
-    assert gaps_of(spark, run)[0].startswith("no group_offsets.json, but the run has processors or copiers")
+    assert gaps_of(spark, run)[0].startswith("no group_offsets.json, but the run has consumers (processors, copiers, Streams)")
 
 
-def test_a_written_topic_missing_from_end_offsets(spark, tmp_path):  # noqa: F811
+def test_a_written_topic_missing_from_end_offsets(spark, tmp_path):
     jvm = ("jc/jvm", "invoke", "jvm", {"tool": "TransactionalMessageCopier",
                                        "args": ["--input-topic", "in", "--output-topic", "copied"]})
     send = ("vp", "ok", "produce", {"id": "7", "topic": "sent", "partition": 0, "offset": 1})

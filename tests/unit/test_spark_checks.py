@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from pyspark.sql import SparkSession
 
 from spark_analysis import checks, load
 from spark_analysis.schemas import HISTORY
@@ -14,17 +13,6 @@ RECORD_COLS = "view string, topic string, partition int, offset long, id string,
               "input string, text string, kind string, value_hash long"
 WRITE_COLS = "attempt string, process string, f string, outcome string, id string, topic string, partition int, " \
              "input string, group string"
-
-
-@pytest.fixture(scope="module")
-def spark():
-    session = (SparkSession.builder.master("local[1]").appName("txnlab-unit")
-               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-               .config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
 
 
 def rec(offset, rid, topic="t", partition=0, view="committed", inp=None, text=None, kind=None, value_hash=None):
