@@ -8,6 +8,9 @@ Targets (resolved when the fault starts, against the live cluster; `{tag}` becom
     random                    a node chosen by the run's seeded generator
     controller                the active KRaft controller
     coordinator:<txn id>      the transaction coordinator of a transactional.id (e.g. coordinator:{tag}.eos-0)
+    coordinator:<prefix>*     the coordinator of the first (sorted) open transaction whose transactional.id
+                              starts with prefix, for clients that choose their ids (Kafka Streams:
+                              coordinator:{tag}.streams-*)
     leader:<topic>:<part>     the leader of a partition (e.g. leader:{tag}-a:0)
     not-controller            a node that is not the active controller (seeded choice)
     not-coordinator:<txn id>  a node that is not that transactional.id's coordinator (seeded choice): e.g. to
@@ -64,6 +67,12 @@ class PauseWorkloadParams(Params):
     process: str
 
 
+class KillWorkloadParams(Params):
+    """SIGKILL a workload process with every process it started (a Kafka Streams instance's JVM); heal:
+    start it again with the same options (a restarted instance, its state restored from the changelog)."""
+    process: str
+
+
 class ZombieProducerParams(Params):
     """Pause `process`, start a second process with its transactional.id (fencing it), resume the first
     at heal: it must be fenced (its commit fails) and exit."""
@@ -102,6 +111,7 @@ FAULT_KINDS: dict[str, type[Params]] = {
     "pause-broker": PauseBrokerParams,
     "rolling-restart": RollingRestartParams,
     "pause-workload": PauseWorkloadParams,
+    "kill-workload": KillWorkloadParams,
     "zombie-producer": ZombieProducerParams,
     "network": NetworkParams,
     "isolate-broker": IsolateBrokerParams,

@@ -132,12 +132,29 @@ def ask_admin(admin: Any, target: Target, nodes: list[int], rng: random.Random) 
             what = "the active controller" if target.kind == "not-controller" else f"the coordinator of {target.txn_id}"
             raise FaultError(f"no node but {avoid}, {what}, to choose")
         return rng.choice(others)
+    if target.kind == "coordinator" and target.txn_id.endswith("*"):
+        return admin.coordinator_of(first_open_transaction(admin, target.txn_id[:-1]))
     if target.kind == "coordinator":
         return admin.coordinator_of(target.txn_id)
     leader = admin.leader_of(target.topic, target.partition)
     if leader is None:
         raise FaultError(f"{target.topic}-{target.partition} has no leader (missing partition, or leader offline)")
     return leader
+
+
+def first_open_transaction(admin: Any, prefix: str) -> str:
+    """The first (sorted) transactional id starting with prefix that a coordinator lists (ListTransactions on
+    every registered broker); a retriable error while there is none yet (the client has not begun one)."""
+    listed = admin.client.list_transactions(broker_ids=admin.registered_brokers())
+    ids = sorted(t.transactional_id for listing in listed.values() for t in listing
+                 if t.transactional_id.startswith(prefix))
+    if not ids:
+        raise NoTransactionYet(f"no transaction listed whose transactional id starts with {prefix!r}")
+    return ids[0]
+
+
+class NoTransactionYet(Errors.RetriableError):
+    """No transactional id of a prefix listed yet: resolve_target asks again until its timeout."""
 
 
 # ---- the fault interface --------------------------------------------------------------------------
@@ -370,6 +387,36 @@ class PauseWorkload(Fault):
         return process_step("resume-process", env.run, self.params.process)
 
 
+class KillWorkload(Fault):
+    """SIGKILL a workload process and its children (its JVM: cluster/supervisor.py signals the group); heal:
+    start it again with its last options."""
+    kind = "kill-workload"
+
+    def __init__(self, params: Params):
+        super().__init__(params)
+        self.killed = self.restarted = False
+
+    def start(self, env: FaultEnv) -> dict:
+        run = env.require_run()
+        spec_of(run, self.params.process)           # a FaultError for a process the run never started
+        self.killed = True
+        if not run.kill(self.params.process):
+            raise FaultError(f"workload process {self.params.process} is not running")
+        return {"process": self.params.process, "signal": "SIGKILL"}
+
+    def heal(self, env: FaultEnv) -> dict:
+        if not self.killed:
+            return {"process": self.params.process, "skipped": "not started"}
+        if not self.restarted:                      # started once: a later heal does not start a second one
+            spec = spec_of(env.require_run(), self.params.process)
+            env.require_run().start(WorkloadSpec(spec["workload"], spec["process"], tuple(spec["args"])))
+            self.restarted = True
+        return {"process": self.params.process, "restarted": True}
+
+    def undo_steps(self, env: FaultEnv) -> list[dict]:
+        return []                                   # nothing of the cluster to undo: a dead client
+
+
 def spec_of(run: Run, process: str) -> dict:
     """The last spec the run started under `process`."""
     specs = [s for s in run.info.specs if s["process"] == process]
@@ -510,7 +557,7 @@ def abort_hanging(conn: ConnectionSettings, tp: TopicPartition, txn_id: str, pro
 
 # ---- construction ---------------------------------------------------------------------------------------
 FAULT_CLASSES: dict[str, type[Fault]] = {cls.kind: cls for cls in (
-    KillBroker, StopBroker, PauseBroker, RollingRestart, PauseWorkload, ZombieProducer, Network, IsolateBroker,
+    KillBroker, StopBroker, PauseBroker, RollingRestart, PauseWorkload, KillWorkload, ZombieProducer, Network, IsolateBroker,
     HangingTransaction, Storm)}
 
 

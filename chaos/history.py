@@ -215,6 +215,26 @@ class HistoryWriter:
     def dropped(self) -> int:
         return self._dropped
 
+    def complete_outstanding(self, owner: str, reason: str) -> int:
+        """Complete as info the outstanding invokes of process `owner` and of its sub-processes ("<owner>/...",
+        e.g. its JVM's lifecycle): it was killed and will not complete them (a restart under the same name
+        must not leave them open). Returns how many."""
+        with self._lock:
+            if self._closed.is_set():
+                return 0
+            return self._complete_open([p for p in sorted(self._open) if p == owner or p.startswith(owner + "/")],
+                                       reason)
+
+    def _complete_open(self, processes: list[str], reason: str) -> int:
+        """Each process's outstanding invoke completed as info with `reason` (the lock held)."""
+        for process in processes:
+            invoke = self._open[process]
+            value = dict(invoke["value"]) if isinstance(invoke["value"], dict) else {"value": invoke["value"]}
+            value["reason"] = reason
+            op = make_op(self.run_start_ns, process, "info", invoke["f"], value)
+            self._write(op, encode(op))
+        return len(processes)
+
     def outstanding(self) -> dict[str, dict]:
         with self._lock:
             return dict(self._open)
@@ -275,13 +295,7 @@ class HistoryWriter:
         with self._lock:                         # no line between the completions, the final seal and the end
             if self._closed.is_set():
                 return 0
-            completed = 0
-            for process, invoke in sorted(self._open.items()):
-                value = dict(invoke["value"]) if isinstance(invoke["value"], dict) else {"value": invoke["value"]}
-                value["reason"] = reason
-                op = make_op(self.run_start_ns, process, "info", invoke["f"], value)
-                self._write(op, encode(op))
-                completed += 1
+            completed = self._complete_open(sorted(self._open), reason)
             self._closed.set()
             self._seal(final=True)
             self._sync()

@@ -126,6 +126,15 @@ class Run:
             with ThreadPoolExecutor(max_workers=len(names)) as pool:
                 list(pool.map(lambda name: self.supervisor.stop(name, timeout=timeout), names))
 
+    def kill(self, process: str) -> bool:
+        """SIGKILL a workload process with the processes it started; its outstanding invokes (its JVM's too)
+        completed as info, as it will never complete them. False when it was not running."""
+        if not self.supervisor.is_running(process):
+            return False
+        self.supervisor.kill(process)
+        self.history.complete_outstanding(process, "killed")
+        return True
+
     def pause(self, process: str) -> bool:
         return self.supervisor.pause(process)
 

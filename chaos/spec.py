@@ -57,7 +57,7 @@ from pydantic_core import PydanticCustomError
 
 from chaos.fault_kinds import FAULT_KINDS, Params, ZombieProducerParams, parse_params
 from chaos.run import WorkloadSpec
-from chaos.plans import plan
+from chaos.plans import option_value, plan
 from chaos.workloads import WORKLOADS
 from chaos.workloads.base import add_common_arguments
 from cluster.layout import HANGING_DRILL_BROKER_CONFIG, HANGING_DRILL_FEATURES, MAX_NODES
@@ -396,6 +396,9 @@ class _Refs:
         self.topics = spec.topics()
         self.workload_of = {p.process: p.workload for p in spec.processes()}
         self.txn_ids = {_txn_id(p) for p in spec.processes() if p.workload in TRANSACTIONAL_WORKLOADS}
+        # Kafka Streams names its transactional ids "<application.id>-<process id>-<thread>" itself
+        self.txn_prefixes = {f"{option_value(p.args, '--application-id') or '{tag}.streams'}-"
+                             for p in spec.processes() if p.workload == "streams"}
         self.nodes = spec.cluster.local.nodes if spec.cluster.local else None
 
     def topic(self, topic: str, partition: int | None = None) -> str | None:
@@ -415,6 +418,13 @@ def _txn_id(process: WorkloadSpec) -> str:
 
 def _target_problem(target: str, refs: _Refs) -> str | None:
     where, _, rest = target.partition(":")
+    if where in ("coordinator", "not-coordinator") and "{tag}" in rest and rest.endswith("*"):
+        prefix = rest[:-1]
+        if not any(t.startswith(prefix) for t in refs.txn_ids) and \
+                not any(s.startswith(prefix) or prefix.startswith(s) for s in refs.txn_prefixes):
+            return (f"no workload process has a transactional.id starting with {prefix}; theirs: "
+                    f"{', '.join(sorted(refs.txn_ids | {s + '*' for s in refs.txn_prefixes}))}")
+        return None
     if where in ("coordinator", "not-coordinator") and "{tag}" in rest and rest not in refs.txn_ids:
         return f"no workload process has transactional.id {rest}; theirs: {', '.join(sorted(refs.txn_ids))}"
     if where == "leader":

@@ -22,6 +22,7 @@ TAG = "r1"
 EXAMPLE_PARAMS = {
     "kill-broker": {"target": "node:2"}, "stop-broker": {"target": "node:2"}, "pause-broker": {"target": "node:2"},
     "rolling-restart": {"pause_between_s": 0}, "pause-workload": {"process": "txp-0"},
+    "kill-workload": {"process": "txp-0"},
     "zombie-producer": {"process": "txp-0"}, "network": {"target": "node:2", "toxic": "blackhole"},
     "isolate-broker": {"target": "node:2", "scope": "inter"}, "hanging-transaction": {"topic": "{tag}-a"},
     "storm": {"topic": "{tag}-storm", "rate": 5},
@@ -99,6 +100,12 @@ class FakeRun:
         self.calls.append(("pause", process))
         self.paused.add(process)
         return process in self.running
+
+    def kill(self, process):
+        self.calls.append(("kill", process))
+        alive = process in self.running
+        self.running.discard(process)
+        return alive
 
     def resume(self, process):
         self.calls.append(("resume", process))
@@ -526,3 +533,21 @@ def test_an_existing_cluster_refuses_node_and_network_faults_and_heals_as_a_no_o
     with pytest.raises(BackendError, match="latency toxic"):
         make_fault("network", {}).act(env, 1)
     backend.heal(), backend.heal_network(), backend.start(1), backend.resume(1)
+
+
+def test_a_killed_workload_is_started_again_with_its_options_at_heal_once():
+    env = _env_for("kill-workload")
+    fault = make_fault("kill-workload", {"process": "txp-0"})
+    assert fault.start(env) == {"process": "txp-0", "signal": "SIGKILL"}
+    assert "txp-0" not in env.run.alive()
+    assert fault.heal(env) == {"process": "txp-0", "restarted": True}
+    assert fault.heal(env) == {"process": "txp-0", "restarted": True}
+    started = [c[1] for c in env.run.calls if c[0] == "start"]
+    assert [(s.process, s.args) for s in started] == [("txp-0", tuple(env.run.info.specs[0]["args"]))]
+
+
+def test_killing_a_workload_that_is_not_running_says_so():
+    env = _env_for("kill-workload")
+    env.run.running.discard("txp-0")
+    with pytest.raises(faults.FaultError, match="not running"):
+        make_fault("kill-workload", {"process": "txp-0"}).start(env)
