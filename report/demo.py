@@ -28,7 +28,8 @@ from cluster.progress import Progress
 from report import build, series
 from report.stack import local_stack
 
-DEFAULT_SUITE = ("coordinator-kill", "zombie-producer", "hanging-transaction-drill", "producer-state-storm")
+DEFAULT_SUITE = ("coordinator-kill", "zombie-producer", "hanging-transaction-drill", "producer-state-storm",
+                 "streams-instance-restart")
 TRANSACTION_VERSIONS = (1, 2)
 DEMO_BASE_PORT = 25000
 DRILL_BASE_PORT = 26000

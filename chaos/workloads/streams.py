@@ -20,7 +20,8 @@ committed is what read_committed shows, paired by the input id each output carri
   <process>/jvm   invoke jvm {tool, args}; ok | fail + {pid, exit_code, ...}            (chaos/workloads/jvm.py)
 The application's settings, the connection's secrets included, go to the JVM in a properties file (0600,
 deleted at exit), never on its command line. Its state directory is this process's own (a temporary folder
-removed at exit: a restarted instance restores its state from the changelog).
+removed at exit, or by the next start under the same name after a kill: a restarted instance restores its
+state from the changelog).
 Must not: signal any process but its JVM (a paused workload is paused with its JVM: cluster/supervisor.py
 sends STOP and CONT to the process group).
 """
@@ -108,7 +109,10 @@ def run(ctx: WorkloadContext, args: argparse.Namespace) -> None:
     check_args(args)
     jar = install_streams_app(progress=lambda msg: None)      # mvn once per release; a no-op when built
     ctx.observe(F, topology(ctx.run_tag, args))
-    state = Path(tempfile.mkdtemp(prefix=f"txnlab-streams-{ctx.run_tag}-{ctx.process}-"))
+    prefix = f"txnlab-streams-{ctx.run_tag}-{ctx.process}-"
+    for stale in Path(tempfile.gettempdir()).glob(prefix + "*"):     # left by a killed predecessor
+        shutil.rmtree(stale, ignore_errors=True)
+    state = Path(tempfile.mkdtemp(prefix=prefix))
     try:
         config = state / "app.properties"
         config.touch(mode=0o600)

@@ -24,6 +24,7 @@ from tests.integration.test_workloads import assert_complete
 BUILTINS = sorted(builtin_specs())
 DRILL = {"hanging-transaction-drill"}
 RECOVERING = {"coordinator-kill", "zombie-producer"}
+STREAMS = {n for n in BUILTINS if n.startswith("streams-")}        # tests/integration/test_streams.py runs them
 
 
 def assert_healed(cluster) -> None:
@@ -45,13 +46,18 @@ def drop_run_topics(cluster, result) -> None:
             future.result(30)
 
 
-@pytest.mark.parametrize("name", BUILTINS)
+@pytest.mark.parametrize("name", [n for n in BUILTINS if n not in STREAMS])
 def test_builtin_experiment_short_mode(name, request, tmp_path):
     cluster = request.getfixturevalue("drill_cluster" if name in DRILL else "cluster")
+    run_short(name, cluster, tmp_path, request.addfinalizer)
+
+
+def run_short(name: str, cluster, runs_dir, finalizer, seed: int = 11):
+    """One built-in experiment in short mode, with what every short run must show; its result."""
     spec = load_spec(name, short=True)
     started = time.monotonic()
-    result = Experiment(spec, seed=11, runs_dir=tmp_path, progress=print, backend=LocalBackend(cluster)).run()
-    request.addfinalizer(lambda: drop_run_topics(cluster, result))
+    result = Experiment(spec, seed=seed, runs_dir=runs_dir, progress=print, backend=LocalBackend(cluster)).run()
+    finalizer(lambda: drop_run_topics(cluster, result))
     elapsed = time.monotonic() - started
     ops = read_history(result.run_dir).ops
     workload_ops = [op for op in ops if not op["process"].startswith("nemesis")]
@@ -74,6 +80,7 @@ def test_builtin_experiment_short_mode(name, request, tmp_path):
             assert fault["recovered"] in (True, False), fault      # never unknown: the heal leaves time to see
             assert fault["recovered"] is False or fault["seconds_to_commit_after_heal"] >= 0, fault
             assert fault["recovered"] is True or fault["why"], fault  # not recovered says why
+    return result
 
 
 def test_zombie_is_fenced_and_nothing_it_wrote_afterwards_is_visible(cluster, conn, tmp_path):

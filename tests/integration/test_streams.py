@@ -1,53 +1,41 @@
-"""The Kafka Streams workload on the real cluster: two instances of the exactly-once application (one
-application.id) under a keyed transactional feeder; one instance is killed (SIGKILL, with its JVM) mid-run
-and the other takes its tasks over, restoring their state from the changelog; `txnlab verify` finds the run
-valid with every count exact. Two copies of the run with a planted anomaly on the counts topic, a double
-count of one key and a lost update of another (each in its own partition, each copy's end offsets taking
-in only its own plant), are each reported as exactly one anomaly of streams_state, nothing else."""
+"""Kafka Streams under chaos on the real cluster: the four built-in Streams experiments in short mode (a
+partition leader killed, the coordinator of the application's transactional ids killed, an instance paused
+past its timeouts into a zombie, an instance SIGKILLed with its JVM and started again), each with what every
+short run must show (tests/integration/test_experiments.py run_short), all verified in ONE `txnlab verify`
+call: valid, every count exact. Two copies of the restart run with a planted anomaly on the counts topic, a
+double count of one key and a lost update of another (each in its own partition, each copy's end offsets
+taking in only its own plant), are each reported as exactly one anomaly of streams_state, nothing else."""
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
-import time
 
 import pytest
 from confluent_kafka import Producer
 
 from chaos.history import read_history
-from chaos.plans import plan
-from chaos.run import Run, new_run_dir, new_run_tag
 from cluster.reads import partition_offsets, read_to_end
+from tests.integration.test_experiments import STREAMS, nemesis, run_short
 from tests.integration.test_verify import copy_run, failing_checks
 
-pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
-
-BEFORE_KILL_S, AFTER_KILL_S = 15.0, 22.0
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(1500)]
 
 
-def tasks_events(ops: list[dict], process: str) -> list[dict]:
+def streams_events(ops: list[dict], process: str, event: str) -> list[dict]:
     return [op for op in ops if op["process"] == process and op["f"] == "streams" and op["type"] == "ok"
-            and op["value"].get("event") == "tasks"]
+            and op["value"].get("event") == event]
 
 
 @pytest.fixture(scope="module")
-def streams_run(cluster, tmp_path_factory):
-    """(run dir, the history's operations, the wall time of the kill)."""
-    conn, tag = cluster.connection(), new_run_tag()
-    the_plan = plan("streams", tag, 2, [])
-    with Run(conn, new_run_dir(tmp_path_factory.mktemp("runs"), "streams", tag), tag, seed=11, name="streams",
-             progress=print) as run:
-        run.create_topics(the_plan.topics)
-        run.use_topics(list(the_plan.tracked))
-        for spec in the_plan.specs:
-            run.start(spec)
-        run.wait(BEFORE_KILL_S)
-        assert run.alive() == ["feeder", "streams-0", "streams-1"], run.alive()
-        killed_at = time.time()
-        run.supervisor.kill("streams-1")
-        run.wait(AFTER_KILL_S)
-        run.finish()
-    yield run.dir, read_history(run.dir).ops, killed_at
+def experiments(cluster, tmp_path_factory, request):
+    """{experiment: (run dir, its history's operations)} of the Streams built-ins in short mode."""
+    runs_dir = tmp_path_factory.mktemp("runs")
+    done = {}
+    for name in sorted(STREAMS):
+        result = run_short(name, cluster, runs_dir, request.addfinalizer)
+        done[name] = (result.run_dir, read_history(result.run_dir).ops)
+    return done
 
 
 def plant_update(conn, run_dir, ops, key_index: int, step: int) -> str:
@@ -55,10 +43,13 @@ def plant_update(conn, run_dir, ops, key_index: int, step: int) -> str:
     counted twice; 2: an update lost before it), the sum following; only this copy's end offsets take it in
     (its partition's). Returns the key."""
     counts = next(op["value"]["counts"] for op in ops if op["f"] == "streams" and op["value"].get("event") == "topology")
-    updates = {}
+    updates: dict[str, list] = {}
     for r in read_to_end(conn, counts, committed=True):
         updates.setdefault(r.key.decode(), []).append((r.partition, json.loads(r.value)))
-    key = sorted(updates)[key_index]
+    by_partition = {}
+    for key in sorted(updates):                               # one key per partition: the plants do not meet
+        by_partition.setdefault(updates[key][-1][0], key)
+    key = sorted(by_partition.values())[key_index]
     partition, last = updates[key][-1]
     amount = 1 + int(last["input"].rsplit(".", 1)[1])
     value = {"key": key, "count": last["count"] + step, "sum": last["sum"] + amount, "input": last["input"]}
@@ -73,36 +64,54 @@ def plant_update(conn, run_dir, ops, key_index: int, step: int) -> str:
 
 
 @pytest.fixture(scope="module")
-def verified(streams_run, cluster, tmp_path_factory):
-    run_dir, ops, _ = streams_run
+def verified(experiments, cluster, tmp_path_factory):
+    """(reports by name: the experiments' and the two planted copies', planted keys, the verify log)."""
     conn, base = cluster.connection(), tmp_path_factory.mktemp("planted")
-    runs = {"run": run_dir, "double": copy_run(run_dir, base / "double"), "lost": copy_run(run_dir, base / "lost")}
-    keys = {"double": plant_update(conn, runs["double"], ops, 0, 1)}
-    keys["lost"] = plant_update(conn, runs["lost"], ops, -1, 2)
+    restart_dir, restart_ops = experiments["streams-instance-restart"]
+    runs = {name: run_dir for name, (run_dir, _) in experiments.items()}
+    runs.update({"double": copy_run(restart_dir, base / "double"), "lost": copy_run(restart_dir, base / "lost")})
+    keys = {"double": plant_update(conn, runs["double"], restart_ops, 0, 1),
+            "lost": plant_update(conn, runs["lost"], restart_ops, -1, 2)}
     assert keys["double"] != keys["lost"]
     proc = subprocess.run([sys.executable, "-m", "txnlab.cli", "verify", *map(str, runs.values()), "--examples", "20"],
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=900)
     reports = {name: json.loads((run / "verify" / "report.json").read_text()) for name, run in runs.items()}
     assert proc.returncode == 1, proc.stderr[-4000:]
     return reports, keys, proc.stderr[-4000:]
 
 
-def test_an_instance_killed_mid_run_hands_its_tasks_over_and_the_run_verifies_valid(streams_run, verified):
-    run_dir, ops, killed_at = streams_run
+@pytest.mark.parametrize("name", sorted(STREAMS))
+def test_a_streams_experiment_in_short_mode_is_valid_with_every_count_exact(name, experiments, verified):
+    run_dir, ops = experiments[name]
     reports, _, log = verified
-    report = reports["run"]
+    report = reports[name]
     assert report["valid"] is True, (failing_checks(report), report["evidence"], log)
     assert report["checks"]["streams_processing"]["count"] == 0 and report["checks"]["streams_state"]["count"] == 0
     groups = json.loads((run_dir / "group_offsets.json").read_text())
     app = next(op["value"]["application_id"] for op in ops if op["f"] == "streams")
-    assert sum(groups[app][t][p] for t in groups[app] for p in groups[app][t]) > 200, groups
-    before = [e for e in tasks_events(ops, "streams-0") if e["wall"] < killed_at]
-    after = [e for e in tasks_events(ops, "streams-0") if e["wall"] > killed_at]
-    assert before and after, tasks_events(ops, "streams-0")
-    assert len(after[-1]["value"]["active"]) == 6 > len(before[-1]["value"]["active"]), (before[-1], after[-1])
-    progress = [op["value"]["processed"] for op in ops if op["process"] == "streams-0"
-                and op["f"] == "streams" and op["value"].get("event") == "progress"]
-    assert progress and progress[-1] > 0
+    assert sum(o for parts in groups[app].values() for o in parts.values()) > 100, groups   # it processed
+    for process in ("streams-0", "streams-1"):
+        assert streams_events(ops, process, "progress"), f"{process} reported no progress"
+
+
+def test_a_killed_instance_hands_its_tasks_over_and_restarts(experiments):
+    _, ops = experiments["streams-instance-restart"]
+    killed = nemesis(ops, "fault")[0]["time"]
+    before = [e for e in streams_events(ops, "streams-0", "tasks") if e["time"] < killed]
+    after = [e for e in streams_events(ops, "streams-0", "tasks") if e["time"] > killed]
+    assert before and after and len(after[0]["value"]["active"]) == 6 > len(before[-1]["value"]["active"]), \
+        (before[-1:], after[:1])
+    assert len(streams_events(ops, "streams-1", "topology")) == 2          # started, killed, started again
+    assert [e for e in streams_events(ops, "streams-1", "tasks") if e["time"] > killed]
+
+
+def test_a_paused_instance_comes_back_as_a_fenced_zombie_and_rejoins(experiments):
+    _, ops = experiments["streams-zombie"]
+    paused, resumed = nemesis(ops, "fault")[0]["time"], nemesis(ops, "heal")[0]["time"]
+    taken = [e for e in streams_events(ops, "streams-1", "tasks") if paused < e["time"] < resumed]
+    assert taken and len(taken[-1]["value"]["active"]) == 6, streams_events(ops, "streams-1", "tasks")
+    back = [e["value"]["to"] for e in streams_events(ops, "streams-0", "state") if e["time"] > resumed]
+    assert "REBALANCING" in back and "RUNNING" in back, back               # it rejoined, not died
 
 
 @pytest.mark.parametrize("plant", ["double", "lost"])
