@@ -259,6 +259,7 @@ class HistorySummary:
     operations: int = 0                                # the others, without the seals
     attempts: dict[str, int] = field(default_factory=dict)     # completed transactional attempts per type
     has_consumers: bool = False                        # processors, copiers or Streams applications ran
+    has_processors: bool = False                       # exactly-once processors ran (`process` invokes)
     committed_groups: set[str] = field(default_factory=set)    # groups of `ok` process attempts
     written_topics: set[str] = field(default_factory=set)      # writes, sends, copier outputs
     copiers: list[tuple] = field(default_factory=list)         # (input, output, group) of each copier
@@ -279,7 +280,7 @@ def summarise(ops: DataFrame) -> HistorySummary:
         return F.coalesce(F.sum(condition.cast("int")), F.lit(0))
     rows = ops.groupBy("type").agg(
         count(damaged).alias("damaged"), count(op).alias("operations"), count(attempt).alias("attempts"),
-        count(consumer).alias("consumers"),
+        count(consumer).alias("consumers"), count(op & invoke & (F.col("f") == "process")).alias("processors"),
         F.collect_set(F.when(committed, F.col("value.group"))).alias("groups"),
         F.collect_set(F.when(op, F.array_sort(F.array_distinct(F.col("value.writes.topic"))))).alias("written"),
         F.collect_set(F.when(op & (F.col("f") == "produce"), F.col("value.topic"))).alias("sent"),
@@ -293,6 +294,7 @@ def summarise(ops: DataFrame) -> HistorySummary:
         if r["attempts"]:
             summary.attempts[r["type"]] = r["attempts"]
         summary.has_consumers |= r["consumers"] > 0
+        summary.has_processors |= r["processors"] > 0
         summary.committed_groups |= set(r["groups"])
         summary.written_topics |= {t for topics in r["written"] for t in topics if t is not None} | set(r["sent"])
         copiers |= {tuple(c) for c in r["copiers"]}
@@ -302,6 +304,12 @@ def summarise(ops: DataFrame) -> HistorySummary:
     summary.streams = [(app, list(sources), *rest) for app, sources, *rest in sorted(streams, key=str)]
     summary.written_topics |= {t for s in summary.streams for t in s[2:] if t}
     return summary
+
+
+def workload_kinds(summary: HistorySummary) -> set[str]:
+    """The kinds of workloads the run has that checks may need (verdict.NEEDS)."""
+    return {kind for kind, present in (("processors", summary.has_processors), ("copiers", bool(summary.copiers)),
+                                       ("streams", bool(summary.streams))) if present}
 
 
 def group_gaps(summary: HistorySummary, evidence: Evidence) -> list[str]:

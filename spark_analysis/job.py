@@ -26,7 +26,8 @@ from pyspark.sql import DataFrame, SparkSession
 
 from cluster.connection import ConnectionSettings
 from spark_analysis import load, page, verdict
-from spark_analysis.evidence import Evidence, HistorySummary, check_history, check_topics, load_run_files
+from spark_analysis.evidence import (Evidence, HistorySummary, check_history, check_topics, load_run_files,
+                                    workload_kinds)
 
 class JobError(Exception):
     """A run this job cannot verify at all (exit 2, one line)."""
@@ -146,7 +147,7 @@ def verify(spark: SparkSession, run_dir: Path, args: argparse.Namespace) -> dict
         progress(f"reading the topics (read_committed and read_uncommitted) and running the checks "
                  f"({partitions} shuffle partitions)")
         frames = build_frames(spark, ops, evidence, summary, conn, partitions)
-        results = verdict.run_checks(frames, args.examples, progress)
+        results = verdict.run_checks(frames, args.examples, progress, workload_kinds(summary))
         evidence.gaps += results.get("gaps", [])
         counts["records"] = {"read_committed": frames.committed.count(), "read_uncommitted": frames.uncommitted.count()}
     else:

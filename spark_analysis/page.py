@@ -42,7 +42,8 @@ def _cell(value: Any) -> str:
 
 def render(report: dict) -> str:
     checks = report["checks"]
-    summary = [{"check": name, "verdict": badge(c["valid"]), "anomalies": c["count"], "what it checks": c["description"]}
+    summary = [{"check": name, "verdict": badge(c["valid"]), "anomalies": c["count"],
+                "what it checks": c["description"] + (f" (does not apply: {c['why']})" if c.get("applies") is False else "")}
                for name, c in checks.items()]
     parts = [f"<h1>txnlab verify {badge(report['valid'])}</h1>",
              f"<p>Run <code>{escape(report['run'])}</code>, topics {escape(', '.join(report['topics']))}; "

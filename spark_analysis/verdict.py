@@ -55,6 +55,14 @@ class Check:
     name: str
     description: str
     anomalies: Callable[[Frames, Shared], DataFrame]     # (frames, shared) -> anomaly rows
+    needs: str | None = None        # a kind of workload the run must have for the check to apply (NEEDS)
+
+
+# What a check may need, and how the report says a run lacks it. A check whose workloads the run does not have
+# is not planned at all (each check is tens of DataFrame operations for Spark to analyse): valid, count 0,
+# with `applies: false` and why.
+NEEDS = {"processors": "no exactly-once processor in this run", "copiers": "no Kafka copier in this run",
+         "streams": "no Kafka Streams application in this run"}
 
 
 CHECKS = (
@@ -75,16 +83,16 @@ CHECKS = (
     Check("exactly_once_processing", "each consumed input has exactly one committed output (paired by the "
           "output's own input reference) and the group's committed offsets cover exactly the inputs whose "
           "outputs committed",
-          lambda f, s: checks.processing(f.committed, f.writes, f.consumed, f.group_offsets)),
+          lambda f, s: checks.processing(f.committed, f.writes, f.consumed, f.group_offsets), "processors"),
     Check("exactly_once_copy", "Kafka's TransactionalMessageCopier: each input record below the group's offsets "
           "copied exactly once (by value)",
-          lambda f, s: checks.copies(f.committed, f.copiers, f.group_offsets)),
+          lambda f, s: checks.copies(f.committed, f.copiers, f.group_offsets), "copiers"),
     Check("streams_processing", "Kafka Streams, stateless step: each input below the application's committed "
           "offsets has exactly one committed output, and no committed output names another input",
-          lambda f, s: checks.streams_processing(f.committed, f.streams, f.group_offsets)),
+          lambda f, s: checks.streams_processing(f.committed, f.streams, f.group_offsets), "streams"),
     Check("streams_state", "Kafka Streams, stateful step: per key the committed count updates are exactly 1..n, "
           "the sums follow, the last count and sum match the committed inputs and the changelog's last value",
-          lambda f, s: checks.streams_state(f.committed, f.streams, f.group_offsets)),
+          lambda f, s: checks.streams_state(f.committed, f.streams, f.group_offsets), "streams"),
     Check("open_at_end", "transactions still open after quiescence (LSO < HWM at the end)",
           lambda f, s: checks.open_transactions(f.end_offsets)),
     Check("unaccounted", "a record of this run in the log that no write of the history accounts for",
@@ -101,10 +109,12 @@ CHECKS = (
 )
 
 
-def run_checks(frames: Frames, examples: int, progress: Callable[[str], None] = lambda m: None) -> dict:
+def run_checks(frames: Frames, examples: int, progress: Callable[[str], None] = lambda m: None,
+               present: set[str] | None = None) -> dict:
     """Every check over complete evidence: {name: {valid, count, examples, description}} plus the info
     resolutions and unrecognised records. Acknowledged offsets the log no longer holds (checks.holes) are
-    missing evidence: every check unknown, with the holes as `gaps`."""
+    missing evidence: every check unknown, with the holes as `gaps`. `present`: the kinds of workloads the
+    run has (NEEDS; None: all); a check needing another is not run (`applies: false`)."""
     for df in (frames.committed, frames.uncommitted, frames.writes):
         df.persist(StorageLevel.MEMORY_AND_DISK)
     streams = checks.consumer_positions(frames.polls, frames.seeks, frames.committed, frames.uncommitted)
@@ -116,12 +126,17 @@ def run_checks(frames: Frames, examples: int, progress: Callable[[str], None] = 
     if gaps:
         return unknown_checks(gaps)
     started = time.monotonic()
-    found = collect_all({**{check.name: check.anomalies(frames, shared) for check in CHECKS},
+    applying = [c for c in CHECKS if c.needs is None or present is None or c.needs in present]
+    found = collect_all({**{check.name: check.anomalies(frames, shared) for check in applying},
                          UNRECOGNISED: checks.unrecognised(frames.committed.unionByName(frames.uncommitted))},
                         examples)
-    progress(f"the {len(CHECKS)} checks ran in one Spark job: {time.monotonic() - started:.1f} s")
+    progress(f"the {len(applying)} checks that apply ran in one Spark job: {time.monotonic() - started:.1f} s")
     results = {}
     for check in CHECKS:
+        if check not in applying:
+            results[check.name] = {"valid": True, "count": 0, "description": check.description, "examples": [],
+                                   "applies": False, "why": NEEDS[check.needs]}
+            continue
         count, kept = found[check.name]
         results[check.name] = {"valid": count == 0, "count": count, "description": check.description,
                                "examples": kept}

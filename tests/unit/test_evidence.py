@@ -211,3 +211,14 @@ def test_seal_gaps_on_no_parts_and_on_empty_files_only():
     empty = evidence.Part(0, "part-00000.jsonl", 0, None, "empty")
     assert evidence.seal_gaps([empty], {}, sealed=False) == ["history/part-00000.jsonl is empty (0 bytes)"]
     assert evidence.seal_gaps([empty], {}) == ["history/part-00000.jsonl is empty (0 bytes)", NO_FINAL]
+
+
+def test_checks_apply_only_to_the_workloads_a_run_has():
+    from spark_analysis.evidence import HistorySummary, workload_kinds
+    from spark_analysis.verdict import CHECKS, NEEDS
+    assert {c.needs for c in CHECKS} - {None} == set(NEEDS)
+    assert workload_kinds(HistorySummary()) == set()
+    summary = HistorySummary(has_processors=True, copiers=[("in", "out", "g")],
+                             streams=[("app", ["a"], "o", "c", "app-counts-changelog")])
+    assert workload_kinds(summary) == {"processors", "copiers", "streams"}
+    assert workload_kinds(HistorySummary(copiers=[("in", "out", "g")])) == {"copiers"}
