@@ -112,7 +112,10 @@ def run_report(run_dir: Path, experiment: str, transaction_version: int | None, 
     captured = series.load(run_dir)
     probes = [{**p, "phase": phase} for phase in ("before", "after") for p in outcome.get(f"probes_{phase}", [])]
     timelines = {}
+    workloads = {s.get("workload") for s in spec.get("specs", [])}
     for t in series.TIMELINES:
+        if t.workload is not None and t.workload not in workloads:
+            continue
         got = (captured or {}).get("timelines", {}).get(t.key)
         timelines[t.key] = {"title": t.title, "unit": t.unit, "query": got["query"] if got else None,
                             "series": got["series"] if got else [],

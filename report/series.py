@@ -25,6 +25,7 @@ class Timeline:
     title: str
     unit: str
     query: str            # {tag} is the run's tag: its topics are "<tag>-..."
+    workload: str | None = None     # drawn only for runs of this workload (report/build.py)
 
 
 TOPICS = 'topic=~"{tag}-.*"'
@@ -39,6 +40,10 @@ TIMELINES = (
              "sum(kafkatxn_broker_active_producers)"),
     Timeline("throughput", "Workload throughput (records written to the run's topics)", "records/s",
              f"sum(rate(kafkatxn_partition_high_watermark{{{TOPICS}}}[20s]))"),
+    # chaos/plans.py: the Streams workload's stateless output topic gets one record per input processed
+    Timeline("streams_throughput", "Kafka Streams throughput (records its stateless step wrote, aborted ones "
+             "included)", "records/s", 'sum(rate(kafkatxn_partition_high_watermark{topic="{tag}-sout"}[20s]))',
+             workload="streams"),
 )
 ALERTS_QUERY = "ALERTS"
 

@@ -126,6 +126,7 @@ def test_the_json_twin_holds_every_section_from_the_stored_runs(tmp_path):
     assert bad["workload"] == {"attempts": {"ok": 2, "fail": 1, "info": 0}, "fenced_processes": ["txp-0"]}
     assert [f["label"] for f in bad["faults"]] == ["hanging-transaction topic=r1a-a"]
     assert all(t["series"] and t["error"] is None for t in bad["timelines"].values())
+    assert set(bad["timelines"]) == {t.key for t in series.TIMELINES if t.workload is None}   # no Streams ran
     assert {d["alert"]: d["detected"] for d in bad["detections"]} == {"HangingTransaction": True, "LSOStuck": False}
     assert [row["experiment"] for row in report["side_by_side"]] == ["zombie-producer", "hanging-transaction-drill"]
     assert report["side_by_side"][0]["versions"]["1"]["verdict"] is False
@@ -217,3 +218,12 @@ def test_one_line_per_fault_says_how_long_until_everything_moved_or_why_not():
     producers = {**fault, "seconds_to_advance_after_heal": None, "heal_ok": False}   # no group: no advance part
     assert build.fault_line(producers) == ("kill-broker at 5.2 s (heal failed), healed at 21.0 s: commits again "
                                            "0.4 s after heal (16.2 s after start)")
+
+
+def test_a_workload_s_own_timeline_is_drawn_for_its_runs_only(tmp_path):
+    from report.build import run_report
+    run_dir = stored_run(tmp_path, "streams-instance-restart", 2)
+    spec = json.loads((run_dir / "spec.json").read_text())
+    (run_dir / "spec.json").write_text(json.dumps({**spec, "specs": [{"workload": "streams", "process": "streams-0"}]}))
+    got = run_report(run_dir, "streams-instance-restart", 2, None)["timelines"]
+    assert set(got) == {t.key for t in series.TIMELINES} and got["streams_throughput"]["series"]
