@@ -35,6 +35,7 @@ from tests.integration.exporter_helpers import running_exporter, scrape
 pytestmark = pytest.mark.cluster
 STATE_PARTITIONS = 6
 INTERVAL = 1.0
+SUSTAINED_S = 75.0          # the sustained-traffic test: 75 collections of open transactions judged
 EVIDENCE_CONFIG = {**HANGING_DRILL_BROKER_CONFIG, "transaction.state.log.replication.factor": "1",
                    "transaction.state.log.min.isr": "1",
                    "transaction.state.log.num.partitions": str(STATE_PARTITIONS),
@@ -343,11 +344,11 @@ def test_sustained_commit_traffic_never_confirms_a_suspect(conn):
     with running_exporter(conn, INTERVAL, **{"collection.hanging_confirm_seconds": 1.0}) as url:
         with watching(url, [topic]) as seen:
             threads = committing(conn, topic, [f"ev-traffic-{uuid.uuid4().hex[:8]}" for _ in range(4)], stop, counts)
-            time.sleep(150)
+            time.sleep(SUSTAINED_S)
             stop.set()
             for thread in threads:
                 thread.join(60)
         never_hanging(seen, topic)
         examined = max(total(s, "kafkatxn_hanging_scan_open_transactions", result="resolved") for _, s in seen)
-    assert sum(counts.values()) >= 500, counts
+    assert sum(counts.values()) >= 250, counts
     assert examined >= 1                      # open transactions were there to judge
