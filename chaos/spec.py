@@ -1,7 +1,8 @@
 """The experiment spec: one YAML document says what a chaos run does; it is validated before anything runs.
 
 Owns: the spec model (pydantic, unknown keys rejected at every level), loading a file or a built-in
-(chaos/experiments/<name>.yaml), the short mode, and SpecError: one message naming the file and the
+(chaos/experiments/<name>.yaml), the short mode, the bug catalog's documents (chaos/bugs/kafka-<n>.yaml: one
+experiment, run on an affected and a fixed side; see BugSpec), and SpecError: one message naming the file and the
 field path of every problem (`schedule.faults[2].kind: unknown fault 'kil-broker'; ...`), never a value.
 Must not: reach a cluster, start a process or read the environment: loading a spec is pure. The fault
 kinds and their parameters are chaos/fault_kinds.py's; the processes and topics of a workload are
@@ -559,6 +560,76 @@ def parse_spec(data: dict[str, Any], source: str = "<spec>", short: bool = False
         return spec
     short_spec = _short_spec(data, source)
     return short_spec if short else spec
+
+
+# ---- the bug catalog: chaos/bugs/kafka-<n>.yaml ------------------------------------------------------
+# A bug document: a real Kafka JIRA issue, the release or settings it affects beside those that fix it, and
+# one experiment (without `cluster`) whose faults trigger it; each side runs it on a local cluster of its own.
+#     id: KAFKA-14402   title, jira (its URL), description, fixed_in
+#     affected: {label, kafka_version, broker_config, features}     fixed: {label, ...}
+#     expect: {checks: [...]}   verify checks of which at least one must find anomalies on the affected side
+#     experiment: {name, workloads, duration_s, schedule, probes, quiescence, short}
+BUGS_DIR = Path(__file__).with_name("bugs")
+BUG_SIDES = ("affected", "fixed")
+
+
+class BugSide(_Strict):
+    """One side of a bug: the Kafka release and the broker settings and features of its cluster."""
+    label: str = Field(min_length=1)
+    kafka_version: str | None = None
+    broker_config: dict[str, KafkaValue] = {}
+    features: dict[str, KafkaValue] = {}
+
+
+class BugExpect(_Strict):
+    checks: list[str] = Field(min_length=1)
+
+
+class BugSpec(_Strict):
+    id: str = Field(pattern=r"^KAFKA-\d+$")
+    title: str = Field(min_length=1)
+    jira: str = Field(pattern=r"^https://issues\.apache\.org/jira/browse/KAFKA-\d+$")
+    description: str = ""
+    fixed_in: str = Field(min_length=1)
+    affected: BugSide
+    fixed: BugSide
+    expect: BugExpect
+    experiment: dict[str, Any]
+
+
+def bug_files() -> dict[str, Path]:
+    """The catalog: id (KAFKA-N) -> file."""
+    return {path.stem.upper(): path for path in sorted(BUGS_DIR.glob("kafka-*.yaml"))}
+
+
+def load_bug(path_or_id: str | Path) -> BugSpec:
+    """A bug document by file or id (any case), its experiment checked on both sides in both modes;
+    SpecError names every problem."""
+    path = Path(path_or_id)
+    if not path.is_file():
+        found = bug_files()
+        if str(path_or_id).upper() not in found:
+            raise SpecError(str(path_or_id), [("", f"no such file, nor a catalogued bug; the catalog: "
+                                                   f"{', '.join(found)}")])
+        path = found[str(path_or_id).upper()]
+    try:
+        bug = BugSpec.model_validate(_read_yaml(path))
+    except ValidationError as exc:
+        raise SpecError(str(path), _problems(exc)) from None
+    if "cluster" in bug.experiment:
+        raise SpecError(str(path), [("experiment.cluster", "each side brings its own cluster: leave it out")])
+    for side in BUG_SIDES:
+        for short in (False, True):
+            bug_side_spec(bug, side, Path("bug-state"), 20000, short)
+    return bug
+
+
+def bug_side_spec(bug: BugSpec, side: str, state_dir: Path, base_port: int, short: bool) -> ExperimentSpec:
+    """The bug's experiment on one side's local cluster (state_dir, base_port); short: its short mode."""
+    settings: BugSide = getattr(bug, side)
+    local = {"state_dir": str(state_dir), "base_port": base_port, "broker_config": settings.broker_config,
+             "features": settings.features, "kafka_version": settings.kafka_version}
+    return parse_spec({**bug.experiment, "cluster": {"local": local}}, f"{bug.id} ({side} side)", short)
 
 
 def _short_spec(data: dict[str, Any], source: str) -> ExperimentSpec:

@@ -4,14 +4,16 @@ Owns: reading a suite directory (suite.json + its runs) or a single run director
 the experiment's outcome (probes, quiescence, faults as windows), the verification verdict and anomaly
 examples exactly as `txnlab verify` wrote them (RUN/verify/report.json), the Prometheus timelines and
 alerts the demo captured (RUN/prometheus.json), the alerts' detection latencies, the workloads' recovery
-after each fault (chaos/recovery.py, from the history), and for suites run under several
-transaction.version levels the side-by-side comparison. `write` puts report.json, the timeline
+after each fault (chaos/recovery.py, from the history), and for suites run at several levels (the demo's
+transaction.version levels, a bug's affected and fixed sides: suite.json `levels`, each run's `level`) the
+side-by-side comparison. `write` puts report.json, the timeline
 pictures and report.html in the suite directory.
 Must not: run experiments, Spark or Prometheus queries: `txnlab report` must work on a stored run.
 """
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -24,6 +26,14 @@ from report import detection, series
 from cluster.errors import TxnlabError
 
 SUITE_FILE = "suite.json"
+# The side-by-side section's heading and note when the suite does not bring its own (suite.json
+# `comparison`): the demo's transaction.version levels.
+COMPARISON = {
+    "title": "transaction.version side by side (KIP-890)",
+    "note": "The same experiments on clusters formatted at each level. Level 2 bumps the producer epoch at every "
+            "transaction end (KIP-890 part 2), so a zombie's late writes are fenced by epoch; the drill cluster runs "
+            "with partition verification off at both levels (that is what lets a transaction be injected at all), "
+            "so the drill shows what the exporter and the alerts see when one hangs."}
 EXAMPLES = 5
 ATTEMPT_F = ("txn", "process")      # history f of a transaction attempt (chaos/workloads/transactional.py)
 
@@ -56,12 +66,27 @@ def suite_of(directory: Path) -> dict:
     directory = Path(directory)
     suite = _json(directory / SUITE_FILE)
     if suite is not None:
-        return suite
+        return with_levels(suite)
     if (directory / "history").is_dir():
         spec = _json(directory / "spec.json") or {}
-        return {"id": directory.name, "transaction_versions": [None], "single_run": True,
-                "runs": [{"experiment": spec.get("name", directory.name), "transaction_version": None, "run_dir": "."}]}
+        return {"id": directory.name, "levels": [None], "single_run": True,
+                "runs": [{"experiment": spec.get("name", directory.name), "level": None, "run_dir": "."}]}
     raise ReportError(f"{directory} is neither a suite (no {SUITE_FILE}) nor a run directory (no history/)")
+
+
+def tv_level(tv: int) -> str:
+    """The demo's level name for a transaction.version."""
+    return f"transaction.version={tv}"
+
+
+def with_levels(suite: dict) -> dict:
+    """A suite with `levels` and each run's `level`; a suite stored before levels had only the demo's
+    transaction.version ones (`transaction_versions`, each run's `transaction_version`)."""
+    if "levels" in suite:
+        return suite
+    return {**suite, "levels": [tv_level(v) for v in suite.get("transaction_versions", [])] or [None],
+            "runs": [{**r, "level": tv_level(r["transaction_version"]) if r.get("transaction_version") else None}
+                     for r in suite.get("runs", [])]}
 
 
 def verdict_of(run_dir: Path) -> dict:
@@ -102,7 +127,7 @@ def _workload(ops: list[dict]) -> dict:
     return {"attempts": outcomes, "fenced_processes": sorted(fenced)}
 
 
-def run_report(run_dir: Path, experiment: str, transaction_version: int | None, image: str | None) -> dict:
+def run_report(run_dir: Path, experiment: str, level: str | None, image: str | None) -> dict:
     run_dir = Path(run_dir)
     outcome = _json(run_dir / "experiment.json") or {}
     spec = _json(run_dir / "spec.json") or {}
@@ -124,7 +149,7 @@ def run_report(run_dir: Path, experiment: str, transaction_version: int | None, 
     alerts = (captured or {}).get("alerts", [])
     holds = rule_holds()
     return {
-        "experiment": experiment, "transaction_version": transaction_version, "run_dir": str(run_dir),
+        "experiment": experiment, "level": level, "run_dir": str(run_dir),
         "run": run_dir.name, "tag": spec.get("run_tag"), "started": zero,
         "window": {"start": (captured or {}).get("start", zero), "end": (captured or {}).get("end")},
         "steady": bool(outcome) and not outcome.get("error") and all(p["ok"] for p in probes),
@@ -168,7 +193,7 @@ def other_alerts(run: dict) -> str:
 
 
 def summary_rows(runs: list[dict]) -> list[dict]:
-    return [{"experiment": r["experiment"], "tv": r["transaction_version"] or "-",
+    return [{"experiment": r["experiment"], "level": r["level"] or "-",
              "verdict": r["verify"]["valid"], "anomalies": sum(a["count"] for a in r["anomalies"]),
              "commit/abort/info": "/".join(str(r["workload"]["attempts"].get(k, 0)) for k in ("ok", "fail", "info")),
              "expected alerts": expected_alerts(r), "other alerts": other_alerts(r), "steady": r["steady"],
@@ -207,22 +232,22 @@ def recovery_rows(run: dict) -> list[dict]:
     return rows
 
 
-def side_by_side(runs: list[dict], versions: list) -> list[dict]:
-    """Per experiment, what each transaction.version level showed (only when the suite ran under several)."""
-    if len([v for v in versions if v is not None]) < 2:
+def side_by_side(runs: list[dict], levels: list) -> list[dict]:
+    """Per experiment, what each level showed (only when the suite ran at several)."""
+    if len([v for v in levels if v is not None]) < 2:
         return []
     rows = []
     for name in dict.fromkeys(r["experiment"] for r in runs):
         by = {}
         for r in (r for r in runs if r["experiment"] == name):
             lag = [p[1] for s in r["timelines"]["lso_lag"]["series"] for p in s["points"]]
-            by[str(r["transaction_version"])] = {
+            by[str(r["level"])] = {
                 "verdict": r["verify"]["valid"], "anomalies": sum(a["count"] for a in r["anomalies"]),
                 "attempts": r["workload"]["attempts"], "fenced_processes": len(r["workload"]["fenced_processes"]),
                 "max_lso_lag": max(lag) if lag else None, "expected_alerts": expected_alerts(r),
                 "other_alerts": other_alerts(r),
                 "open_at_end": len(r["quiescence"].get("open_partitions", [])), "steady": r["steady"]}
-        rows.append({"experiment": name, "versions": by})
+        rows.append({"experiment": name, "levels": by})
     return rows
 
 
@@ -232,15 +257,22 @@ def build(directory: Path) -> dict:
     runs = []
     for entry in suite["runs"]:
         run_dir = (directory / entry["run_dir"]).resolve()
-        image = f"img/{entry.get('transaction_version') or 'run'}-{entry['experiment']}.png"
-        runs.append(run_report(run_dir, entry["experiment"], entry.get("transaction_version"), image))
-    versions = suite.get("transaction_versions", [None])
+        level = entry.get("level")
+        image = f"img/{_slug(level) if level else 'run'}-{_slug(entry['experiment'])}.png"
+        runs.append(run_report(run_dir, entry["experiment"], level, image))
+    levels = suite.get("levels", [None])
     return {"suite": suite.get("id", directory.name), "directory": str(directory), "built": time.time(),
             "started": suite.get("started"), "ended": suite.get("ended"), "kafka_version": suite.get("kafka_version"),
-            "transaction_versions": versions, "experiments": suite.get("experiments", [r["experiment"] for r in runs]),
+            "title": suite.get("title"), "levels": levels, "comparison": suite.get("comparison") or COMPARISON,
+            "experiments": suite.get("experiments", [r["experiment"] for r in runs]),
             "errors": suite.get("errors", []),
             "valid": overall([r["verify"]["valid"] for r in runs]), "summary": summary_rows(runs),
-            "side_by_side": side_by_side(runs, versions), "runs": runs}
+            "side_by_side": side_by_side(runs, levels), "runs": runs}
+
+
+def _slug(text: str) -> str:
+    """A file-name-safe form of a level or experiment name."""
+    return re.sub(r"[^A-Za-z0-9.-]+", "-", text).strip("-") or "run"
 
 
 def write(directory: Path) -> dict:

@@ -14,18 +14,20 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 from pathlib import Path
 
 from chaos.backends import LocalBackend
 from chaos.history import read_history
 from chaos.experiment import Experiment
-from chaos.spec import load_spec
+from chaos.spec import ExperimentSpec, load_spec
 from cluster.layout import DRILL_BROKER_CONFIG
 from cluster.local import LocalCluster
 from cluster.versions import kafka_version, txnlab_home
 from cluster.errors import TxnlabError
 from cluster.progress import Progress
 from report import build, series
+from report.build import tv_level
 from report.stack import local_stack
 
 DEFAULT_SUITE = ("coordinator-kill", "zombie-producer", "hanging-transaction-drill", "producer-state-storm",
@@ -71,7 +73,8 @@ class Demo:
         self.dir.mkdir(parents=True, exist_ok=False)
         self.suite = {"id": self.dir.name, "started": self.started, "ended": None, "seed": options.seed,
                       "kafka_version": kafka_version(), "experiments": list(options.experiments),
-                      "transaction_versions": list(options.transaction_versions), "runs": [], "verify_exit": {},
+                      "transaction_versions": list(options.transaction_versions),
+                      "levels": [tv_level(tv) for tv in options.transaction_versions], "runs": [], "verify_exit": {},
                       "errors": []}
         self.clusters: dict[str, LocalCluster] = {}
         self.total = len(options.experiments) * len(options.transaction_versions)
@@ -154,55 +157,75 @@ class Demo:
         index = len(self.suite["runs"]) + 1
         spec = load_spec(name, short=True)
         which = "drill" if spec.cluster.local is not None and spec.cluster.local.hanging_drill else "main"
-        entry = {"experiment": name, "transaction_version": tv, "cluster": which, "run_dir": None, "error": None}
+        entry = {"experiment": name, "transaction_version": tv, "level": tv_level(tv), "cluster": which,
+                 "run_dir": None, "error": None}
         self.suite["runs"].append(entry)
         self._save()
         self._step(f"experiment {index}/{self.total}: {name} (transaction.version={tv}, {spec.duration_s:.0f} s)")
-        try:
-            backend = LocalBackend(self._cluster(which, tv))
-            experiment = Experiment(spec, self.options.seed, self.dir / f"tv{tv}",
-                                    progress=lambda m: self._step(f"  {m}"), backend=backend)
-            try:
-                result = experiment.run()
-            finally:
-                run_dir = experiment.result.run_dir
-                if run_dir is not None:
-                    entry["run_dir"] = str(run_dir.relative_to(self.dir))
-                    self._capture(backend, run_dir)
-            entry["error"] = result.error
-        except KeyboardInterrupt:
-            raise
-        except Exception as exc:  # noqa: BLE001 - one experiment's failure is reported; the suite goes on
-            entry["error"] = f"{type(exc).__name__}: {exc}"
-            self.suite["errors"].append(f"{name} (transaction.version={tv}): {entry['error']}")
-            self._step(f"  {name} failed: {entry['error']}")
+        run_dir = run_in_suite(spec, self.options.seed, self.dir, f"tv{tv}", entry,
+                               lambda: LocalBackend(self._cluster(which, tv)), self.suite["errors"],
+                               f"{name} (transaction.version={tv})", self._step)
         self._save()
-        return self.dir / entry["run_dir"] if entry["run_dir"] else None
-
-    def _capture(self, backend: LocalBackend, run_dir: Path) -> None:
-        try:
-            spec = json.loads((run_dir / "spec.json").read_text())
-            end = max((op["wall"] for op in read_history(run_dir).ops), default=time.time())
-            data = series.capture(backend.prometheus_url(), run_dir, spec["run_tag"], spec["started_wall"] - 5,
-                                  end + SETTLE_S, settle_s=SETTLE_S)
-            if data["errors"]:
-                self._step(f"  timelines missing: {data['errors']}")
-        except Exception as exc:  # noqa: BLE001 - the report says the timelines are missing
-            self._step(f"  could not capture the timelines: {exc}")
+        return run_dir
 
     def _verify(self, tv: int, run_dirs: list[Path]) -> None:
-        if not run_dirs:
-            return
-        from spark_analysis import submit
-        self._step(f"verifying {len(run_dirs)} run(s) of transaction.version={tv} with Spark (one session)")
-        try:
-            code = submit.run(run_dirs, None, master=self.options.master)
-        except submit.SetupError as exc:
-            code = 2
-            self.suite["errors"].append(f"verification of transaction.version={tv} did not run: {exc}")
-        self.suite["verify_exit"][str(tv)] = code
-        self._step(f"verification of transaction.version={tv} done (exit {code})")
+        verify_runs(self.suite, str(tv), f"transaction.version={tv}", run_dirs, self.options.master, self._step)
         self._save()
+
+
+def run_in_suite(spec: ExperimentSpec, seed: int, suite_dir: Path, subdir: str, entry: dict,
+                 backend: Callable[[], LocalBackend], errors: list[str], what: str, say: Progress) -> Path | None:
+    """One experiment of a suite, on the backend `backend()` brings up, into suite_dir/subdir: the entry gets
+    its run_dir (relative to suite_dir) and error, the timelines are captured while the cluster is up, a
+    failure (the cluster's included) goes to `errors` as "what: error" and the suite goes on; Ctrl-C does not."""
+    try:
+        up = backend()
+        experiment = Experiment(spec, seed, suite_dir / subdir, progress=lambda m: say(f"  {m}"), backend=up)
+        try:
+            result = experiment.run()
+        finally:
+            run_dir = experiment.result.run_dir
+            if run_dir is not None:
+                entry["run_dir"] = str(run_dir.relative_to(suite_dir))
+                capture_timelines(up, run_dir, lambda m: say(f"  {m}"))
+        entry["error"] = result.error
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # noqa: BLE001 - one experiment's failure is reported; the suite goes on
+        entry["error"] = f"{type(exc).__name__}: {exc}"
+        errors.append(f"{what}: {entry['error']}")
+        say(f"  {what} failed: {entry['error']}")
+    return suite_dir / entry["run_dir"] if entry["run_dir"] else None
+
+
+def verify_runs(suite: dict, key: str, what: str, run_dirs: list[Path], master: str, say: Progress) -> None:
+    """`txnlab verify` over runs of one level in one Spark session (its clusters still up); its exit code goes
+    to suite["verify_exit"][key], a verification that could not run to suite["errors"]."""
+    if not run_dirs:
+        return
+    from spark_analysis import submit
+    say(f"verifying {len(run_dirs)} run(s) of {what} with Spark (one session)")
+    try:
+        code = submit.run(run_dirs, None, master=master)
+    except submit.SetupError as exc:
+        code = 2
+        suite["errors"].append(f"verification of {what} did not run: {exc}")
+    suite["verify_exit"][key] = code
+    say(f"verification of {what} done (exit {code})")
+
+
+def capture_timelines(backend: LocalBackend, run_dir: Path, say: Progress) -> None:
+    """The run's Prometheus timelines and alerts into RUN/prometheus.json while its cluster is up (the
+    report draws them later); a failure is said, and the report says the timelines are missing."""
+    try:
+        spec = json.loads((run_dir / "spec.json").read_text())
+        end = max((op["wall"] for op in read_history(run_dir).ops), default=time.time())
+        data = series.capture(backend.prometheus_url(), run_dir, spec["run_tag"], spec["started_wall"] - 5,
+                              end + SETTLE_S, settle_s=SETTLE_S)
+        if data["errors"]:
+            say(f"timelines missing: {data['errors']}")
+    except Exception as exc:  # noqa: BLE001 - the report says the timelines are missing
+        say(f"could not capture the timelines: {exc}")
 
 
 def exit_code(report: dict) -> int:

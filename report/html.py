@@ -1,7 +1,7 @@
 """report.html: a suite's report as one self-contained page (report.json is its twin).
 
-Owns: the page: the overall verdict, the summary table, the transaction.version side-by-side (when the
-suite ran under several levels), and per run the verification checks, anomaly examples, the timeline
+Owns: the page: the overall verdict, the summary table, the side-by-side of the levels (the demo's
+transaction.version levels, a bug's affected and fixed sides; when the suite ran at several), and per run the verification checks, anomaly examples, the timeline
 picture (embedded, so the page travels alone), the alerts' detection latencies, the time each workload
 took to recover from each fault, the faults and the steady-state probes.
 Must not: compute anything report.json does not hold.
@@ -68,18 +68,17 @@ def _recovery(run: dict) -> str:
 def _side_by_side(report: dict) -> str:
     if not report["side_by_side"]:
         return ""
-    versions = [str(v) for v in report["transaction_versions"]]
+    levels = [str(v) for v in report["levels"]]
     metrics = [("verdict", "verdict"), ("anomalies", "anomalies"), ("attempts", "attempts ok/fail/info"),
                ("fenced_processes", "fenced processes"), ("max_lso_lag", "max LSO lag"),
                ("expected_alerts", "expected alerts"), ("other_alerts", "other alerts"), ("open_at_end", "partitions open at end"), ("steady", "steady state")]
-    head = "<tr><th>experiment</th><th>measure</th>" + "".join(
-        f"<th>transaction.version={escape(v)}</th>" for v in versions) + "</tr>"
+    head = "<tr><th>experiment</th><th>measure</th>" + "".join(f"<th>{escape(v)}</th>" for v in levels) + "</tr>"
     body = ""
     for row in report["side_by_side"]:
         for i, (key, label) in enumerate(metrics):
             cells = ""
-            for v in versions:
-                value = row["versions"].get(v, {}).get(key, "-")
+            for v in levels:
+                value = row["levels"].get(v, {}).get(key, "-")
                 if key == "verdict":
                     cells += f"<td>{badge(value)}</td>"
                 elif key == "attempts" and isinstance(value, dict):
@@ -88,16 +87,14 @@ def _side_by_side(report: dict) -> str:
                     cells += f"<td>{escape(str(value))}</td>"
             first = f'<td rowspan="{len(metrics)}"><b>{escape(row["experiment"])}</b></td>' if i == 0 else ""
             body += f"<tr>{first}<td>{escape(label)}</td>{cells}</tr>"
-    return ("<h2>transaction.version side by side (KIP-890)</h2><p class='muted'>The same experiments on clusters "
-            "formatted at each level. Level 2 bumps the producer epoch at every transaction end (KIP-890 part 2), "
-            "so a zombie's late writes are fenced by epoch; the drill cluster runs with partition verification "
-            "off at both levels (that is what lets a transaction be injected at all), so the drill shows what "
-            "the exporter and the alerts see when one hangs.</p>" f"<table>{head}{body}</table>")
+    comparison = report["comparison"]
+    return (f"<h2>{escape(comparison['title'])}</h2><p class='muted'>{escape(comparison['note'])}</p>"
+            f"<table>{head}{body}</table>")
 
 
 def _run(run: dict, directory: Path) -> str:
-    tv = run["transaction_version"]
-    title = f"{escape(run['experiment'])}" + (f" <span class='muted'>transaction.version={tv}</span>" if tv else "")
+    level = run["level"]
+    title = f"{escape(run['experiment'])}" + (f" <span class='muted'>{escape(level)}</span>" if level else "")
     verify = run["verify"]
     parts = [f'<div class="run"><h2>{title} {badge(verify["valid"])}</h2>',
              f"<p class='muted'>run <code>{escape(run['run'])}</code>, started {_when(run['started'])}"
@@ -136,11 +133,11 @@ def _run(run: dict, directory: Path) -> str:
 
 def render(report: dict, directory: Path) -> str:
     directory = Path(directory)
-    versions = ", ".join(str(v) for v in report["transaction_versions"] if v is not None) or "as configured"
-    head = [f"<h1>txnlab report {badge(report['valid'])}</h1>",
+    levels = "; ".join(str(v) for v in report["levels"] if v is not None) or "as configured"
+    head = [f"<h1>{escape(report.get('title') or 'txnlab report')} {badge(report['valid'])}</h1>",
             f"<p>Suite <code>{escape(report['suite'])}</code>: {len(report['runs'])} run(s) of "
-            f"{escape(', '.join(report['experiments']))}; Kafka {escape(str(report.get('kafka_version') or '-'))}, "
-            f"transaction.version {escape(versions)}; {_when(report.get('started'))} to {_when(report.get('ended'))}."
+            f"{escape(', '.join(report['experiments']))}; Kafka {escape(str(report.get('kafka_version') or '-'))}; "
+            f"{escape(levels)}; {_when(report.get('started'))} to {_when(report.get('ended'))}."
             "</p>"]
     if report["errors"]:
         head.append('<div class="gaps"><b>Errors:</b><ul>' + "".join(f"<li>{escape(e)}</li>" for e in report["errors"])

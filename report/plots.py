@@ -94,8 +94,8 @@ def timeline_figure(run: dict):
     end = (run["window"].get("end") or max([f["end"] for f in run["faults"]] + [zero + 1])) - zero
     rows = list(run["timelines"].values())
     fig, axes = plt.subplots(len(rows) + 2, 1, figsize=(10, 1.55 * (len(rows) + 2) + 0.6), sharex=True)
-    tv = run["transaction_version"]
-    fig.suptitle(f"{run['experiment']}" + (f"  (transaction.version={tv})" if tv else "") + f"  {run['run']}",
+    level = run["level"]
+    fig.suptitle(f"{run['experiment']}" + (f"  ({level})" if level else "") + f"  {run['run']}",
                  fontsize=10, x=0.01, ha="left")
     for i, (ax, timeline) in enumerate(zip(axes, rows)):
         _shade(ax, run["faults"], label=i == 0)

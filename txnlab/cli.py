@@ -407,6 +407,31 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return exit_code(report)
 
 
+def cmd_bugs_list(args: argparse.Namespace) -> int:
+    from rich.table import Table
+    from chaos.spec import bug_files, load_bug
+    table = Table(title="catalogued Kafka bugs (txnlab bugs run ID [--tries N] [--full])")
+    for column in ("id", "title", "affected", "fixed", "expected anomalies"):
+        table.add_column(column)
+    for bug_id in bug_files():
+        bug = load_bug(bug_id)
+        table.add_row(bug.id, bug.title, bug.affected.label, bug.fixed.label, ", ".join(bug.expect.checks))
+    Console(width=None if sys.stdout.isatty() else 160).print(table)
+    return 0
+
+
+def cmd_bugs_run(args: argparse.Namespace) -> int:
+    """A catalogued bug on its affected and its fixed side: 0 reproduced on every affected try and absent on
+    every fixed one, 1 not so, 2 a try or a verification did not run."""
+    from report.bugs import BugOptions, BugRun, exit_code
+    options = BugOptions(tries=args.tries, short=not args.full, seed=args.seed, runs_dir=args.runs_dir,
+                         base_port=args.base_port)
+    outcome = BugRun(args.bug, options, progress=lambda msg: print(msg, file=sys.stderr, flush=True)).run()
+    _print_summary(outcome["report"])
+    print(Path(outcome["report"]["directory"]) / "report.html")
+    return exit_code(outcome)
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     """Rebuild report.html and report.json from a stored suite or run (no cluster needed)."""
     from report import build
@@ -438,6 +463,18 @@ def _add_demo_commands(sub) -> None:
     demo.add_argument("--keep", action="store_true", help="leave the (last level's) clusters running afterwards")
     demo.add_argument("--no-verify", action="store_true", help="skip the Spark verification (verdicts unknown)")
     demo.set_defaults(func=cmd_demo)
+    bugs = sub.add_parser("bugs", help="real Kafka bugs reproduced by faults: each on the release or settings it "
+                          "affects beside the fixed ones, verified, in one report")
+    bsub = bugs.add_subparsers(dest="action", required=True)
+    bsub.add_parser("list", help="the catalog (chaos/bugs/)").set_defaults(func=cmd_bugs_list)
+    brun = bsub.add_parser("run", help="run a bug's experiment on its affected and its fixed side")
+    brun.add_argument("bug", help="a catalogued bug id (e.g. KAFKA-14402) or a bug file")
+    brun.add_argument("--tries", type=int, default=1, help="runs per side (each verified)")
+    brun.add_argument("--full", action="store_true", help="the experiment's full mode (default: short)")
+    brun.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where the suite directory goes")
+    brun.add_argument("--seed", type=int, default=1)
+    brun.add_argument("--base-port", type=int, default=25000, help="the sides' clusters' first port (one at a time)")
+    brun.set_defaults(func=cmd_bugs_run)
     report = sub.add_parser("report", help="rebuild report.html and report.json from a stored suite or run")
     report.add_argument("run_dir", type=Path, help="a suite directory (runs/<id>-demo) or a run directory")
     report.add_argument("--json", action="store_true", help="print report.json")

@@ -18,10 +18,9 @@ from pathlib import Path
 import pytest
 
 from cluster.local import LocalCluster
-from cluster.versions import kafka_version
-from cluster.versions import txnlab_home
+from cluster.versions import kafka_version, txnlab_home
 from report import screenshot
-from report.build import fault_line
+from report.build import fault_line, tv_level
 from report.demo import Demo, DemoOptions, exit_code
 
 EXPERIMENTS = ("zombie-producer", "hanging-transaction-drill")
@@ -55,11 +54,11 @@ def test_every_section_of_the_json_twin_is_filled_from_real_data(demo):
     runner, report = demo
     twin = json.loads((runner.dir / "report.json").read_text())
     assert twin["summary"] == report["summary"] and not twin["errors"], twin["errors"]
-    assert twin["transaction_versions"] == list(VERSIONS) and twin["kafka_version"] == kafka_version()
-    assert [(r["experiment"], r["transaction_version"]) for r in twin["runs"]] == \
+    assert twin["levels"] == [tv_level(v) for v in VERSIONS] and twin["kafka_version"] == kafka_version()
+    assert [(r["experiment"], r["level"]) for r in twin["runs"]] == \
         [(e, v) for v in VERSIONS for e in EXPERIMENTS]
     for run in twin["runs"]:
-        where = f"{run['experiment']} tv{run['transaction_version']}"
+        where = f"{run['experiment']} {run['level']}"
         assert run["verify"]["valid"] in (True, False) and run["verify"]["checks"], where      # verified, not unknown
         assert set(run["verify"]["checks"]) >= {"duplicate", "aborted_read", "lost_write", "torn_transaction"}, where
         assert isinstance(run["anomalies"], list), where
@@ -77,9 +76,9 @@ def test_every_section_of_the_json_twin_is_filled_from_real_data(demo):
         assert any(any(p["seconds_to_commit_after_heal"] is not None for p in f["processes"].values())
                    for f in faults), (where, faults)               # a last heal may land at quiescence: unknown
     for tv in VERSIONS:
-        zombie = runs_of(twin, experiment="zombie-producer", transaction_version=tv)[0]
+        zombie = runs_of(twin, experiment="zombie-producer", level=tv_level(tv))[0]
         assert zombie["workload"]["fenced_processes"], f"tv{tv}: the zombie was never told it was fenced"
-        drill = runs_of(twin, experiment="hanging-transaction-drill", transaction_version=tv)[0]
+        drill = runs_of(twin, experiment="hanging-transaction-drill", level=tv_level(tv))[0]
         hanging = [p[1] for s in drill["timelines"]["hanging_transactions"]["series"] for p in s["points"]]
         assert max(hanging) >= 1, f"tv{tv}: the exporter never saw the injected hanging transaction"
         caught = {d["alert"]: d for d in drill["detections"] if d["expected"]}
@@ -88,8 +87,8 @@ def test_every_section_of_the_json_twin_is_filled_from_real_data(demo):
         assert any(a["alert"] == "HangingTransaction" and a["first_firing"] for a in drill["alerts"])
     assert [row["experiment"] for row in twin["side_by_side"]] == list(EXPERIMENTS)
     for row in twin["side_by_side"]:
-        assert set(row["versions"]) == {str(v) for v in VERSIONS}
-        assert all(v["attempts"]["ok"] > 0 for v in row["versions"].values())
+        assert set(row["levels"]) == {tv_level(v) for v in VERSIONS}
+        assert all(v["attempts"]["ok"] > 0 for v in row["levels"].values())
     assert exit_code(twin) == (0 if twin["valid"] is True else 1)
 
 
@@ -101,7 +100,7 @@ def test_the_zombie_recovers_from_every_fault_in_measured_seconds_shown_on_the_p
     for run, row in zip(twin["runs"], twin["summary"]):
         if run["experiment"] not in RECOVERING:
             continue
-        where = f"{run['experiment']} tv{run['transaction_version']}"
+        where = f"{run['experiment']} {run['level']}"
         faults = run["recovery"]["faults"]
         assert len(faults) == len(run["faults"]) >= 1, (where, faults)
         for f in faults:
@@ -113,7 +112,7 @@ def test_the_zombie_recovers_from_every_fault_in_measured_seconds_shown_on_the_p
 
 def test_the_reports_verdicts_agree_with_txnlab_verify_on_the_same_runs(demo):
     runner, report = demo
-    last = runs_of(report, transaction_version=VERSIONS[-1])       # the kept clusters still hold their topics
+    last = runs_of(report, level=tv_level(VERSIONS[-1]))       # the kept clusters still hold their topics
     dirs = [r["run_dir"] for r in last]
     out = subprocess.run([sys.executable, "-m", "txnlab.cli", "verify", *dirs, "--json"], capture_output=True,
                          text=True, timeout=600)

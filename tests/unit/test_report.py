@@ -116,9 +116,11 @@ def stored_suite(root: Path, versions=(1, 2)) -> Path:
 def test_the_json_twin_holds_every_section_from_the_stored_runs(tmp_path):
     report = build.build(stored_suite(tmp_path))
     assert report["valid"] is False                       # one run found a duplicate
-    assert [(r["experiment"], r["tv"], r["verdict"]) for r in report["summary"]] == [
-        ("zombie-producer", 1, False), ("hanging-transaction-drill", 1, True),
-        ("zombie-producer", 2, True), ("hanging-transaction-drill", 2, True)]
+    tv1, tv2 = "transaction.version=1", "transaction.version=2"     # a suite stored before levels: its tv levels
+    assert report["levels"] == [tv1, tv2]
+    assert [(r["experiment"], r["level"], r["verdict"]) for r in report["summary"]] == [
+        ("zombie-producer", tv1, False), ("hanging-transaction-drill", tv1, True),
+        ("zombie-producer", tv2, True), ("hanging-transaction-drill", tv2, True)]
     bad = report["runs"][0]
     assert bad["anomalies"] == [{"check": "duplicate", "count": 1,
                                  "examples": [{"topic": "t", "partition": 0, "offset": 7, "id": "x"}]}]
@@ -129,9 +131,31 @@ def test_the_json_twin_holds_every_section_from_the_stored_runs(tmp_path):
     assert set(bad["timelines"]) == {t.key for t in series.TIMELINES if t.workload is None}   # no Streams ran
     assert {d["alert"]: d["detected"] for d in bad["detections"]} == {"HangingTransaction": True, "LSOStuck": False}
     assert [row["experiment"] for row in report["side_by_side"]] == ["zombie-producer", "hanging-transaction-drill"]
-    assert report["side_by_side"][0]["versions"]["1"]["verdict"] is False
-    assert report["side_by_side"][0]["versions"]["2"]["verdict"] is True
-    assert report["side_by_side"][0]["versions"]["2"]["max_lso_lag"] == 2.0
+    assert report["side_by_side"][0]["levels"][tv1]["verdict"] is False
+    assert report["side_by_side"][0]["levels"][tv2]["verdict"] is True
+    assert report["side_by_side"][0]["levels"][tv2]["max_lso_lag"] == 2.0
+
+
+def test_a_suite_of_named_levels_compares_them_under_its_own_heading(tmp_path):
+    """A bug's two sides are levels too: their labels head the side-by-side, the suite's comparison text
+    explains it, and each run's picture is its own file."""
+    suite = stored_suite(tmp_path)
+    data = json.loads((suite / build.SUITE_FILE).read_text())
+    sides = {1: "affected: Kafka 4.3.1, verification off", 2: "fixed: Kafka 4.3.1, verification on"}
+    data.pop("transaction_versions")
+    data.update(levels=list(sides.values()), title="KAFKA-14402 reproduced",
+                comparison={"title": "KAFKA-14402: affected and fixed", "note": "a late produce <opens> a txn"})
+    data["runs"] = [{**{k: v for k, v in r.items() if k != "transaction_version"}, "level": sides[r["transaction_version"]]}
+                    for r in data["runs"]]
+    (suite / build.SUITE_FILE).write_text(json.dumps(data))
+    report = build.write(suite)
+    assert report["side_by_side"][0]["levels"][sides[1]]["verdict"] is False
+    assert report["side_by_side"][0]["levels"][sides[2]]["verdict"] is True
+    assert len({r["timeline_image"] for r in report["runs"]}) == 4
+    page = (suite / "report.html").read_text()
+    assert "<h1>KAFKA-14402 reproduced" in page and "<h2>KAFKA-14402: affected and fixed</h2>" in page
+    assert f"<th>{sides[1]}</th>" in page and "a late produce &lt;opens&gt; a txn" in page
+    assert "transaction.version side by side" not in page
 
 
 def test_one_level_has_no_side_by_side_and_a_missing_capture_or_verification_is_said(tmp_path):

@@ -3,12 +3,13 @@ message naming the field (and never a value)."""
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import pytest
 import yaml
 
-from chaos.spec import (SHORT_LIMIT_S, ExperimentSpec, LocalClusterSpec, Probe, SpecError, builtin_specs, load_spec,
-                        parse_spec)
+from chaos.spec import (SHORT_LIMIT_S, ExperimentSpec, LocalClusterSpec, Probe, SpecError, bug_files, bug_side_spec,
+                        builtin_specs, load_bug, load_spec, parse_spec)
 
 REQUIRED_BUILTINS = {"broker-hard-bounce", "broker-clean-bounce", "coordinator-kill", "controller-kill",
                      "zombie-producer", "producer-paused-past-timeout", "broker-isolated",
@@ -277,3 +278,46 @@ def test_the_compose_stack_is_a_cluster_of_its_own_with_a_docker_backend():
     assert spec.cluster.has_prometheus
     with pytest.raises(SpecError, match="cluster.compose.project"):
         parse_spec(minimal_spec(cluster={"compose": {"project": "Bad Name"}}))
+
+
+# ---- the bug catalog --------------------------------------------------------------------------------------
+def test_every_catalogued_bug_loads_with_both_sides_in_both_modes():
+    assert "KAFKA-14402" in bug_files()
+    for bug_id in bug_files():
+        bug = load_bug(bug_id.lower())
+        assert bug.id == bug_id and bug.affected.label != bug.fixed.label
+        for side in ("affected", "fixed"):
+            spec = bug_side_spec(bug, side, Path("/tmp/s"), 24000, short=True)
+            assert spec.cluster.local.state_dir == Path("/tmp/s") and spec.cluster.local.base_port == 24000
+
+
+def test_the_sides_of_kafka_14402_differ_only_in_partition_verification():
+    bug = load_bug("KAFKA-14402")
+    affected, fixed = (bug_side_spec(bug, side, Path("/s"), 24000, short=False).cluster.local for side in ("affected", "fixed"))
+    assert affected.broker_overrides() == {"transaction.partition.verification.enable": "false"}
+    assert fixed.broker_overrides() == {}
+    assert affected.feature_overrides() == fixed.feature_overrides() == {"transaction.version": "1"}
+    assert affected.kafka_version == fixed.kafka_version == "4.3.1"
+
+
+@pytest.mark.parametrize("change, expected", [
+    (lambda d: d.update(id="BUG-1"), "id: String should match pattern"),
+    (lambda d: d["affected"].update(kafka_version="3.5.1"),
+     "KAFKA-14402 (affected side):\n  cluster.local.kafka_version: Kafka 3.5.1 is not supported"),
+    (lambda d: d["experiment"].update(cluster={"local": {}}), "experiment.cluster: each side brings its own cluster"),
+    (lambda d: d["experiment"]["schedule"]["faults"][0].update(kind="kil-broker"), "schedule.faults[0].kind"),
+    (lambda d: d.pop("expect"), "expect: Field required"),
+])
+def test_a_bad_bug_document_names_the_problem(tmp_path, change, expected):
+    document = yaml.safe_load(bug_files()["KAFKA-14402"].read_text())
+    change(document)
+    path = tmp_path / "kafka-1.yaml"
+    path.write_text(yaml.safe_dump(document))
+    with pytest.raises(SpecError) as raised:
+        load_bug(path)
+    assert expected in str(raised.value)
+
+
+def test_an_unknown_bug_lists_the_catalog():
+    with pytest.raises(SpecError, match="nor a catalogued bug; the catalog: KAFKA-14402"):
+        load_bug("KAFKA-1")

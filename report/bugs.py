@@ -1,0 +1,176 @@
+"""`txnlab bugs`: a catalogued Kafka bug (chaos/bugs/) reproduced on the side it affects, and shown absent on the
+side that fixes it, with the same experiment and the same faults.
+
+Owns: running a bug's experiment `tries` times per side, the sides one after the other, each on a fresh
+3-node local cluster of its own release and settings (purged before it starts and after its runs are
+verified; both sides use the same ports, one at a time); capturing each run's Prometheus timelines and
+alerts while its cluster is up; verifying a side's runs with Spark in one session before its cluster goes;
+judging each run (reproduced: one of the bug's expected checks found anomalies; clean: every check valid);
+the suite directory runs/<stamp>-<bug id>/ (suite.json with the sides as the report's levels, bug.json with
+the judgement) and its report (report/build.py: report.html and report.json).
+Must not: define bugs (chaos/bugs/*.yaml), experiments or checks; decide anything the verify report and the
+stored timelines do not say.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from chaos.backends import LocalBackend
+from chaos.spec import BUG_SIDES, BugSpec, bug_side_spec, load_bug
+from cluster.errors import TxnlabError
+from cluster.local import LocalCluster
+from cluster.progress import Progress
+from cluster.versions import kafka_version, txnlab_home
+from report import build
+from report.demo import run_in_suite, verify_runs
+from report.stack import local_stack
+
+BUGS_BASE_PORT = 25000          # the demo's: the two never run at once on one machine
+
+
+class BugRunError(TxnlabError, ValueError):
+    """A bug run that cannot start (checked before anything starts)."""
+
+
+@dataclass
+class BugOptions:
+    tries: int = 1
+    short: bool = True
+    seed: int = 1
+    runs_dir: Path = Path("runs")
+    master: str = "local[*]"
+    base_port: int = BUGS_BASE_PORT
+    state_root: Path | None = None         # default $TXNLAB_HOME/bugs
+
+
+def side_label(bug: BugSpec, side: str) -> str:
+    return f"{side}: {getattr(bug, side).label}"
+
+
+def judge(run_dir: Path, expected: list[str]) -> dict:
+    """One run's outcome from its verify report: anomalies per check, whether an expected check found some
+    (reproduced), whether every check was valid (clean), and the most hanging transactions the exporter
+    confirmed at once (from the captured timelines; None when not captured)."""
+    report = build.verdict_of(run_dir)
+    anomalies = {name: c["count"] for name, c in report["checks"].items() if c.get("count")}
+    captured = json.loads((run_dir / "prometheus.json").read_text()) if (run_dir / "prometheus.json").exists() else {}
+    hanging = [p[1] for s in captured.get("timelines", {}).get("hanging_transactions", {}).get("series", [])
+               for p in s["points"]]
+    return {"run_dir": str(run_dir), "valid": report["valid"], "anomalies": anomalies,
+            "reproduced": any(anomalies.get(check) for check in expected), "clean": report["valid"] is True,
+            "max_hanging": max(hanging) if hanging else None, "gaps": report["gaps"]}
+
+
+class BugRun:
+    def __init__(self, bug: str | BugSpec, options: BugOptions, progress: Progress = print):
+        self.bug = bug if isinstance(bug, BugSpec) else load_bug(bug)
+        if options.tries < 1:
+            raise BugRunError(f"tries must be >= 1, got {options.tries}")
+        self.options, self.say = options, progress
+        self.started = time.time()
+        self.dir = Path(options.runs_dir).resolve() / f"{time.strftime('%Y%m%d-%H%M%S')}-{self.bug.id.lower()}"
+        self.dir.mkdir(parents=True, exist_ok=False)
+        self.state_root = options.state_root or txnlab_home() / "bugs"
+        levels = [side_label(self.bug, side) for side in BUG_SIDES]
+        self.suite = {"id": self.dir.name, "started": self.started, "ended": None, "seed": options.seed,
+                      "kafka_version": ", ".join(sorted({getattr(self.bug, s).kafka_version or kafka_version()
+                                                         for s in BUG_SIDES})),
+                      "title": f"{self.bug.id}: {self.bug.title}", "experiments": [], "levels": levels,
+                      "comparison": {"title": f"{self.bug.id}: the affected side beside the fixed side",
+                                     "note": f"{self.bug.description.strip()} Fixed in: {self.bug.fixed_in}. "
+                                             f"Expected on the affected side: anomalies in "
+                                             f"{', '.join(self.bug.expect.checks)}; on the fixed side: none."},
+                      "runs": [], "verify_exit": {}, "errors": []}
+        self.outcome = {"bug": self.bug.id, "jira": self.bug.jira, "title": self.bug.title, "fixed_in": self.bug.fixed_in,
+                        "expected_checks": self.bug.expect.checks, "short": options.short, "tries": options.tries,
+                        "sides": {side: {"label": getattr(self.bug, side).label, "runs": []} for side in BUG_SIDES}}
+
+    def _step(self, message: str) -> None:
+        self.say(f"[bugs {time.time() - self.started:5.0f}s] {message}")
+
+    def _save(self) -> None:
+        (self.dir / build.SUITE_FILE).write_text(json.dumps(self.suite, indent=2, default=str) + "\n")
+        (self.dir / "bug.json").write_text(json.dumps(self.outcome, indent=2, default=str) + "\n")
+
+    def run(self) -> dict:
+        self._save()
+        self._step(f"{self.bug.id} ({self.bug.title}): {self.options.tries} tr{'y' if self.options.tries == 1 else 'ies'} "
+                   f"per side, {'short' if self.options.short else 'full'} mode, in {self.dir}")
+        try:
+            for side in BUG_SIDES:
+                self._side(side)
+        finally:
+            self.suite["ended"] = time.time()
+            self._summarise()
+            self._save()
+        self._step("building the report")
+        report = build.write(self.dir)
+        self._step(f"report: {self.dir / 'report.html'} (and report.json, bug.json)")
+        return {**self.outcome, "report": report}
+
+    def _side(self, side: str) -> None:
+        state = self.state_root / side
+        settings = getattr(self.bug, side)
+        LocalCluster.load(state).down(purge=True, progress=lambda m: None)   # a left-over of an earlier run
+        cluster = LocalCluster.load(state, nodes=3, base_port=self.options.base_port,
+                                    broker_overrides=dict(settings.broker_config) or None,
+                                    features=dict(settings.features) or None, kafka_version=settings.kafka_version,
+                                    **local_stack())
+        runs: list[Path] = []
+        try:
+            self._step(f"{side} side: {settings.label}: cluster coming up in {state}")
+            try:
+                cluster.up(progress=lambda m: self._step(f"  {side}: {m}"), timeout=240)
+            except Exception as exc:  # noqa: BLE001 - the other side still runs; the outcome says this one did not
+                self.suite["errors"].append(f"{side} side: the cluster did not come up: {type(exc).__name__}: {exc}")
+                self._step(f"  {side} side: the cluster did not come up: {exc}")
+                return
+            for attempt in range(1, self.options.tries + 1):
+                run_dir = self._try(side, attempt, cluster, state)
+                if run_dir is not None:
+                    runs.append(run_dir)
+            verify_runs(self.suite, side, f"the {side} side", runs, self.options.master, self._step)
+        finally:
+            cluster.down(purge=True, progress=lambda m: None)
+        for run_dir in runs:
+            self.outcome["sides"][side]["runs"].append(judge(run_dir, self.bug.expect.checks))
+        self._save()
+
+    def _try(self, side: str, attempt: int, cluster: LocalCluster, state: Path) -> Path | None:
+        spec = bug_side_spec(self.bug, side, state, self.options.base_port, self.options.short)
+        name = f"{self.bug.id} try {attempt}"
+        entry = {"experiment": name, "level": side_label(self.bug, side), "side": side, "try": attempt,
+                 "run_dir": None, "error": None}
+        self.suite["runs"].append(entry)
+        if name not in self.suite["experiments"]:
+            self.suite["experiments"].append(name)
+        self._step(f"{side} side, try {attempt}/{self.options.tries}: {spec.name} ({spec.duration_s:.0f} s)")
+        run_dir = run_in_suite(spec, self.options.seed + attempt - 1, self.dir, side, entry,
+                               lambda: LocalBackend(cluster), self.suite["errors"], f"{side} try {attempt}", self._step)
+        self._save()
+        return run_dir
+
+    def _summarise(self) -> None:
+        affected, fixed = (self.outcome["sides"][s]["runs"] for s in BUG_SIDES)
+        self.outcome["affected_reproduced"] = sum(r["reproduced"] for r in affected)
+        self.outcome["fixed_clean"] = sum(r["clean"] for r in fixed)
+        self.outcome["errors"] = self.suite["errors"]
+        for side in BUG_SIDES:
+            runs = self.outcome["sides"][side]["runs"]
+            self._step(f"{side}: " + ("; ".join(
+                f"{Path(r['run_dir']).name}: {'valid' if r['valid'] is True else r['valid']}"
+                + (f", anomalies {r['anomalies']}" if r["anomalies"] else "") for r in runs) or "no run"))
+        self._step(f"{self.bug.id}: reproduced on the affected side in {self.outcome['affected_reproduced']} of "
+                   f"{self.options.tries}, the fixed side clean in {self.outcome['fixed_clean']} of {self.options.tries}")
+
+
+def exit_code(outcome: dict) -> int:
+    """0: every affected try reproduced the bug and every fixed try was clean; 1: not so; 2: a try or a
+    verification did not run."""
+    tries = outcome["tries"]
+    if outcome.get("errors") or any(len(outcome["sides"][s]["runs"]) != tries for s in BUG_SIDES):
+        return 2
+    return 0 if outcome["affected_reproduced"] == tries and outcome["fixed_clean"] == tries else 1

@@ -1,0 +1,56 @@
+"""report/bugs.py's judgement of a bug's runs (from stored verify reports and timelines) and its exit code.
+The runs themselves are integration: tests/integration/test_bugs.py."""
+from __future__ import annotations
+
+import json
+
+from report.bugs import exit_code, judge
+from tests.unit.test_report import stored_run
+
+EXPECTED = ["open_at_end", "aborted_read"]
+
+
+def with_checks(run_dir, **counts):
+    report = json.loads((run_dir / "verify" / "report.json").read_text())
+    report["checks"] = {name: {"valid": not n, "count": n, "description": name, "examples": [{"n": n}] if n else []}
+                        for name, n in counts.items()}
+    report["valid"] = not any(counts.values())
+    (run_dir / "verify" / "report.json").write_text(json.dumps(report))
+    return run_dir
+
+
+def test_an_expected_check_with_anomalies_is_a_reproduction(tmp_path):
+    run = with_checks(stored_run(tmp_path, "late-produce", 1), open_at_end=2, aborted_read=0, duplicate=0)
+    got = judge(run, EXPECTED)
+    assert got["reproduced"] is True and got["clean"] is False and got["anomalies"] == {"open_at_end": 2}
+    assert got["max_hanging"] == 2.0                   # the stored timeline's largest sample
+
+
+def test_anomalies_of_another_check_are_not_the_bug_and_a_valid_run_is_clean(tmp_path):
+    other = judge(with_checks(stored_run(tmp_path / "a", "late-produce", 1), duplicate=1, open_at_end=0), EXPECTED)
+    assert other["reproduced"] is False and other["clean"] is False
+    clean = judge(with_checks(stored_run(tmp_path / "b", "late-produce", 1), duplicate=0, open_at_end=0), EXPECTED)
+    assert clean["reproduced"] is False and clean["clean"] is True and clean["anomalies"] == {}
+
+
+def test_an_unverified_run_is_neither_reproduced_nor_clean(tmp_path):
+    run = stored_run(tmp_path, "late-produce", 1, with_prometheus=False)
+    (run / "verify" / "report.json").unlink()
+    got = judge(run, EXPECTED)
+    assert got["valid"] == "unknown" and not got["reproduced"] and not got["clean"] and got["max_hanging"] is None
+    assert "not verified" in got["gaps"][0]
+
+
+def outcome(affected, fixed, errors=()):
+    return {"tries": 2, "errors": list(errors), "affected_reproduced": sum(r["reproduced"] for r in affected),
+            "fixed_clean": sum(r["clean"] for r in fixed), "sides": {"affected": {"runs": affected}, "fixed": {"runs": fixed}}}
+
+
+def test_the_exit_code_is_0_only_when_every_affected_try_reproduced_and_every_fixed_one_was_clean():
+    hit, miss, clean = {"reproduced": True, "clean": False}, {"reproduced": False, "clean": False}, \
+        {"reproduced": False, "clean": True}
+    assert exit_code(outcome([hit, hit], [clean, clean])) == 0
+    assert exit_code(outcome([hit, miss], [clean, clean])) == 1
+    assert exit_code(outcome([hit, hit], [clean, hit])) == 1
+    assert exit_code(outcome([hit], [clean, clean])) == 2                         # a try did not run
+    assert exit_code(outcome([hit, hit], [clean, clean], errors=["fixed try 2: boom"])) == 2
