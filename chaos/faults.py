@@ -125,17 +125,18 @@ def ask_admin(admin: Any, target: Target, nodes: list[int], rng: random.Random) 
     """Resolve a controller, not-controller, coordinator, not-coordinator or leader target with a ClusterAdmin."""
     if target.kind == "controller":
         return admin.active_controller()
+    txn_id = target.txn_id
+    if txn_id and txn_id.endswith("*"):             # coordinator:<prefix>*: a client that names its own ids
+        txn_id = first_open_transaction(admin, txn_id[:-1])
     if target.kind in ("not-controller", "not-coordinator"):
-        avoid = admin.active_controller() if target.kind == "not-controller" else admin.coordinator_of(target.txn_id)
+        avoid = admin.active_controller() if target.kind == "not-controller" else admin.coordinator_of(txn_id)
         others = [n for n in nodes if n != avoid]
         if not others:
-            what = "the active controller" if target.kind == "not-controller" else f"the coordinator of {target.txn_id}"
+            what = "the active controller" if target.kind == "not-controller" else f"the coordinator of {txn_id}"
             raise FaultError(f"no node but {avoid}, {what}, to choose")
         return rng.choice(others)
-    if target.kind == "coordinator" and target.txn_id.endswith("*"):
-        return admin.coordinator_of(first_open_transaction(admin, target.txn_id[:-1]))
     if target.kind == "coordinator":
-        return admin.coordinator_of(target.txn_id)
+        return admin.coordinator_of(txn_id)
     leader = admin.leader_of(target.topic, target.partition)
     if leader is None:
         raise FaultError(f"{target.topic}-{target.partition} has no leader (missing partition, or leader offline)")

@@ -57,6 +57,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--transaction-timeout-ms", type=int, default=10000, help="the producers' transaction.timeout.ms")
     p.add_argument("--session-timeout-ms", type=int, default=10000, help="the consumer's session.timeout.ms")
     p.add_argument("--heap", default="384m", help="-Xmx of the JVM")
+    p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                   help="a Kafka Streams setting (repeatable; `producer.`/`consumer.` prefixes reach the clients), "
+                        "e.g. producer.delivery.timeout.ms=6000")
 
 
 def check_args(args: argparse.Namespace) -> None:
@@ -66,6 +69,24 @@ def check_args(args: argparse.Namespace) -> None:
         raise StreamsWorkloadError(f"{', '.join(small)} must be at least 1")
     if args.application_id is not None and not args.application_id.strip():
         raise StreamsWorkloadError("--application-id may not be empty")
+    extra_settings(args)
+
+
+OWN = ("txnlab.", "application.id", "processing.guarantee", "state.dir", "bootstrap.servers", "security.",
+       "sasl.", "ssl.")          # what the workload sets itself: its options, the run's connection
+
+
+def extra_settings(args: argparse.Namespace) -> dict[str, str]:
+    """--config KEY=VALUE pairs; a malformed one, or one of the settings the workload owns, is refused."""
+    out = {}
+    for item in args.config:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise StreamsWorkloadError(f"--config {item!r}: expected KEY=VALUE")
+        if key.startswith(OWN):
+            raise StreamsWorkloadError(f"--config {key}: set by the workload itself (its options or the connection)")
+        out[key.strip()] = value
+    return out
 
 
 def application_id(run_tag: str, args: argparse.Namespace | None) -> str:
@@ -93,7 +114,7 @@ def settings(ctx: WorkloadContext, args: argparse.Namespace, state_dir: Path) ->
             "producer.transaction.timeout.ms": str(args.transaction_timeout_ms),
             "consumer.session.timeout.ms": str(args.session_timeout_ms),
             "txnlab.inputs": ",".join(args.inputs), "txnlab.output": args.output, "txnlab.counts": args.counts,
-            "txnlab.instance": ctx.process}
+            "txnlab.instance": ctx.process, **extra_settings(args)}
 
 
 class StreamsEvents(ToolEvents):
