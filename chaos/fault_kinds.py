@@ -14,7 +14,9 @@ Targets (resolved when the fault starts, against the live cluster; `{tag}` becom
     leader:<topic>:<part>     the leader of a partition (e.g. leader:{tag}-a:0)
     not-controller            a node that is not the active controller (seeded choice)
     not-coordinator:<txn id>  a node that is not that transactional.id's coordinator (seeded choice): e.g. to
-                              slow a producer's partition leaders but not its EndTxn
+                              slow a producer's partition leaders but not its EndTxn; with <prefix>*, not the
+                              coordinator of the group <prefix without its trailing '-'> either when it has
+                              one (Kafka Streams: its application.id is its ids' prefix and its group)
 """
 from __future__ import annotations
 

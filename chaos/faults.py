@@ -125,22 +125,31 @@ def ask_admin(admin: Any, target: Target, nodes: list[int], rng: random.Random) 
     """Resolve a controller, not-controller, coordinator, not-coordinator or leader target with a ClusterAdmin."""
     if target.kind == "controller":
         return admin.active_controller()
-    txn_id = target.txn_id
+    txn_id, group = target.txn_id, None
     if txn_id and txn_id.endswith("*"):             # coordinator:<prefix>*: a client that names its own ids
-        txn_id = first_open_transaction(admin, txn_id[:-1])
-    if target.kind in ("not-controller", "not-coordinator"):
-        avoid = admin.active_controller() if target.kind == "not-controller" else admin.coordinator_of(txn_id)
-        others = [n for n in nodes if n != avoid]
-        if not others:
-            what = "the active controller" if target.kind == "not-controller" else f"the coordinator of {txn_id}"
-            raise FaultError(f"no node but {avoid}, {what}, to choose")
-        return rng.choice(others)
+        txn_id, group = first_open_transaction(admin, txn_id[:-1]), txn_id[:-1].rstrip("-") or None
+    if target.kind == "not-controller":
+        return choose_other(nodes, {admin.active_controller()}, "the active controller", rng)
+    if target.kind == "not-coordinator":
+        # with a prefix, Kafka Streams' case (its transactional ids start with its application.id, also its
+        # consumer group): the group's coordinator too, so the node's slowness holds its produce requests,
+        # not the offsets it commits in its transactions
+        avoid = {admin.coordinator_of(txn_id)} | ({admin.group_coordinator_of(group)} if group else set())
+        return choose_other(nodes, avoid, f"the coordinator of {txn_id}" + (f" and of group {group}" if group else ""),
+                            rng)
     if target.kind == "coordinator":
         return admin.coordinator_of(txn_id)
     leader = admin.leader_of(target.topic, target.partition)
     if leader is None:
         raise FaultError(f"{target.topic}-{target.partition} has no leader (missing partition, or leader offline)")
     return leader
+
+
+def choose_other(nodes: list[int], avoid: set[int], what: str, rng: random.Random) -> int:
+    others = [n for n in nodes if n not in avoid]
+    if not others:
+        raise FaultError(f"no node but {', '.join(map(str, sorted(avoid)))}, {what}, to choose")
+    return rng.choice(others)
 
 
 def first_open_transaction(admin: Any, prefix: str) -> str:

@@ -143,6 +143,14 @@ class ClusterAdmin:
                                    Errors.NotCoordinatorError))
         return found[0]
 
+    def group_coordinator_of(self, group: str, timeout: float = 30.0) -> int:
+        """The broker id of consumer group `group`'s coordinator (FindCoordinator, key type 0), as coordinator_of."""
+        client = self.client
+        return wait_until(lambda: (client._manager.run(client._find_coordinator_id, group, CoordinatorType.GROUP),),
+                          timeout, f"the coordinator of group {group}", 0.3, reraise=True,
+                          ignore=(Errors.CoordinatorNotAvailableError, Errors.CoordinatorLoadInProgressError,
+                                  Errors.NotCoordinatorError))[0]
+
     def elect_preferred_leaders(self) -> None:
         """Move leadership back to each partition's preferred replica (an admin action, not a read).
 

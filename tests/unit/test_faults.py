@@ -551,3 +551,39 @@ def test_killing_a_workload_that_is_not_running_says_so():
     env.run.running.discard("txp-0")
     with pytest.raises(faults.FaultError, match="not running"):
         make_fault("kill-workload", {"process": "txp-0"}).start(env)
+
+
+class StreamsAdmin(FakeAdmin):
+    """A cluster where a Kafka Streams application's transactions are listed (ListTransactions per broker)."""
+
+    def __init__(self, listed, group_coordinator=2, **kw):
+        super().__init__(**kw)
+        self.group_coordinator = group_coordinator
+        self.client = SimpleNamespace(list_transactions=lambda broker_ids: {
+            b: [SimpleNamespace(transactional_id=t) for t in listed if hash(t) % 3 + 1 == b] for b in broker_ids})
+
+    def registered_brokers(self):
+        return [1, 2, 3]
+
+    def group_coordinator_of(self, group):
+        self.asked.append(("group", group))
+        return self.group_coordinator
+
+
+def test_a_prefix_target_names_the_first_listed_transaction_and_avoids_the_group_coordinator_too():
+    ids = ["r1.streams-b-1", "r1.streams-a-1", "other-1"]
+    admin = StreamsAdmin(ids, coordinator=3, group_coordinator=2)
+    assert resolve_target(make_env(admin), "coordinator:{tag}.streams-*") == 3
+    assert ("coordinator", "r1.streams-a-1") in admin.asked
+    admin = StreamsAdmin(ids, coordinator=3, group_coordinator=2)
+    assert resolve_target(make_env(admin), "not-coordinator:{tag}.streams-*") == 1      # neither 3 nor 2
+    assert ("group", "r1.streams") in admin.asked
+    with pytest.raises(FaultError, match="no node but 2, 3, the coordinator of r1.streams-a-1 and of group r1.streams"):
+        resolve_target(make_env(StreamsAdmin(ids, coordinator=3, group_coordinator=2), nodes=(2, 3)),
+                       "not-coordinator:{tag}.streams-*")
+
+
+def test_a_prefix_with_no_transaction_listed_yet_is_asked_again_until_the_timeout(monkeypatch):
+    monkeypatch.setattr(faults, "RESOLVE_TIMEOUT_S", 0.5)
+    with pytest.raises(FaultError):
+        resolve_target(make_env(StreamsAdmin(["other-1"])), "coordinator:{tag}.streams-*")
