@@ -66,7 +66,8 @@ def _processor(tag: str, instances: int, extra: list[str], partitions: int) -> P
 def _streams(tag: str, instances: int, extra: list[str], partitions: int) -> Plan:
     """A keyed feeder (both input topics, one partition number per key) and the Streams instances."""
     inputs, output, counts = [f"{tag}-sin-a", f"{tag}-sin-b"], f"{tag}-sout", f"{tag}-scounts"
-    feeder = WorkloadSpec("txn-producer", "feeder", ("--topics", *inputs, "--rate", "10", "--keys", str(STREAMS_KEYS)))
+    feeder = WorkloadSpec("txn-producer", "keyed-feeder", ("--topics", *inputs, "--rate", "10", "--keys",
+                                                         str(STREAMS_KEYS)))      # beside a processor's "feeder"
     specs = [WorkloadSpec("streams", f"streams-{i}", ("--inputs", *inputs, "--output", output, "--counts", counts,
                                                       *extra)) for i in range(instances)]
     app = option_value(extra, "--application-id") or streams.application_id(tag, None)

@@ -37,10 +37,12 @@ CHECKS = {"duplicate", "aborted_read", "lost_write", "torn_transaction", "nonmon
 
 
 def clean_spec() -> dict:
-    return {"name": "verify-clean", "description": "no faults: producers, processors, Kafka's copier, observers",
+    return {"name": "verify-clean", "description": "no faults: producers, processors, Kafka's copier, observers, "
+                                                   "a Kafka Streams application",
             "cluster": {"local": {"state_dir": str(cluster_state_dir()), "base_port": TEST_BASE_PORT}},
             "workloads": [{"workload": "txn-producer", "instances": 2}, {"workload": "processor", "instances": 2},
-                          {"workload": "java-copier", "options": ["--messages", "300"]}],
+                          {"workload": "java-copier", "options": ["--messages", "300"]},
+                          {"workload": "streams", "instances": 2}],
             "duration_s": 20, "schedule": {"faults": []}, "quiescence": {"timeout_s": 30}}
 
 
@@ -406,6 +408,9 @@ def test_a_clean_run_verifies_valid(clean_run, verified):
     assert report["unrecognised"]["count"] == 0
     groups = json.loads((clean_run / "group_offsets.json").read_text())
     assert any(g.endswith(".eos") for g in groups) and any(g.endswith(".java-copier") for g in groups), groups
+    app = next(g for g in groups if g.endswith(".streams"))                 # a clean Kafka Streams run: every
+    assert sum(o for parts in groups[app].values() for o in parts.values()) > 50, groups[app]   # count exact
+    assert all(report["checks"][c].get("applies", True) for c in ("streams_processing", "streams_state"))
     html = (clean_run / "verify" / "report.html").read_text()
     assert "exactly_once_processing" in html and "valid" in html
 
