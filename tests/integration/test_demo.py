@@ -56,7 +56,7 @@ def test_every_section_of_the_json_twin_is_filled_from_real_data(demo):
     assert twin["summary"] == report["summary"] and not twin["errors"], twin["errors"]
     assert twin["levels"] == [tv_level(v) for v in VERSIONS] and twin["kafka_version"] == kafka_version()
     assert [(r["experiment"], r["level"]) for r in twin["runs"]] == \
-        [(e, v) for v in VERSIONS for e in EXPERIMENTS]
+        [(e, tv_level(v)) for v in VERSIONS for e in EXPERIMENTS]
     for run in twin["runs"]:
         where = f"{run['experiment']} {run['level']}"
         assert run["verify"]["valid"] in (True, False) and run["verify"]["checks"], where      # verified, not unknown
