@@ -318,8 +318,11 @@ def group_gaps(summary: HistorySummary, evidence: Evidence) -> list[str]:
     if not evidence.has_group_offsets:
         return ["no group_offsets.json, but the run has consumers (processors, copiers, Streams): the processing checks would "
                 "judge against no committed offsets"] if summary.has_consumers else []
+    apps = {s[0] for s in summary.streams if s[0]}      # a Streams application's group is its application id
     return [f"group {g} committed (ok process attempts) but group_offsets.json does not record it"
-            for g in sorted(summary.committed_groups - set(evidence.group_offsets))]
+            for g in sorted(summary.committed_groups - set(evidence.group_offsets))] + \
+        [f"Kafka Streams application {a}: group_offsets.json does not record its group, so what it processed "
+         "cannot be told" for a in sorted(apps - set(evidence.group_offsets))]
 
 
 def topic_gaps(summary: HistorySummary, evidence: Evidence) -> list[str]:

@@ -222,3 +222,10 @@ def test_checks_apply_only_to_the_workloads_a_run_has():
                              streams=[("app", ["a"], "o", "c", "app-counts-changelog")])
     assert workload_kinds(summary) == {"processors", "copiers", "streams"}
     assert workload_kinds(HistorySummary(copiers=[("in", "out", "g")])) == {"copiers"}
+
+
+def test_a_streams_application_without_recorded_group_offsets_is_a_gap():
+    from spark_analysis.evidence import Evidence, HistorySummary, group_gaps
+    summary = HistorySummary(streams=[("r.streams", ["a"], "o", "c", "r.streams-counts-changelog")])
+    assert group_gaps(summary, Evidence(group_offsets={"r.streams": {"a": {"0": 3}}})) == []
+    assert group_gaps(summary, Evidence(group_offsets={}))[0].startswith("Kafka Streams application r.streams")
