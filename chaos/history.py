@@ -99,7 +99,7 @@ class HistoryWriter:
         write_format_marker(self.run_dir)
         self.run_start_ns = run_start_ns if run_start_ns is not None else time.monotonic_ns()
         self.roll_lines = roll_lines
-        self.socket_path = _socket_path(self.run_dir)
+        self.socket_path: Path | None = None          # set by serve()
         self._lock = threading.Lock()
         self._part, self._lines = len(list(self.dir.glob("part-*.jsonl"))), 0
         self._file = self._open_part()
@@ -242,6 +242,7 @@ class HistoryWriter:
     # ---- socket clients --------------------------------------------------------------------------
     def serve(self) -> Path:
         """Accept workload processes on <run>/history.sock; returns the socket path."""
+        self.socket_path = _socket_path(self.run_dir)
         if self.socket_path.exists():
             self.socket_path.unlink()
         self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -1,7 +1,7 @@
 """A run: its directory, its one history writer, and the workload processes it starts, stops and pauses.
 
 Owns: the run directory layout (history/, spec.json, cluster.json, end_offsets.json, group_offsets.json,
-logs/, pids/),
+logs/, pids/) and its workloads' scratch folder (their TMPDIR, removed when the run finishes),
 starting each workload as its own process (`python -m chaos.workloads ...`, through the one process
 supervisor, so it can be stopped, killed or paused by pid), and finishing a run: stop every workload,
 complete outstanding invokes as info, record the end offsets (HWM and LSO) of every topic the run used
@@ -18,7 +18,9 @@ import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 import secrets
+import shutil
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -85,6 +87,10 @@ class Run:
         self.history = HistoryWriter(self.dir)
         self.socket = self.history.serve()
         self.supervisor = Supervisor(self.dir / "pids")
+        # the workloads' temporary files (TMPDIR), made when the first one starts: a Streams instance's state
+        # and RocksDB's native library among them; removed when the run finishes, also what a killed workload
+        # never removed itself
+        self.scratch: Path | None = None
         self.finished = False
         self._sampling = threading.Event()
         self._sampler: threading.Thread | None = None
@@ -104,7 +110,9 @@ class Run:
         argv = [sys.executable, "-m", "chaos.workloads", spec.workload, "--socket", str(self.socket),
                 "--run-start-ns", str(self.history.run_start_ns), "--run-tag", self.info.run_tag,
                 "--process", spec.process, "--seed", str(self.info.seed), "--duration", str(duration), *spec.args]
-        env = {**_base_env(), **self.conn.to_env()}
+        if self.scratch is None:
+            self.scratch = Path(tempfile.mkdtemp(prefix=f"txnlab-run-{self.info.run_tag}-"))
+        env = {**_base_env(), **self.conn.to_env(), "TMPDIR": str(self.scratch)}
         if self.kafka_version:
             env[KAFKA_VERSION_VARIABLE] = self.kafka_version
         self.supervisor.start(spec.process, argv, self.dir / "logs" / f"{spec.process}.log", cwd=REPO_ROOT, env=env)
@@ -194,6 +202,8 @@ class Run:
             return {}
         self.finished = True
         self.stop_all()
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
         completed = self.history.close()
         summary = {"operations": self.history.count, "completed_at_shutdown": completed}
         files = {"spec.json": lambda: asdict(self.info), "cluster.json": self._cluster_info,

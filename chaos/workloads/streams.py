@@ -20,8 +20,9 @@ committed is what read_committed shows, paired by the input id each output carri
   <process>/jvm   invoke jvm {tool, args}; ok | fail + {pid, exit_code, ...}            (chaos/workloads/jvm.py)
 The application's settings, the connection's secrets included, go to the JVM in a properties file (0600,
 deleted at exit), never on its command line. Its state directory is this process's own (a temporary folder
-removed at exit, or by the next start under the same name after a kill: a restarted instance restores its
-state from the changelog).
+under the run's scratch folder (TMPDIR, chaos/run.py), removed at exit, by the next start under the same name
+after a kill (a restarted instance restores its state from the changelog), or with the scratch folder when the
+run finishes); it is also the JVM's java.io.tmpdir, where RocksDB unpacks its native library.
 Must not: signal any process but its JVM (a paused workload is paused with its JVM: cluster/supervisor.py
 sends STOP and CONT to the process group).
 """
@@ -138,7 +139,8 @@ def run(ctx: WorkloadContext, args: argparse.Namespace) -> None:
         config = state / "app.properties"
         config.touch(mode=0o600)
         config.write_text(render_properties(settings(ctx, args, state / "state")))
-        argv = java_command(MAIN, [str(config)], args.heap, classpath=[jar])
+        # java.io.tmpdir: where RocksDB unpacks its native library (left behind when the JVM is killed)
+        argv = java_command(MAIN, [str(config)], args.heap, jvm=[f"-Djava.io.tmpdir={state}"], classpath=[jar])
         run_tools(ctx, [(JavaTool(ctx, ctx.process, "EosApp", argv, StreamsEvents()), [str(config)])])
     finally:
         shutil.rmtree(state, ignore_errors=True)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
@@ -95,7 +97,9 @@ def test_a_streams_experiment_in_short_mode_is_valid_with_every_count_exact(name
 
 
 def test_a_killed_instance_hands_its_tasks_over_and_restarts(experiments):
-    _, ops = experiments["streams-instance-restart"]
+    run_dir, ops = experiments["streams-instance-restart"]
+    tag = run_dir.name.rsplit("-", 1)[1]            # the killed JVM's state and RocksDB library went with the run
+    assert not list(Path(tempfile.gettempdir()).glob(f"txnlab-run-{tag}-*"))
     killed, restarted = nemesis(ops, "fault")[0]["time"], nemesis(ops, "heal")[0]["time"]
     held = [e["value"]["active"] for e in streams_events(ops, "streams-1", "tasks") if e["time"] < killed]
     assert held and held[-1], "streams-1 held no task when it was killed"

@@ -131,7 +131,16 @@ def test_a_deep_run_directory_still_gets_a_socket(tmp_path):
     wait_until(lambda: writer.count == 1, 5, "the op", interval=0.05)
     client.close()
     writer.close()
-    assert not path.exists() and len(read_history(deep).ops) == 1
+    assert not path.exists() and not path.parent.exists() and len(read_history(deep).ops) == 1
+
+
+def test_a_deep_run_directory_without_clients_leaves_no_socket_directory(tmp_path, monkeypatch):
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    with HistoryWriter(deep) as writer:
+        writer.record("p", "ok", "poll", {})
+    assert list((tmp_path / "tmp").iterdir()) == [] and len(read_history(deep).ops) == 1
 
 
 # ---- seals: every part ends with its line count; the final one with the run's operations ------------------

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from chaos.run import Run
+from chaos.run import Run, WorkloadSpec
 from cluster.connection import ConnectionSettings
 
 
@@ -25,3 +25,16 @@ def test_a_run_whose_end_offsets_cannot_be_read_writes_its_other_files_and_says_
     assert json.loads((tmp_path / "run" / "spec.json").read_text())["seed"] == 7
     assert json.loads((tmp_path / "run" / "group_offsets.json").read_text()) == {"r1.eos": {}}
     assert (tmp_path / "run" / "cluster.json").exists() and run.finish() == {}
+
+
+def test_a_finished_run_removes_its_workloads_scratch_folder_with_what_a_killed_one_left(tmp_path, monkeypatch):
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    run = Run(ConnectionSettings(bootstrap="127.0.0.1:1"), tmp_path / "run", "r2", 7, "t")
+    assert not list(tmp_path.glob("txnlab-run-*"))                   # nothing before a workload starts
+    monkeypatch.setattr(run.supervisor, "start", lambda *args, **kwargs: None)
+    run.start(WorkloadSpec("txn-producer", "txp-0"))
+    (run.scratch / "txnlab-streams-r2-streams-1-x" / "state").mkdir(parents=True)   # a killed instance's state
+    for name in ("_end_offsets", "_cluster_info", "_group_offsets"):
+        monkeypatch.setattr(run, name, lambda: {})
+    run.finish()
+    assert not list(tmp_path.glob("txnlab-run-*"))
