@@ -231,7 +231,7 @@ class Experiment:
                             "steps": [{"step": "stop-run-processes", "run_dir": str(run.dir)}]})
         for entry in self.spec.workloads:
             the_plan = plan(entry.workload, tag, entry.instances, list(entry.options))
-            run.create_topics(the_plan.topics)
+            run.create_topics(the_plan.topics, the_plan.leader_shifts(entry.placement))
             run.use_topics(list(the_plan.tracked))
             for spec in the_plan.specs:
                 run.start(WorkloadSpec(spec.workload, spec.process, spec.args + needed.get(spec.process, ())))

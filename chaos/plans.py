@@ -28,6 +28,19 @@ class Plan:
     specs: list[WorkloadSpec]
     tracked: tuple[str, ...] = ()     # topics the processes create themselves (Kafka Streams' changelog),
                                       # recorded with the run's topics (end offsets, group offsets)
+    outputs: tuple[str, ...] = ()     # of `topics`, those written from the others (a consume-transform-produce)
+
+    def leader_shifts(self, placement: str) -> dict[str, int]:
+        """Where `topics`' partitions are led (cluster/smoke.py ensure_topic's leader_shift): "kafka" leaves it
+        to Kafka's default assignment; "apart" leads partition p of every input by one broker and partition p
+        of every output by another, so a fault on one broker's links holds a task's writes while its reads
+        still flow (and the other way round)."""
+        if placement == "kafka":
+            return {}
+        if placement != "apart" or not self.outputs:
+            raise PlanError(f"placement {placement!r}: one of kafka, apart (apart for a workload with outputs: "
+                            "processor, java-copier, streams)")
+        return {topic: int(topic in self.outputs) for topic in self.topics}
 
 
 def plan(workload: str, tag: str, instances: int, extra: list[str], partitions: int = 6) -> Plan:
@@ -39,7 +52,8 @@ def plan(workload: str, tag: str, instances: int, extra: list[str], partitions: 
         "processor": lambda: _processor(tag, instances, extra, partitions),
         "java-copier": lambda: Plan({f"{tag}-jin": partitions, f"{tag}-jout": partitions},
                                     [WorkloadSpec("java-copier", "java-copier", (
-                                        "--input", f"{tag}-jin", "--output", f"{tag}-jout", *extra))]),
+                                        "--input", f"{tag}-jin", "--output", f"{tag}-jout", *extra))],
+                                    outputs=(f"{tag}-jout",)),
         "storm": lambda: Plan({f"{tag}-storm": 3}, [WorkloadSpec("storm", f"storm-{i}", ("--topic", f"{tag}-storm",
                                                                                           *extra))
                                                    for i in range(instances)]),
@@ -60,7 +74,7 @@ def _processor(tag: str, instances: int, extra: list[str], partitions: int) -> P
     feeder = WorkloadSpec("txn-producer", "feeder", ("--topics", *inputs, "--rate", "10"))
     specs = [WorkloadSpec("processor", f"eos-{i}", ("--inputs", *inputs, "--output", output, *extra))
              for i in range(instances)]
-    return Plan({**{t: partitions for t in inputs}, output: partitions}, [feeder, *specs])
+    return Plan({**{t: partitions for t in inputs}, output: partitions}, [feeder, *specs], outputs=(output,))
 
 
 def _streams(tag: str, instances: int, extra: list[str], partitions: int) -> Plan:
@@ -72,7 +86,7 @@ def _streams(tag: str, instances: int, extra: list[str], partitions: int) -> Pla
                                                       *extra)) for i in range(instances)]
     app = option_value(extra, "--application-id") or streams.application_id(tag, None)
     return Plan({**{t: partitions for t in inputs}, output: partitions, counts: partitions}, [feeder, *specs],
-                tracked=(streams.changelog(app),))
+                tracked=(streams.changelog(app),), outputs=(output, counts))
 
 
 def _observer(extra: list[str]) -> Plan:

@@ -96,9 +96,11 @@ class Run:
         self._sampler: threading.Thread | None = None
 
     # ---- topics ------------------------------------------------------------------------------------
-    def create_topics(self, topics: dict[str, int]) -> None:
+    def create_topics(self, topics: dict[str, int], leader_shifts: dict[str, int] | None = None) -> None:
+        """leader_shifts: topic -> shift of its partitions' preferred leaders (cluster/smoke.py ensure_topic);
+        the others get Kafka's default assignment."""
         for topic, partitions in topics.items():
-            ensure_topic(self.conn, topic, partitions=partitions)
+            ensure_topic(self.conn, topic, partitions=partitions, leader_shift=(leader_shifts or {}).get(topic))
             self.use_topics([topic])
         self.progress(f"topics ready: {', '.join(topics)}")
 

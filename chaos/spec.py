@@ -204,6 +204,7 @@ class WorkloadEntry(_Strict):
     workload: WorkloadName
     instances: int = Field(1, ge=1, le=64)
     options: list[str] = []
+    placement: Literal["kafka", "apart"] = "kafka"     # its topics' leaders (chaos/plans.py Plan.leader_shifts)
 
     @model_validator(mode="after")
     def _options_parse(self) -> "WorkloadEntry":
@@ -212,15 +213,23 @@ class WorkloadEntry(_Strict):
                 _check_options(process)
         except (ValueError, TxnlabError) as exc:
             _fail([("options", str(exc))])
+        try:
+            self.plan().leader_shifts(self.placement)
+        except TxnlabError as exc:
+            _fail([("placement", str(exc))])
         return self
+
+    def plan(self):
+        """This workload's plan (chaos/plans.py), topics and processes named with `{tag}`."""
+        return plan(self.workload, "{tag}", self.instances, list(self.options))
 
     def topics(self) -> dict[str, int]:
         """Topic -> partitions, named with `{tag}` (as chaos/plans.py plans this workload)."""
-        return plan(self.workload, "{tag}", self.instances, list(self.options)).topics
+        return self.plan().topics
 
     def processes(self) -> list[WorkloadSpec]:
         """The workload's processes, as chaos/plans.py plans them (`{tag}` for the run tag)."""
-        return plan(self.workload, "{tag}", self.instances, list(self.options)).specs
+        return self.plan().specs
 
 
 # ---- schedule ----------------------------------------------------------------------------------------

@@ -17,15 +17,26 @@ READY_TOPIC = "txnlab-ready"
 
 
 def ensure_topic(conn: ConnectionSettings, topic: str, partitions: int = 3, replication: int = -1,
-                 config: dict[str, str] | None = None, timeout: float = 30.0) -> None:
+                 config: dict[str, str] | None = None, timeout: float = 30.0, leader_shift: int | None = None) -> None:
     """Create topic if missing (idempotent) and wait until every broker knows it with a leader for every
     partition (brokers apply new metadata at their own pace: asking one is not enough, a describe sent to
     another just after creation can still answer UNKNOWN_TOPIC_OR_PARTITION).
 
-    replication -1 takes the broker's default.replication.factor (KIP-464)."""
+    replication -1 takes the broker's default.replication.factor (KIP-464). leader_shift: place the replicas
+    instead of Kafka's default assignment: partition p on `replication` brokers (3 when -1, at most all)
+    taken in id order from index (p + leader_shift) mod n, that one first: its preferred leader (topics with
+    different shifts never have a partition number led by the same broker)."""
     admin = AdminClient(conn.confluent())
-    if topic not in admin.list_topics(timeout=timeout).topics:
-        future = admin.create_topics([NewTopic(topic, partitions, replication, config=config or {})])[topic]
+    cluster = admin.list_topics(timeout=timeout)
+    if topic not in cluster.topics:
+        if leader_shift is None:
+            new = NewTopic(topic, partitions, replication, config=config or {})
+        else:
+            brokers = sorted(cluster.brokers)
+            factor = min(len(brokers), 3 if replication < 0 else replication)
+            assignment = shifted_assignment(brokers, partitions, leader_shift, factor)
+            new = NewTopic(topic, partitions, -1, replica_assignment=assignment, config=config or {})
+        future = admin.create_topics([new])[topic]
         try:
             future.result(timeout)
         except KafkaException as exc:
@@ -33,6 +44,12 @@ def ensure_topic(conn: ConnectionSettings, topic: str, partitions: int = 3, repl
                 raise
     wait_until(lambda: _led_everywhere(conn, admin, topic, partitions, timeout), timeout,
                f"topic {topic} with a leader for every partition on every broker", 0.2)
+
+
+def shifted_assignment(brokers: list[int], partitions: int, shift: int, factor: int) -> list[list[int]]:
+    """Each partition's `factor` replicas, partition p's taken in order from index (p + shift) mod n."""
+    n = len(brokers)
+    return [[brokers[(p + shift + i) % n] for i in range(factor)] for p in range(partitions)]
 
 
 def _led_everywhere(conn: ConnectionSettings, admin: AdminClient, topic: str, partitions: int,

@@ -24,6 +24,23 @@ def test_every_workload_has_a_plan_with_unique_processes():
         assert all(s.workload in WORKLOADS for s in the_plan.specs)
 
 
+def test_apart_leads_every_output_partition_by_another_broker_than_the_same_inputs_partition():
+    from cluster.smoke import shifted_assignment
+    the_plan = plan("streams", "rtag", 2, [])
+    shifts = the_plan.leader_shifts("apart")
+    assert shifts == {"rtag-sin-a": 0, "rtag-sin-b": 0, "rtag-sout": 1, "rtag-scounts": 1}
+    assert the_plan.leader_shifts("kafka") == {}
+    brokers = [4, 1, 7]
+    for n_brokers in (1, 2, 3):
+        ids = sorted(brokers[:n_brokers])
+        inputs, outputs = (shifted_assignment(ids, 6, shift, min(3, n_brokers)) for shift in (0, 1))
+        assert all(len(set(r)) == len(r) == min(3, n_brokers) for r in inputs + outputs)   # no broker twice
+        if n_brokers > 1:
+            assert all(i[0] != o[0] for i, o in zip(inputs, outputs))      # partition p: two leaders
+        assert sorted(r[0] for r in outputs) == sorted(ids * (6 // n_brokers))  # leaders spread evenly
+    assert shifted_assignment([1, 2, 3], 3, 1, 2) == [[2, 3], [3, 1], [1, 2]]
+
+
 def test_processor_is_fed_by_a_transactional_producer_and_writes_its_own_output():
     the_plan = plan("processor", "rtag", 3, ["--batch", "20"])
     assert [s.process for s in the_plan.specs] == ["feeder", "eos-0", "eos-1", "eos-2"]
