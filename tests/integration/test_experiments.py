@@ -46,10 +46,26 @@ def drop_run_topics(cluster, result) -> None:
             future.result(30)
 
 
+KEPT = {"zombie-producer"}        # read again by a later test of this module: its topics go at the module's end
+
+
+@pytest.fixture(scope="module")
+def short_runs(request, tmp_path_factory):
+    """name -> its short run (run_short), each built-in run at most once in this module."""
+    done = {}
+
+    def get(name: str):
+        if name not in done:
+            cluster = request.getfixturevalue("drill_cluster" if name in DRILL else "cluster")
+            done[name] = run_short(name, cluster, tmp_path_factory.mktemp(name),
+                                   request.addfinalizer if name in KEPT else lambda drop: drop())
+        return done[name]
+    return get
+
+
 @pytest.mark.parametrize("name", [n for n in BUILTINS if n not in STREAMS])
-def test_builtin_experiment_short_mode(name, request, tmp_path):
-    cluster = request.getfixturevalue("drill_cluster" if name in DRILL else "cluster")
-    run_short(name, cluster, tmp_path, request.addfinalizer)
+def test_builtin_experiment_short_mode(name, short_runs):
+    short_runs(name)
 
 
 def run_short(name: str, cluster, runs_dir, finalizer, seed: int = 11):
@@ -83,9 +99,8 @@ def run_short(name: str, cluster, runs_dir, finalizer, seed: int = 11):
     return result
 
 
-def test_zombie_is_fenced_and_nothing_it_wrote_afterwards_is_visible(cluster, conn, tmp_path):
-    spec = load_spec("zombie-producer", short=True)
-    result = Experiment(spec, seed=5, runs_dir=tmp_path, progress=print, backend=LocalBackend(cluster)).run()
+def test_zombie_is_fenced_and_nothing_it_wrote_afterwards_is_visible(cluster, conn, short_runs):
+    result = short_runs("zombie-producer")                  # the built-in's short run above (or run now)
     ops = read_history(result.run_dir).ops
     fenced_at = min(op["time"] for op in ops if op["process"] == "txp-0-zombie" and op["f"] == "init"
                     and op["type"] == "ok")
