@@ -576,7 +576,8 @@ def parse_spec(data: dict[str, Any], source: str = "<spec>", short: bool = False
 # one experiment (without `cluster`) whose faults trigger it; each side runs it on a local cluster of its own.
 #     id: KAFKA-14402   title, jira (its URL), description, fixed_in
 #     affected: {label, kafka_version, broker_config, features}     fixed: {label, ...}
-#     expect: {checks: [...]}   verify checks of which at least one must find anomalies on the affected side
+#     expect: {checks: [...], errors: [...]}   verify checks of which one finds anomalies on the affected side,
+#                                              or errors (exception class names) a workload recorded there
 #     experiment: {name, workloads, duration_s, schedule, probes, quiescence, short}
 BUGS_DIR = Path(__file__).with_name("bugs")
 BUG_SIDES = ("affected", "fixed")
@@ -591,7 +592,18 @@ class BugSide(_Strict):
 
 
 class BugExpect(_Strict):
-    checks: list[str] = Field(min_length=1)
+    """What shows the bug on the affected side: anomalies in one of `checks` (verify's), or one of `errors`
+    (an exception's class name, e.g. org.apache.kafka.common.errors.InvalidTxnStateException) in an error a
+    workload recorded in the history (a client call's failure, a Kafka Streams thread's uncaught exception
+    and its causes)."""
+    checks: list[str] = []
+    errors: list[str] = []
+
+    @model_validator(mode="after")
+    def _something(self) -> "BugExpect":
+        if not self.checks and not self.errors:
+            _fail([("", "name the checks or the errors that show the bug")])
+        return self
 
 
 class BugSpec(_Strict):

@@ -5,7 +5,8 @@ Owns: running a bug's experiment `tries` times per side, the sides one after the
 3-node local cluster of its own release and settings (purged before it starts and after its runs are
 verified; both sides use the same ports, one at a time); capturing each run's Prometheus timelines and
 alerts while its cluster is up; verifying a side's runs with Spark in one session before its cluster goes;
-judging each run (reproduced: one of the bug's expected checks found anomalies; clean: every check valid);
+judging each run (reproduced: one of the bug's expected checks found anomalies, or a workload recorded one of
+its expected errors; clean: every check valid and none of those errors);
 the suite directory runs/<stamp>-<bug id>/ (suite.json with the sides as the report's levels, bug.json with
 the judgement) and its report (report/build.py: report.html and report.json).
 Must not: define bugs (chaos/bugs/*.yaml), experiments or checks; decide anything the verify report and the
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from chaos.backends import LocalBackend
+from chaos.history import read_history
 from chaos.spec import BUG_SIDES, BugSpec, bug_side_spec, load_bug
 from cluster.errors import TxnlabError
 from cluster.local import LocalCluster
@@ -46,21 +48,50 @@ class BugOptions:
     state_root: Path | None = None         # default $TXNLAB_HOME/bugs
 
 
+def expectation(bug: BugSpec) -> str:
+    """What shows the bug, in words: "anomalies in open_at_end, ..." and/or "a workload error naming X"."""
+    parts = ([f"anomalies in {', '.join(bug.expect.checks)}"] if bug.expect.checks else []) + \
+        ([f"a workload error naming {' or '.join(bug.expect.errors)}"] if bug.expect.errors else [])
+    return " or ".join(parts)
+
+
 def side_label(bug: BugSpec, side: str) -> str:
     return f"{side}: {getattr(bug, side).label}"
 
 
-def judge(run_dir: Path, expected: list[str]) -> dict:
-    """One run's outcome from its verify report: anomalies per check, whether an expected check found some
-    (reproduced), whether every check was valid (clean), and the most hanging transactions the exporter
-    confirmed at once (from the captured timelines; None when not captured)."""
+def errors_seen(run_dir: Path, names: list[str]) -> dict[str, dict]:
+    """Per expected error name found in the run's history: how many operations recorded an error naming it
+    (in their `error` text or its causes), and the first one's process and time (s since the run started)."""
+    seen: dict[str, dict] = {}
+    if not names:
+        return seen
+    for op in read_history(run_dir).ops:
+        value = op.get("value")
+        if not isinstance(value, dict) or not ({"error", "causes"} & value.keys()):
+            continue
+        text = json.dumps({k: value.get(k) for k in ("error", "causes")}, default=str)
+        for name in names:
+            if name in text:
+                entry = seen.setdefault(name, {"count": 0, "first_process": op["process"],
+                                               "first_s": round(op["time"] / 1e9, 1)})
+                entry["count"] += 1
+    return seen
+
+
+def judge(run_dir: Path, expected: list[str], errors: list[str] = ()) -> dict:
+    """One run's outcome from its verify report and its history: anomalies per check, the expected errors
+    recorded, whether an expected check found anomalies or an expected error was recorded (reproduced),
+    whether every check was valid and no expected error recorded (clean), and the most hanging transactions
+    the exporter confirmed at once (from the captured timelines; None when not captured)."""
+    seen = errors_seen(run_dir, list(errors))
     report = build.verdict_of(run_dir)
     anomalies = {name: c["count"] for name, c in report["checks"].items() if c.get("count")}
     captured = json.loads((run_dir / "prometheus.json").read_text()) if (run_dir / "prometheus.json").exists() else {}
     hanging = [p[1] for s in captured.get("timelines", {}).get("hanging_transactions", {}).get("series", [])
                for p in s["points"]]
     return {"run_dir": str(run_dir), "valid": report["valid"], "anomalies": anomalies,
-            "reproduced": any(anomalies.get(check) for check in expected), "clean": report["valid"] is True,
+            "errors_seen": seen, "reproduced": any(anomalies.get(check) for check in expected) or bool(seen),
+            "clean": report["valid"] is True and not seen,
             "max_hanging": max(hanging) if hanging else None, "gaps": report["gaps"]}
 
 
@@ -81,11 +112,12 @@ class BugRun:
                       "title": f"{self.bug.id}: {self.bug.title}", "experiments": [], "levels": levels,
                       "comparison": {"title": f"{self.bug.id}: the affected side beside the fixed side",
                                      "note": f"{self.bug.description.strip()} Fixed in: {self.bug.fixed_in}. "
-                                             f"Expected on the affected side: anomalies in "
-                                             f"{', '.join(self.bug.expect.checks)}; on the fixed side: none."},
+                                             f"Expected on the affected side: {expectation(self.bug)}; "
+                                             f"on the fixed side: none."},
                       "runs": [], "verify_exit": {}, "errors": []}
         self.outcome = {"bug": self.bug.id, "jira": self.bug.jira, "title": self.bug.title, "fixed_in": self.bug.fixed_in,
-                        "expected_checks": self.bug.expect.checks, "short": options.short, "tries": options.tries,
+                        "expected_checks": self.bug.expect.checks, "expected_errors": self.bug.expect.errors,
+                        "short": options.short, "tries": options.tries,
                         "sides": {side: {"label": getattr(self.bug, side).label, "runs": []} for side in BUG_SIDES}}
 
     def _step(self, message: str) -> None:
@@ -136,7 +168,7 @@ class BugRun:
         finally:
             cluster.down(purge=True, progress=lambda m: None)
         for run_dir in runs:
-            self.outcome["sides"][side]["runs"].append(judge(run_dir, self.bug.expect.checks))
+            self.outcome["sides"][side]["runs"].append(judge(run_dir, self.bug.expect.checks, self.bug.expect.errors))
         self._save()
 
     def _try(self, side: str, attempt: int, cluster: LocalCluster, state: Path) -> Path | None:
@@ -162,7 +194,8 @@ class BugRun:
             runs = self.outcome["sides"][side]["runs"]
             self._step(f"{side}: " + ("; ".join(
                 f"{Path(r['run_dir']).name}: {'valid' if r['valid'] is True else r['valid']}"
-                + (f", anomalies {r['anomalies']}" if r["anomalies"] else "") for r in runs) or "no run"))
+                + (f", anomalies {r['anomalies']}" if r["anomalies"] else "")
+                + (f", errors {sorted(r['errors_seen'])}" if r.get("errors_seen") else "") for r in runs) or "no run"))
         self._step(f"{self.bug.id}: reproduced on the affected side in {self.outcome['affected_reproduced']} of "
                    f"{self.options.tries}, the fixed side clean in {self.outcome['fixed_clean']} of {self.options.tries}")
 

@@ -411,11 +411,12 @@ def cmd_bugs_list(args: argparse.Namespace) -> int:
     from rich.table import Table
     from chaos.spec import bug_files, load_bug
     table = Table(title="catalogued Kafka bugs (txnlab bugs run ID [--tries N] [--full])")
-    for column in ("id", "title", "affected", "fixed", "expected anomalies"):
+    from report.bugs import expectation
+    for column in ("id", "title", "affected", "fixed", "shows as"):
         table.add_column(column)
     for bug_id in bug_files():
         bug = load_bug(bug_id)
-        table.add_row(bug.id, bug.title, bug.affected.label, bug.fixed.label, ", ".join(bug.expect.checks))
+        table.add_row(bug.id, bug.title, bug.affected.label, bug.fixed.label, expectation(bug))
     Console(width=None if sys.stdout.isatty() else 160).print(table)
     return 0
 

@@ -16,7 +16,8 @@ committed is what read_committed shows, paired by the input id each output carri
   <process>       ok streams {event: topology, application_id, sources, sink, counts, changelog}  (first)
                   ok streams {event: started | state (from, to) | tasks (active, standby) |
                               progress (processed: records its stateless step handled, reprocessing after
-                              an abort included) | error | stopped, tool_ms}
+                              an abort included) | error (error, causes: what a stream thread died of,
+                              outermost first; the thread is replaced) | stopped, tool_ms}
   <process>/jvm   invoke jvm {tool, args}; ok | fail + {pid, exit_code, ...}            (chaos/workloads/jvm.py)
 The application's settings, the connection's secrets included, go to the JVM in a properties file (0600,
 deleted at exit), never on its command line. Its state directory is this process's own (a temporary folder

@@ -41,6 +41,23 @@ def test_an_unverified_run_is_neither_reproduced_nor_clean(tmp_path):
     assert "not verified" in got["gaps"][0]
 
 
+def test_an_expected_error_a_workload_recorded_is_a_reproduction_even_in_a_valid_run(tmp_path):
+    from chaos.history import HistoryWriter
+    run = with_checks(stored_run(tmp_path, "zombie", 1), duplicate=0)
+    with HistoryWriter(run) as history:                # appended to the run's history, as a workload would
+        history.record("streams-0", "ok", "streams", {"event": "error", "error": "org.apache.kafka.streams.errors."
+                       "StreamsException: Error encountered sending record", "causes": [
+                           "org.apache.kafka.common.errors.InvalidTxnStateException: The producer attempted a "
+                           "transactional operation in an invalid state."]})
+        history.record("streams-0", "ok", "streams", {"event": "state", "from": "RUNNING", "to": "ERROR"})
+    name = "org.apache.kafka.common.errors.InvalidTxnStateException"
+    got = judge(run, [], [name])
+    assert got["reproduced"] is True and got["clean"] is False and got["valid"] is True
+    assert got["errors_seen"][name]["count"] == 1 and got["errors_seen"][name]["first_process"] == "streams-0"
+    other = judge(run, [], ["org.apache.kafka.common.errors.InvalidProducerEpochException"])
+    assert other["reproduced"] is False and other["clean"] is True and other["errors_seen"] == {}
+
+
 def outcome(affected, fixed, errors=()):
     return {"tries": 2, "errors": list(errors), "affected_reproduced": sum(r["reproduced"] for r in affected),
             "fixed_clean": sum(r["clean"] for r in fixed), "sides": {"affected": {"runs": affected}, "fixed": {"runs": fixed}}}

@@ -310,6 +310,7 @@ def test_the_sides_of_kafka_14402_differ_only_in_partition_verification():
     (lambda d: d["experiment"].update(cluster={"local": {}}), "experiment.cluster: each side brings its own cluster"),
     (lambda d: d["experiment"]["schedule"]["faults"][0].update(kind="kil-broker"), "schedule.faults[0].kind"),
     (lambda d: d.pop("expect"), "expect: Field required"),
+    (lambda d: d.update(expect={"checks": []}), "expect: name the checks or the errors that show the bug"),
 ])
 def test_a_bad_bug_document_names_the_problem(tmp_path, change, expected):
     document = yaml.safe_load(bug_files()["KAFKA-14402"].read_text())

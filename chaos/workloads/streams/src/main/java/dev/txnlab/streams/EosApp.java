@@ -175,7 +175,7 @@ public final class EosApp {
         });
         streams.setUncaughtExceptionHandler(e -> {
             emit("{\"event\":\"error\",\"error\":" + str(e.getClass().getName() + ": " + e.getMessage())
-                    + timeField() + "}");
+                    + ",\"causes\":" + causes(e) + timeField() + "}");
             return StreamThreadExceptionResponse.REPLACE_THREAD;
         });
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
@@ -326,6 +326,18 @@ public final class EosApp {
         StringBuilder out = new StringBuilder("[");
         for (String value : sorted) {
             out.append(out.length() > 1 ? "," : "").append(str(value));
+        }
+        return out.append("]").toString();
+    }
+
+    /** The exception's causes, outermost first, as a JSON list of "class: message" (what a thread died of is
+     *  often two or three causes deep: StreamsException, KafkaException, then the broker's error). */
+    static String causes(Throwable error) {
+        StringBuilder out = new StringBuilder("[");
+        List<Throwable> seen = new ArrayList<>(List.of(error));
+        for (Throwable cause = error.getCause(); cause != null && !seen.contains(cause); cause = cause.getCause()) {
+            seen.add(cause);
+            out.append(out.length() > 1 ? "," : "").append(str(cause.getClass().getName() + ": " + cause.getMessage()));
         }
         return out.append("]").toString();
     }
