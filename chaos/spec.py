@@ -598,6 +598,7 @@ class BugExpect(_Strict):
     and its causes)."""
     checks: list[str] = []
     errors: list[str] = []
+    alerts: list[str] = []          # alerts the affected side's faults should raise (the report marks them expected)
 
     @model_validator(mode="after")
     def _something(self) -> "BugExpect":

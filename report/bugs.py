@@ -175,7 +175,8 @@ class BugRun:
         spec = bug_side_spec(self.bug, side, state, self.options.base_port, self.options.short)
         name = f"{self.bug.id} try {attempt}"
         entry = {"experiment": name, "level": side_label(self.bug, side), "side": side, "try": attempt,
-                 "run_dir": None, "error": None}
+                 "run_dir": None, "error": None,
+                 "expected_alerts": list(self.bug.expect.alerts) if side == "affected" else []}
         self.suite["runs"].append(entry)
         if name not in self.suite["experiments"]:
             self.suite["experiments"].append(name)

@@ -127,7 +127,10 @@ def _workload(ops: list[dict]) -> dict:
     return {"attempts": outcomes, "fenced_processes": sorted(fenced)}
 
 
-def run_report(run_dir: Path, experiment: str, level: str | None, image: str | None) -> dict:
+def run_report(run_dir: Path, experiment: str, level: str | None, image: str | None,
+               expected_alerts: tuple[str, ...] = ()) -> dict:
+    """expected_alerts: alerts this run is meant to raise during every fault besides those of the fault's kind
+    (report/detection.py EXPECTED), e.g. a bug's affected side."""
     run_dir = Path(run_dir)
     outcome = _json(run_dir / "experiment.json") or {}
     spec = _json(run_dir / "spec.json") or {}
@@ -159,7 +162,7 @@ def run_report(run_dir: Path, experiment: str, level: str | None, image: str | N
         "timelines": timelines,
         "alerts": [vars(a) for a in detection.alert_spans(alerts)],
         "detections": [{**row, "rule_for": holds.get(row["alert"])}
-                       for row in detection.as_rows(detection.detections(windows, alerts))],
+                       for row in detection.as_rows(detection.detections(windows, alerts, expected_alerts))],
         "timeline_image": image,
     }
 
@@ -259,7 +262,7 @@ def build(directory: Path) -> dict:
         run_dir = (directory / entry["run_dir"]).resolve()
         level = entry.get("level")
         image = f"img/{_slug(level) if level else 'run'}-{_slug(entry['experiment'])}.png"
-        runs.append(run_report(run_dir, entry["experiment"], level, image))
+        runs.append(run_report(run_dir, entry["experiment"], level, image, tuple(entry.get("expected_alerts", ()))))
     levels = suite.get("levels", [None])
     return {"suite": suite.get("id", directory.name), "directory": str(directory), "built": time.time(),
             "started": suite.get("started"), "ended": suite.get("ended"), "kafka_version": suite.get("kafka_version"),

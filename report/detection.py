@@ -65,15 +65,16 @@ def _first_after(spans: list[AlertSpan], alert: str, start: float, attr: str) ->
     return min(times) if times else None
 
 
-def detections(windows: list[dict], alerts: list[dict]) -> list[Detection]:
-    """Per fault window ({kind, start, end, label}), its expected alerts (detected or not) and any other
-    alert that went pending or firing during it or before the next fault started."""
+def detections(windows: list[dict], alerts: list[dict], also: tuple[str, ...] = ()) -> list[Detection]:
+    """Per fault window ({kind, start, end, label}), its expected alerts (detected or not: its kind's, and
+    `also` for every window) and any other alert that went pending or firing during it or before the next
+    fault started."""
     spans = alert_spans(alerts)
     windows = sorted(windows, key=lambda w: w["start"])
     out: list[Detection] = []
     claimed: set[str] = set()
     for i, w in enumerate(windows):
-        expected = EXPECTED.get(w["kind"], ())
+        expected = EXPECTED.get(w["kind"], ()) + tuple(a for a in also if a not in EXPECTED.get(w["kind"], ()))
         horizon = windows[i + 1]["start"] if i + 1 < len(windows) else float("inf")
         names = list(expected) + sorted({s.alert for s in spans if s.alert not in expected and s.alert not in claimed
                                          and w["start"] - EARLY_S <= (s.first_pending or s.first_firing) < horizon})

@@ -33,11 +33,14 @@ def test_kafka_14402_shows_on_the_affected_side_and_not_on_the_fixed_side(tmp_pa
     [affected], [fixed] = outcome["sides"]["affected"]["runs"], outcome["sides"]["fixed"]["runs"]
     assert affected["reproduced"], affected
     assert set(affected["anomalies"]) & {"open_at_end", "aborted_read", "torn_transaction"}, affected
-    if affected["anomalies"].get("open_at_end"):              # left open: the exporter saw it hang
+    report = outcome["report"]
+    affected_run = next(r for r in report["runs"] if r["level"] == report["levels"][0])
+    if affected["anomalies"].get("open_at_end"):              # left open: the exporter saw it hang, the alert fired
         assert affected["max_hanging"] and affected["max_hanging"] >= 1, affected
+        assert [d for d in affected_run["detections"] if d["alert"] == "HangingTransaction" and d["expected"]
+                and d["detected"]], affected_run["detections"]
     assert fixed["clean"] and fixed["anomalies"] == {}, fixed
     assert exit_code(outcome) == 0 and not outcome["errors"]
-    report = outcome["report"]
     assert report["side_by_side"] and set(report["side_by_side"][0]["levels"]) == set(report["levels"])
     assert report["side_by_side"][0]["levels"][report["levels"][0]]["verdict"] is False
     assert report["side_by_side"][0]["levels"][report["levels"][1]]["verdict"] is True

@@ -42,6 +42,16 @@ def test_an_expected_alert_that_never_came_is_reported_undetected():
     assert [(d.alert, d.detected, d.expected) for d in found] == [("ProducerStateGrowth", False, True)]
 
 
+def test_alerts_a_run_expects_besides_its_fault_kinds_are_expected_in_every_window():
+    faults = [window("network", T0 + 10, T0 + 24), window("network", T0 + 32, T0 + 46)]
+    hanging = [alert("HangingTransaction", "firing", T0 + 40, T0 + 60, topic="r1-sout")]
+    found = detection.detections(faults, hanging, also=("HangingTransaction",))
+    assert [(d.fault_start, d.alert, d.expected, d.first_firing_s) for d in found] == \
+        [(T0 + 10, "HangingTransaction", True, 30.0), (T0 + 32, "HangingTransaction", True, 8.0)]
+    plain = detection.detections(faults, hanging)                   # not expected: an other alert, once
+    assert [(d.fault_start, d.alert, d.expected) for d in plain] == [(T0 + 32, "HangingTransaction", False)]
+
+
 def test_an_unexpected_alert_belongs_to_the_fault_it_followed_and_is_counted_once():
     faults = [window("kill-broker", T0 + 10, T0 + 20), window("kill-broker", T0 + 30, T0 + 40)]
     found = detection.detections(faults, [alert("CoordinatorTransactionsOverTimeout", "pending", T0 + 33, T0 + 50)])
