@@ -576,8 +576,8 @@ def parse_spec(data: dict[str, Any], source: str = "<spec>", short: bool = False
 # one experiment (without `cluster`) whose faults trigger it; each side runs it on a local cluster of its own.
 #     id: KAFKA-14402   title, jira (its URL), description, fixed_in
 #     affected: {label, kafka_version, broker_config, features}     fixed: {label, ...}
-#     expect: {checks: [...], errors: [...]}   verify checks of which one finds anomalies on the affected side,
-#                                              or errors (exception class names) a workload recorded there
+#     expect: {checks: [...], errors: [...], alerts: [...]}   verify checks of which one finds anomalies on the
+#             affected side, or errors (exception class names) a workload recorded there; alerts it should raise
 #     experiment: {name, workloads, duration_s, schedule, probes, quiescence, short}
 BUGS_DIR = Path(__file__).with_name("bugs")
 BUG_SIDES = ("affected", "fixed")
@@ -601,7 +601,7 @@ class BugExpect(_Strict):
     alerts: list[str] = []          # alerts the affected side's faults should raise (the report marks them expected)
 
     @model_validator(mode="after")
-    def _something(self) -> "BugExpect":
+    def _shows_something(self) -> "BugExpect":
         if not self.checks and not self.errors:
             _fail([("", "name the checks or the errors that show the bug")])
         return self

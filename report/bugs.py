@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from chaos.backends import LocalBackend
-from chaos.history import read_history
+from chaos.history import HistoryError, read_history
 from chaos.spec import BUG_SIDES, BugSpec, bug_side_spec, load_bug
 from cluster.errors import TxnlabError
 from cluster.local import LocalCluster
@@ -59,13 +59,18 @@ def side_label(bug: BugSpec, side: str) -> str:
     return f"{side}: {getattr(bug, side).label}"
 
 
-def errors_seen(run_dir: Path, names: list[str]) -> dict[str, dict]:
+def errors_seen(run_dir: Path, names: tuple[str, ...]) -> dict[str, dict] | None:
     """Per expected error name found in the run's history: how many operations recorded an error naming it
-    (in their `error` text or its causes), and the first one's process and time (s since the run started)."""
+    (in their `error` text or its causes), and the first one's process and time (s since the run started).
+    None when the history cannot be read or was cut short: no error seen is then no evidence of none."""
     seen: dict[str, dict] = {}
     if not names:
         return seen
-    for op in read_history(run_dir).ops:
+    try:
+        history = read_history(run_dir)
+    except HistoryError:
+        return None
+    for op in history.ops:
         value = op.get("value")
         if not isinstance(value, dict) or not ({"error", "causes"} & value.keys()):
             continue
@@ -75,15 +80,16 @@ def errors_seen(run_dir: Path, names: list[str]) -> dict[str, dict]:
                 entry = seen.setdefault(name, {"count": 0, "first_process": op["process"],
                                                "first_s": round(op["time"] / 1e9, 1)})
                 entry["count"] += 1
-    return seen
+    return None if history.truncated and not seen else seen
 
 
-def judge(run_dir: Path, expected: list[str], errors: list[str] = ()) -> dict:
+def judge(run_dir: Path, expected: list[str], errors: tuple[str, ...] = ()) -> dict:
     """One run's outcome from its verify report and its history: anomalies per check, the expected errors
-    recorded, whether an expected check found anomalies or an expected error was recorded (reproduced),
-    whether every check was valid and no expected error recorded (clean), and the most hanging transactions
-    the exporter confirmed at once (from the captured timelines; None when not captured)."""
-    seen = errors_seen(run_dir, list(errors))
+    recorded (None: the history could not tell), whether an expected check found anomalies or an expected
+    error was recorded (reproduced), whether every check was valid and the history shows no expected error
+    (clean), and the most hanging transactions the exporter confirmed at once (from the captured timelines;
+    None when not captured)."""
+    seen = errors_seen(run_dir, tuple(errors))
     report = build.verdict_of(run_dir)
     anomalies = {name: c["count"] for name, c in report["checks"].items() if c.get("count")}
     captured = json.loads((run_dir / "prometheus.json").read_text()) if (run_dir / "prometheus.json").exists() else {}
@@ -91,8 +97,10 @@ def judge(run_dir: Path, expected: list[str], errors: list[str] = ()) -> dict:
                for p in s["points"]]
     return {"run_dir": str(run_dir), "valid": report["valid"], "anomalies": anomalies,
             "errors_seen": seen, "reproduced": any(anomalies.get(check) for check in expected) or bool(seen),
-            "clean": report["valid"] is True and not seen,
-            "max_hanging": max(hanging) if hanging else None, "gaps": report["gaps"]}
+            "clean": report["valid"] is True and seen == {},
+            "max_hanging": max(hanging) if hanging else None,
+            "gaps": report["gaps"] + (["the history cannot say which errors the workloads recorded"]
+                                      if seen is None else [])}
 
 
 class BugRun:
@@ -168,7 +176,8 @@ class BugRun:
         finally:
             cluster.down(purge=True, progress=lambda m: None)
         for run_dir in runs:
-            self.outcome["sides"][side]["runs"].append(judge(run_dir, self.bug.expect.checks, self.bug.expect.errors))
+            self.outcome["sides"][side]["runs"].append(judge(run_dir, self.bug.expect.checks,
+                                                             tuple(self.bug.expect.errors)))
         self._save()
 
     def _try(self, side: str, attempt: int, cluster: LocalCluster, state: Path) -> Path | None:

@@ -58,6 +58,16 @@ def test_an_expected_error_a_workload_recorded_is_a_reproduction_even_in_a_valid
     assert other["reproduced"] is False and other["clean"] is True and other["errors_seen"] == {}
 
 
+def test_without_a_readable_history_no_error_seen_is_not_clean(tmp_path):
+    import shutil
+    run = with_checks(stored_run(tmp_path, "zombie", 1), duplicate=0)
+    shutil.rmtree(run / "history")
+    got = judge(run, [], ["org.apache.kafka.common.errors.InvalidTxnStateException"])
+    assert got["errors_seen"] is None and got["reproduced"] is False and got["clean"] is False
+    assert "the history cannot say which errors the workloads recorded" in got["gaps"]
+    assert judge(run, ["duplicate"])["clean"] is True          # no error expected: the history is not asked
+
+
 def outcome(affected, fixed, errors=()):
     return {"tries": 2, "errors": list(errors), "affected_reproduced": sum(r["reproduced"] for r in affected),
             "fixed_clean": sum(r["clean"] for r in fixed), "sides": {"affected": {"runs": affected}, "fixed": {"runs": fixed}}}
