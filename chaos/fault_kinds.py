@@ -88,6 +88,25 @@ class NetworkParams(TargetParams):
     latency_ms: int = Field(200, ge=0, le=60000)
     jitter_ms: int = Field(0, ge=0, le=60000)
     rate_kb: int = Field(64, ge=1, description="bandwidth toxic: KB/s")
+    stream: Literal["both", "upstream", "downstream"] = Field(
+        "both", description="which direction: upstream = what clients (or the peer broker) send to the node")
+    toxicity: float = Field(1.0, gt=0, le=1, description=(
+        "the share of connections the toxic applies to (Toxiproxy draws once per connection and direction when "
+        "the connection opens or the toxic is added): below 1 a client's retry on a new connection may take a "
+        "fast path while its first attempt is still held, as with a flow-hashed route through one bad link"))
+
+
+class HoldRequestsParams(TargetParams):
+    """Hold requests of the named types from the named clients on the wire (a Kafka-aware relay in front of
+    the node's client listener, chaos/request_hold.py); heal: release what is held, the relay out of the
+    path. Starting and healing close the node's client connections (their clients reconnect)."""
+    apis: list[Literal["Produce", "FindCoordinator", "InitProducerId", "AddPartitionsToTxn", "AddOffsetsToTxn",
+                       "EndTxn", "TxnOffsetCommit"]] = Field(["EndTxn"], min_length=1)
+    clients: list[str] = Field(min_length=1, description="client.id patterns (fnmatch, {tag} substituted), "
+                                                          "e.g. '{tag}.streams-*-producer'")
+    hold_ms: int = Field(6000, ge=1, le=60000)
+    every_ms: int = Field(10000, ge=0, le=600000, description="at most one hold per this long, across connections: "
+                                                               "the client's retry of a held request goes through")
 
 
 class IsolateBrokerParams(TargetParams):
@@ -117,6 +136,7 @@ FAULT_KINDS: dict[str, type[Params]] = {
     "zombie-producer": ZombieProducerParams,
     "network": NetworkParams,
     "isolate-broker": IsolateBrokerParams,
+    "hold-requests": HoldRequestsParams,
     "hanging-transaction": HangingTransactionParams,
     "storm": StormParams,
 }

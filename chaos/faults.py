@@ -6,7 +6,8 @@ resolved (e.g. {"node": 2, "target": "coordinator:r1a2b3.eos-0"}), for the runne
 fault's operations in the history. Every heal is idempotent and safe after a start that failed
 half-way (or never ran): it undoes what may have been done and nothing else. Heals that bring a
 broker back wait until it serves requests and is registered (env.heal_timeout). The network heal
-removes every toxic of the cluster, so network and isolate faults should not overlap in a schedule.
+removes every toxic of the cluster and points every proxy back at its node, so network, isolate and
+hold-requests faults should not overlap in a schedule.
 rolling-restart's start blocks until every node has been restarted.
 For the fault journal (chaos/journal.py), `undo_steps(env)` says what a heal needs without this object:
 before the start (after `prepare(env)`, which fixes the names a start will use) the steps that might be
@@ -40,6 +41,7 @@ from chaos.backends import HEAL_TIMEOUT_S, ISOLATE_TOXIC, Backend
 from chaos.fault_kinds import TARGET_RE, Params, parse_params, with_tag
 from chaos.inject_hanging import InjectedHanging, inject_hanging
 from chaos.plans import option_value, without_option
+from chaos.request_hold import API_KEYS, LOOPBACK, HoldPolicy, RequestHold
 from chaos.run import Run, WorkloadSpec
 from cluster.abort import abort_transaction, open_transaction
 from cluster.admin import ClusterAdmin
@@ -289,7 +291,8 @@ class PauseBroker(NodeFault):
 
 
 class Network(NodeFault):
-    """A toxic on both streams of every link of the node in scope (latency_ms is added each way)."""
+    """A toxic on every link of the node in scope, both streams (latency_ms is added each way) or the one
+    `stream` names, on the share `toxicity` of the connections."""
     kind = "network"
 
     def act(self, env: FaultEnv, node: int) -> dict:
@@ -322,7 +325,12 @@ def network_toxic(params: Params) -> dict:
         "reset": {"type": "reset_peer", "attributes": {"timeout": 0}},
         "bandwidth": {"type": "bandwidth", "attributes": {"rate": params.rate_kb}},
     }
-    return toxics[params.toxic]
+    toxic = toxics[params.toxic]
+    if params.stream != "both":
+        toxic["streams"] = (params.stream,)
+    if params.toxicity < 1:
+        toxic["toxicity"] = params.toxicity
+    return toxic
 
 
 class IsolateBroker(Network):
@@ -339,6 +347,46 @@ class IsolateBroker(Network):
         healed = self.heal_unstarted(env)
         env.backend.wait_registered(node, env.heal_timeout)
         return {**healed, "registered": True}
+
+
+class HoldRequests(NodeFault):
+    """The node's client proxy pointed at a Kafka-aware relay that holds the named requests of the named
+    clients (chaos/request_hold.py); heal: the proxy back on the node, then every held request released."""
+    kind = "hold-requests"
+
+    def __init__(self, params: Params):
+        super().__init__(params)
+        self.relay: RequestHold | None = None
+
+    def act(self, env: FaultEnv, node: int) -> dict:
+        layout = env.backend.layout
+        policy = HoldPolicy(frozenset(API_KEYS[name] for name in self.params.apis),
+                            tuple(with_tag(c, env.tag) for c in self.params.clients),
+                            self.params.hold_ms / 1000, self.params.every_ms / 1000)
+        port = layout.request_hold_port(node)
+        self.relay = RequestHold(port, f"{LOOPBACK}:{layout.client_port(node)}", policy)
+        try:
+            env.backend.reroute_client(node, f"{LOOPBACK}:{port}")
+        except Exception:
+            self.relay.stop()
+            self.relay = None
+            raise
+        return {"relay": f"{LOOPBACK}:{port}", "apis": list(self.params.apis), "clients": list(policy.clients)}
+
+    def undo(self, env: FaultEnv, node: int) -> dict:
+        env.backend.reroute_client(node, None)
+        if self.relay is None:
+            return {"rerouted_back": True}
+        self.relay.stop()
+        report, self.relay = self.relay.report(), None
+        return {"rerouted_back": True, **report}
+
+    def heal_unstarted(self, env: FaultEnv) -> dict:
+        env.backend.heal_network()
+        return {"proxies_restored": "all"}
+
+    def node_steps(self, env: FaultEnv, node: int | None) -> list[dict]:
+        return [{"step": "remove-all-toxics"}]       # the network heal also puts every proxy back on its node
 
 
 class RollingRestart(Fault):
@@ -568,7 +616,7 @@ def abort_hanging(conn: ConnectionSettings, tp: TopicPartition, txn_id: str, pro
 # ---- construction ---------------------------------------------------------------------------------------
 FAULT_CLASSES: dict[str, type[Fault]] = {cls.kind: cls for cls in (
     KillBroker, StopBroker, PauseBroker, RollingRestart, PauseWorkload, KillWorkload, ZombieProducer, Network, IsolateBroker,
-    HangingTransaction, Storm)}
+    HoldRequests, HangingTransaction, Storm)}
 
 
 def make_fault(kind: str, params: dict | None = None) -> Fault:

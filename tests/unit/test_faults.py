@@ -13,10 +13,11 @@ from pydantic import ValidationError
 
 from chaos import backends, faults
 from chaos.backends import Backend, BackendError, DockerBackend, LocalBackend
-from chaos.fault_kinds import FAULT_KINDS
-from chaos.faults import FaultEnv, FaultError, make_fault, parse_target, resolve_target
+from chaos.fault_kinds import FAULT_KINDS, parse_params
+from chaos.faults import FaultEnv, FaultError, make_fault, network_toxic, parse_target, resolve_target
 from chaos.inject_hanging import InjectedHanging
 from cluster.local import LocalCluster
+from cluster.toxiproxy import add_toxic_on_links, toxic_names
 
 TAG = "r1"
 EXAMPLE_PARAMS = {
@@ -278,6 +279,8 @@ def test_a_failed_start_heals_only_what_it_may_have_done():
     ({"toxic": "blackhole"}, {"name": "blackhole", "type": "timeout", "attributes": {"timeout": 0}}),
     ({"toxic": "reset"}, {"type": "reset_peer", "attributes": {"timeout": 0}}),
     ({"toxic": "bandwidth", "rate_kb": 16}, {"type": "bandwidth", "attributes": {"rate": 16}}),
+    ({"toxic": "latency", "latency_ms": 5000, "stream": "upstream", "toxicity": 0.5},
+     {"type": "latency", "attributes": {"latency": 5000, "jitter": 0}, "streams": ("upstream",), "toxicity": 0.5}),
 ])
 def test_network_toxics(params, toxic):
     env = make_env()
@@ -587,3 +590,23 @@ def test_a_prefix_with_no_transaction_listed_yet_is_asked_again_until_the_timeou
     monkeypatch.setattr(faults, "RESOLVE_TIMEOUT_S", 0.5)
     with pytest.raises(FaultError):
         resolve_target(make_env(StreamsAdmin(["other-1"])), "coordinator:{tag}.streams-*")
+
+
+def test_a_partial_upstream_toxic_is_named_and_added_on_that_stream_only():
+    toxic = network_toxic(parse_params("network", {"toxic": "latency", "stream": "upstream", "toxicity": 0.5}))
+    assert toxic_names(["n2-client"], toxic) == [("n2-client", "txnlab-latency-upstream")]
+    added = []
+
+    class Api:
+        def add_toxic(self, *args):
+            added.append(args)
+
+    add_toxic_on_links(Api(), ["n2-client"], toxic)
+    assert added == [("n2-client", "txnlab-latency-upstream", "latency", "upstream",
+                      {"latency": 200, "jitter": 0}, 0.5)]
+
+
+@pytest.mark.parametrize("params", [{"toxicity": 0}, {"toxicity": 1.5}, {"stream": "up"}])
+def test_network_params_refuse_a_bad_stream_or_toxicity(params):
+    with pytest.raises(ValidationError):
+        parse_params("network", {"toxic": "latency", **params})
