@@ -30,7 +30,7 @@ from cluster.connection import ConnectionSettings
 from cluster.heal import heal_cluster
 from cluster.layout import LOOPBACK, ClusterLayout
 from cluster.local import LocalCluster
-from cluster.toxiproxy import ISOLATE_TOXIC, Toxiproxy, add_toxic_on_links, toxic_names
+from cluster.toxiproxy import ISOLATE_TOXIC, Proxy, Toxiproxy, add_toxic_on_links, toxic_names
 from cluster.waiting import wait_until
 from cluster.errors import TxnlabError
 
@@ -137,6 +137,11 @@ class ToxiproxyBackend:
     def heal_network(self) -> None:
         self.toxiproxy.reset()
 
+    def reroute_client(self, node: int, upstream: str | None) -> None:
+        """Point the node's client proxy at upstream, a relay on this machine (None: back at the node's own
+        listener). Toxiproxy closes the proxy's open connections: their clients reconnect."""
+        raise BackendError("this backend cannot put a relay in front of a node (the local cluster can)")
+
     def heal(self, timeout: float = HEAL_TIMEOUT_S) -> None:
         """No toxics, every node resumed and running, serving and registered, leadership back on the
         preferred replicas (faults leave it piled on the survivors); each step on its own (cluster/heal.py)."""
@@ -190,6 +195,13 @@ class LocalBackend(ToxiproxyBackend):
 
     def isolate(self, node: int, scope: str) -> list[str]:
         return self.cluster.isolate_node(node, scope)
+
+    def heal_network(self) -> None:
+        self.cluster.heal_network()
+
+    def reroute_client(self, node: int, upstream: str | None) -> None:
+        own = next(p for p in self.layout.proxies() if p.name == f"n{node}-client")
+        self.toxiproxy.ensure_proxy(Proxy(own.name, own.listen, upstream or own.upstream))
 
     def connection(self) -> ConnectionSettings:
         return self.cluster.connection()

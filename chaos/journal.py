@@ -10,7 +10,8 @@ steps) and removed only after the fault's heal succeeded; every write is a tempo
 the entry, so a reader sees the old or the new entry, never half of one (a torn file is reported, not
 guessed at). Healing from it (`heal_journal`): each step of each entry on its own, retried (cluster/heal.py
 run_steps), the failed steps left in their entry with their errors; then the backend's heal of the whole
-cluster. Steps: resume-node(s), start-node(s), remove-toxics, remove-all-toxics, resume-process and
+cluster. Steps: resume-node(s), start-node(s), remove-toxics, remove-all-toxics (also every
+proxy back on its node, after a hold-requests fault), resume-process and
 stop-process (a pid is signalled only while its create time matches the record), stop-run-processes (every
 process recorded in a run's pids/), abort-hanging (the one re-validated abort, cluster/abort.py, through
 chaos.faults.abort_hanging). Every entry names its runner (pid and create time): the entries of a run whose

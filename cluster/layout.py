@@ -126,6 +126,11 @@ class ClusterLayout:
     def jmx_port(self, node: int) -> int:
         return self.base_port + 600 + node
 
+    def request_hold_port(self, node: int) -> int:
+        """The Kafka-aware request hold's relay in front of the node's client listener (chaos/request_hold.py),
+        bound only while a hold-requests fault runs."""
+        return self.base_port + 650 + node
+
     @property
     def toxiproxy_port(self) -> int:
         return self.base_port + 700
@@ -142,7 +147,8 @@ class ClusterLayout:
         """Every port the plan binds (brokers, proxies, agents, services)."""
         ports = [self.toxiproxy_port, self.prometheus_port, self.exporter_port]
         for n in self.node_ids:
-            ports += [self.client_proxy_port(n), self.client_port(n), self.controller_port(n), self.jmx_port(n)]
+            ports += [self.client_proxy_port(n), self.client_port(n), self.controller_port(n), self.jmx_port(n),
+                      self.request_hold_port(n)]
             ports += [self.repl_port(n, s) for s in self.node_ids]
             ports += [self.repl_proxy_port(n, s) for s in self.peers(n)]
             ports += [self.controller_proxy_port(n, s) for s in self.peers(n)]

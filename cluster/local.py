@@ -24,7 +24,7 @@ from cluster.prometheus import Prometheus, PrometheusError
 from cluster.supervisor import Supervisor
 from cluster.heal import heal_cluster
 from cluster.install import install_kafka
-from cluster.toxiproxy import ISOLATE_TOXIC, Toxiproxy, add_toxic_on_links
+from cluster.toxiproxy import ISOLATE_TOXIC, Toxiproxy, add_toxic_on_links, restore_proxies
 from cluster.waiting import Deadline, wait_until
 from cluster.progress import Progress
 from cluster.errors import TxnlabError
@@ -242,8 +242,9 @@ class LocalCluster:
         return add_toxic_on_links(self.toxiproxy, self.layout.links_of(node, scope), ISOLATE_TOXIC)
 
     def heal_network(self) -> None:
-        """Remove every toxic from every proxy."""
+        """Remove every toxic from every proxy; every proxy back on its own upstream."""
         self.toxiproxy.reset()
+        restore_proxies(self.toxiproxy, self.layout.proxies())
 
     def wait_serving(self, node: int, timeout: float) -> None:
         """Until the node answers on its own port and every broker that answers counts it registered and

@@ -95,6 +95,12 @@ def add_toxic_on_links(toxiproxy: Toxiproxy, links: list[str], toxic: dict) -> l
     return links
 
 
+def restore_proxies(toxiproxy: Toxiproxy, proxies: list[Proxy]) -> None:
+    """Every proxy with the addresses its layout gives (a fault may have pointed one elsewhere)."""
+    for proxy in proxies:
+        toxiproxy.ensure_proxy(proxy)
+
+
 def _require_loopback(address: str) -> None:
     host = address.rsplit(":", 1)[0]
     if host not in ("127.0.0.1", "localhost", "[::1]"):

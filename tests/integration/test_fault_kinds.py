@@ -7,6 +7,7 @@ is injected on the drill cluster and aborted by the heal.
 from __future__ import annotations
 
 import random
+import time
 
 import pytest
 from kafka.errors import KafkaError
@@ -16,7 +17,7 @@ from chaos.faults import FaultEnv, make_fault
 from chaos.history import read_history
 from chaos.run import Run, WorkloadSpec, new_run_dir, new_run_tag
 from cluster.admin import transaction_state_partition
-from cluster.reads import partition_offsets
+from cluster.reads import partition_offsets, read_to_end
 from cluster.smoke import ensure_topic
 from cluster.waiting import wait_until
 
@@ -103,6 +104,52 @@ def test_isolate_a_broker_from_its_clients_and_heal(env):
     assert not reachable(cluster, node)
     fault.heal(env)
     assert cluster.toxiproxy.toxics() == {} and reachable(cluster, node)
+
+
+def test_hold_an_endtxn_of_one_client_on_the_wire_and_heal(env, conn, topic):
+    """A real transactional producer's commit: held once (its EndTxn reaches the broker after hold_ms),
+    another client's and the next commit not; the proxy back on the node after the heal; the data intact."""
+    from confluent_kafka import Producer
+    cluster = env.backend.cluster
+    fault = make_fault("hold-requests", {"target": "coordinator:{tag}.hold-0", "apis": ["EndTxn"],
+                                         "clients": ["{tag}.held-*"], "hold_ms": 2500, "every_ms": 60000})
+
+    def producer(client_id: str, txn_id: str) -> Producer:
+        p = Producer({**conn.confluent(), "client.id": client_id, "transactional.id": txn_id})
+        p.init_transactions(30)
+        return p
+
+    def commit_seconds(p: Producer, value: str) -> float:
+        p.begin_transaction()
+        p.produce(topic, value=value.encode(), partition=0)
+        started = time.monotonic()
+        p.commit_transaction(30)
+        return time.monotonic() - started
+
+    held = producer(f"{env.tag}.held-producer", f"{env.tag}.hold-0")
+    other = producer(f"{env.tag}.other-producer", f"{env.tag}.hold-1")
+    started = fault.start(env)
+    coordinator = started["node"]
+    assert started["relay"] == f"127.0.0.1:{cluster.layout.request_hold_port(coordinator)}"
+    assert cluster.toxiproxy.proxies()[f"n{coordinator}-client"]["upstream"] == started["relay"]
+    assert commit_seconds(other, "other") < 2.0                # another client's EndTxn is not held
+    assert commit_seconds(held, "held-1") >= 2.4               # held 2.5 s, then the broker answers
+    assert commit_seconds(held, "held-2") < 2.0                # at most one hold per every_ms
+    healed = fault.heal(env)
+    assert [(h["api_key"], h["client_id"]) for h in healed["held"]] == [(26, f"{env.tag}.held-producer")]
+    assert healed["delivered_after_client_closed"] == []
+    assert cluster.toxiproxy.proxies()[f"n{coordinator}-client"]["upstream"] == \
+        f"127.0.0.1:{cluster.layout.client_port(coordinator)}"
+    values = sorted(r.value.decode() for r in read_to_end(conn, topic, committed=True))
+    assert values == ["held-1", "held-2", "other"]
+    held.flush(5)
+    other.flush(5)
+    # after a runner died mid-fault, the journal's step (the network heal) puts the proxy back too
+    env.backend.reroute_client(coordinator, started["relay"])
+    env.backend.heal_network()
+    assert cluster.toxiproxy.proxies()[f"n{coordinator}-client"]["upstream"] == \
+        f"127.0.0.1:{cluster.layout.client_port(coordinator)}"
+    assert make_fault("hold-requests", {"clients": ["x"]}).undo_steps(env) == [{"step": "remove-all-toxics"}]
 
 
 # ---- restarts, on the one-node drill cluster (a restart of a node of the session cluster takes a minute:
