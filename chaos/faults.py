@@ -357,6 +357,7 @@ class HoldRequests(NodeFault):
     def __init__(self, params: Params):
         super().__init__(params)
         self.relay: RequestHold | None = None
+        self.report: dict = {}                   # what the relay held, once it is stopped
 
     def act(self, env: FaultEnv, node: int) -> dict:
         layout = env.backend.layout
@@ -375,11 +376,10 @@ class HoldRequests(NodeFault):
 
     def undo(self, env: FaultEnv, node: int) -> dict:
         env.backend.reroute_client(node, None)
-        if self.relay is None:
-            return {"rerouted_back": True}
-        self.relay.stop()
-        report, self.relay = self.relay.report(), None
-        return {"rerouted_back": True, **report}
+        if self.relay is not None:
+            self.relay.stop()
+            self.report, self.relay = self.relay.report(), None
+        return {"rerouted_back": True, **self.report}
 
     def heal_unstarted(self, env: FaultEnv) -> dict:
         env.backend.heal_network()

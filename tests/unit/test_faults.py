@@ -4,6 +4,7 @@ heal without start), and the docker backend against a fake Docker SDK client."""
 from __future__ import annotations
 
 import random
+import socket
 import sys
 from types import SimpleNamespace
 
@@ -27,6 +28,7 @@ EXAMPLE_PARAMS = {
     "zombie-producer": {"process": "txp-0"}, "network": {"target": "node:2", "toxic": "blackhole"},
     "isolate-broker": {"target": "node:2", "scope": "inter"}, "hanging-transaction": {"topic": "{tag}-a"},
     "storm": {"topic": "{tag}-storm", "rate": 5},
+    "hold-requests": {"target": "node:2", "apis": ["EndTxn"], "clients": ["{tag}.streams-*-producer"]},
 }
 
 
@@ -44,6 +46,17 @@ class FakeBackend:
         if name not in ("kill", "stop", "start", "pause", "resume", "wait_registered", "heal_network", "heal"):
             raise AttributeError(name)
         return lambda *args: self.calls.append((name, *args))
+
+    @property
+    def layout(self):
+        """The ports a hold-requests fault binds (a free one) and relays to (nothing listens: no client)."""
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        return SimpleNamespace(request_hold_port=lambda node: port, client_port=lambda node: 9)
+
+    def reroute_client(self, node, upstream):
+        self.calls.append(("reroute_client", node, upstream and upstream.startswith("127.0.0.1:")))
 
     def isolate(self, node, scope):
         self.calls.append(("isolate", node, scope))
@@ -610,3 +623,28 @@ def test_a_partial_upstream_toxic_is_named_and_added_on_that_stream_only():
 def test_network_params_refuse_a_bad_stream_or_toxicity(params):
     with pytest.raises(ValidationError):
         parse_params("network", {"toxic": "latency", **params})
+
+
+def test_hold_requests_puts_the_relay_in_front_of_the_node_and_takes_it_out_at_heal():
+    env = make_env()
+    fault = make_fault("hold-requests", EXAMPLE_PARAMS["hold-requests"])
+    started = fault.start(env)
+    assert started["node"] == 2 and started["clients"] == ["r1.streams-*-producer"] and started["apis"] == ["EndTxn"]
+    first = fault.heal(env)
+    assert first == {"node": 2, "rerouted_back": True, "held": [], "delivered_after_client_closed": []}
+    assert fault.heal(env) == first
+    assert env.backend.calls == [("reroute_client", 2, True), ("reroute_client", 2, None), ("reroute_client", 2, None)]
+    assert fault.undo_steps(env) == [{"step": "remove-all-toxics"}]
+
+
+def test_a_hold_whose_proxy_cannot_be_pointed_at_the_relay_stops_the_relay():
+    env = make_env()
+
+    def refuse(node, upstream):
+        raise BackendError("no")
+
+    env.backend.reroute_client = refuse
+    fault = make_fault("hold-requests", EXAMPLE_PARAMS["hold-requests"])
+    with pytest.raises(BackendError):
+        fault.start(env)
+    assert fault.relay is None

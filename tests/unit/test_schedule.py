@@ -74,7 +74,7 @@ def test_parameters_carry_their_defaults_and_the_spec_s_values():
     by_kind = {f.kind: f.params for f in faults}
     assert by_kind["kill-broker"] == {"target": "random"}
     assert by_kind["network"] == {"target": "random", "scope": "client", "toxic": "latency", "latency_ms": 50,
-                                  "jitter_ms": 0, "rate_kb": 64}
+                                  "jitter_ms": 0, "rate_kb": 64, "stream": "both", "toxicity": 1.0}
 
 
 def test_nothing_starts_or_heals_after_the_end_in_any_builtin():
