@@ -36,7 +36,7 @@ def test_the_streams_stamp_changes_with_any_source_file_or_the_pom(app):
     (source.parent / "Extra.java").write_text("package dev.txnlab.streams;\nclass Extra {}\n")
     added = install.streams_stamp("4.3.1", app)
     assert added != changed
-    (app / "pom.xml").write_text((app / "pom.xml").read_text().replace("4.3.1", "4.2.2"))
+    (app / "pom.xml").write_text((app / "pom.xml").read_text().replace("4.4.0", "4.2.2"))
     assert install.streams_stamp("4.3.1", app) != added
     # a file's name counts, not only its bytes
     (source.parent / "Extra.java").rename(source.parent / "Other.java")

@@ -15,7 +15,7 @@ from cluster.versions import parse_env_file, pinned
 
 def test_repository_pins():
     pins = pinned()
-    assert pins["KAFKA_VERSION"] == "4.3.1"
+    assert pins["KAFKA_VERSION"] == "4.4.0"
     assert pins["TOXIPROXY_VERSION"].startswith("v2.12.")
 
 
