@@ -262,7 +262,7 @@ def test_local_cluster_overrides_with_the_hanging_drill_and_kafka_strings():
                                         "log.retention.ms": "1000", "x.enable": "true"}
     assert local.feature_overrides() == {"transaction.version": "2"}
     assert LocalClusterSpec().broker_overrides() == {} and LocalClusterSpec().feature_overrides() == {}
-    assert LocalClusterSpec(kafka_version="4.1.0").kafka_version == "4.1.0" and LocalClusterSpec().kafka_version is None
+    assert LocalClusterSpec(kafka_version="4.1.1").kafka_version == "4.1.1" and LocalClusterSpec().kafka_version is None
 
 
 def test_topics_and_processes_follow_the_solo_plan():

@@ -27,14 +27,14 @@ def test_parse_ignores_comments_and_rejects_garbage():
 
 def test_the_supported_releases_include_the_pin_and_the_variable_chooses_among_them(monkeypatch):
     supported = versions.supported_kafka_versions()
-    assert pinned()["KAFKA_VERSION"] in supported and "4.4.0" in supported and "4.1.0" in supported
+    assert pinned()["KAFKA_VERSION"] in supported and "4.4.0" in supported and "4.1.1" in supported
     monkeypatch.delenv(versions.KAFKA_VERSION_VARIABLE, raising=False)
     assert versions.kafka_version() == pinned()["KAFKA_VERSION"]
     monkeypatch.setenv(versions.KAFKA_VERSION_VARIABLE, "4.4.0")
     assert versions.kafka_version() == "4.4.0"
     assert versions.kafka_version("4.1.1") == "4.1.1"                     # an explicit one wins
     assert versions.kafka_libs_dir().name == "libs" and versions.kafka_libs_dir().parent.name == "kafka-4.4.0"
-    assert versions.jmx_agent_jar("4.1.0").parent.parent.name == "kafka-4.1.0"
+    assert versions.jmx_agent_jar("4.1.1").parent.parent.name == "kafka-4.1.1"
 
 
 def test_an_unsupported_release_is_a_clear_user_error(monkeypatch):
@@ -48,8 +48,8 @@ def test_an_unsupported_release_is_a_clear_user_error(monkeypatch):
 def test_a_layout_runs_the_chosen_release_else_the_variable_else_the_pin(monkeypatch, tmp_path):
     monkeypatch.delenv(versions.KAFKA_VERSION_VARIABLE, raising=False)
     assert ClusterLayout(state_dir=tmp_path).kafka_version == pinned()["KAFKA_VERSION"]
-    monkeypatch.setenv(versions.KAFKA_VERSION_VARIABLE, "4.1.0")
-    assert ClusterLayout(state_dir=tmp_path).kafka_version == "4.1.0"
+    monkeypatch.setenv(versions.KAFKA_VERSION_VARIABLE, "4.1.1")
+    assert ClusterLayout(state_dir=tmp_path).kafka_version == "4.1.1"
     assert ClusterLayout(state_dir=tmp_path, kafka_version="4.4.0").kafka_version == "4.4.0"
 
 
@@ -68,7 +68,7 @@ def test_a_release_is_installed_only_with_its_own_stamp(monkeypatch, tmp_path):
     libs = versions.kafka_libs_dir("4.4.0")
     assert not install.installed("4.4.0")
     libs.mkdir(parents=True)
-    (libs / ".txnlab-stamp").write_text(install.stamp("4.1.0") + "\n")      # another release's stamp
+    (libs / ".txnlab-stamp").write_text(install.stamp("4.1.1") + "\n")      # another release's stamp
     assert not install.installed("4.4.0")
     (libs / ".txnlab-stamp").write_text(install.stamp("4.4.0") + "\n")
     assert install.installed("4.4.0")
