@@ -41,11 +41,12 @@ from chaos.backends import HEAL_TIMEOUT_S, ISOLATE_TOXIC, Backend
 from chaos.fault_kinds import TARGET_RE, Params, parse_params, with_tag
 from chaos.inject_hanging import InjectedHanging, inject_hanging
 from chaos.plans import option_value, without_option
-from chaos.request_hold import API_KEYS, LOOPBACK, HoldPolicy, RequestHold
+from chaos.request_hold import API_KEYS, HoldPolicy, RequestHold
 from chaos.run import Run, WorkloadSpec
 from cluster.abort import abort_transaction, open_transaction
 from cluster.admin import ClusterAdmin
 from cluster.connection import ConnectionSettings
+from cluster.layout import LOOPBACK
 from cluster.waiting import wait_until
 from cluster.errors import TxnlabError
 

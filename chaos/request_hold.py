@@ -28,7 +28,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-LOOPBACK = "127.0.0.1"
+from cluster.layout import LOOPBACK
+
 MAX_FRAME = 100 * 1024 * 1024            # a Kafka request larger than this is no request: drop the connection
 
 # the request types a hold may name (Kafka's api keys)

@@ -370,8 +370,7 @@ class LocalCluster:
             self.supervisor.start("toxiproxy", argv, self.layout.logs_dir / "toxiproxy.log")
             wait_until(lambda: _port_open(self.layout.toxiproxy_port), 15, "toxiproxy API", 0.2, ClusterError)
             progress(f"toxiproxy up on {LOOPBACK}:{self.layout.toxiproxy_port}")
-        for proxy in self.layout.proxies():
-            self.toxiproxy.ensure_proxy(proxy)
+        restore_proxies(self.toxiproxy, self.layout.proxies())
 
     def _prepare_nodes(self, progress: Progress) -> None:
         todo = []

@@ -96,7 +96,7 @@ def add_toxic_on_links(toxiproxy: Toxiproxy, links: list[str], toxic: dict) -> l
 
 
 def restore_proxies(toxiproxy: Toxiproxy, proxies: list[Proxy]) -> None:
-    """Every proxy with the addresses its layout gives (a fault may have pointed one elsewhere)."""
+    """Every proxy with the addresses its layout gives: created, or put back where a fault pointed it elsewhere."""
     for proxy in proxies:
         toxiproxy.ensure_proxy(proxy)
 
