@@ -22,7 +22,11 @@ repeatable), in order:
      (c) `.venv/bin/txnlab verify RUN_DIR --json`: wall time, and the peak RSS of its process tree
          sampled every 0.2 s (the whole tree, and the JVM driver, java ... SparkSubmit, on its own).
          Exit 0, 1 or 2 with RUN_DIR/verify/report.json written counts as a verify run; anything else is
-         reported as a failure with its exit code and the last lines of its output, and (a), (b) still are.
+         reported as a failure with its exit code and the last lines of its output, and (a), (b) still are;
+     (d) with --standalone, (c) again on a Spark standalone cluster the benchmark starts (1 master, 2 workers
+         of 1 core, 3g executors; stopped at the end): the JVM driver's RSS holds no executor there.
+The driver JVM maps its class archive (spark_analysis/submit.py) when an earlier verify wrote it; results say
+whether it existed when the benchmark started (`machine.class_archive`).
 Rates are records/s = N / seconds, N = records in the run's log (committed and aborted): all three read
 the whole log. For (a) the seconds are Kafka's own fetch time (without JVM start and group join; its
 wall time is in the JSON); for (b) and (c) the wall time of the command. Ratios: verify/Kafka and
@@ -34,6 +38,7 @@ each N unless --keep (then they, and the cluster, stay).
 Owns: nothing beyond this benchmark. Must not: touch other clusters, or stop processes it did not start.
 Usage:
     .venv/bin/python bench/verify_throughput.py --records 1000000 --records 10000000 [--base-port 27000] [--keep]
+        [--standalone]
 """
 from __future__ import annotations
 
@@ -63,6 +68,7 @@ from chaos.history import ROLL_LINES, encode, make_op, seal_line, write_format_m
 from chaos.run import RunInfo, WorkloadSpec, new_run_dir, new_run_tag
 from chaos.workloads.base import WorkloadContext
 from chaos.workloads.topics import TopicError
+from chaos.workloads import txn_producer
 from chaos.workloads.txn_producer import TransactionalWorker
 from cluster.admin import ClusterAdmin
 from cluster.connection import ConnectionSettings
@@ -71,10 +77,14 @@ from cluster.local import LocalCluster
 from report.stack import local_stack
 from cluster.reads import partition_offsets
 from cluster.smoke import ensure_topic
+from cluster.spark_layout import StandalonePlan
 from cluster.versions import REPO_ROOT, pinned, txnlab_home
+from spark_analysis.standalone import StandaloneCluster
 from cluster.waiting import wait_until
 
 HOME = txnlab_home() / "bench-verify"
+STANDALONE_PLAN = StandalonePlan(base_port=31600, workers=2, worker_memory="4g")
+STANDALONE_EXECUTOR_MEMORY = "3g"
 NAIVE = Path(__file__).resolve().parent / "peers" / "naive_checker.py"
 TXNLAB = Path(sys.executable).parent / "txnlab"
 PARTITIONS = 6
@@ -124,6 +134,15 @@ class BulkWorker(TransactionalWorker):
     producer_config = BULK_PRODUCER
 
 
+def workload_args(job: dict) -> argparse.Namespace:
+    """txn-producer's own arguments (its parser's defaults for everything the bench does not set)."""
+    parser = argparse.ArgumentParser()
+    txn_producer.add_arguments(parser)
+    return parser.parse_args(["--topics", *job["topics"], "--records", str(job["txn_records"]), "--abort-share",
+                              str(job["abort_share"]), "--rate", "0", "--size", str(job["size"]),
+                              "--transaction-timeout-ms", "60000", "--request-timeout-s", "30"])
+
+
 def generator(job: dict, pipe: Connection) -> None:
     """One producer process: job["transactions"] attempts of job["txn_records"] records (the last one
     job["last_records"]), every operation sent to the parent."""
@@ -131,9 +150,7 @@ def generator(job: dict, pipe: Connection) -> None:
     ctx = WorkloadContext(conn=ConnectionSettings.from_env(environ=job["conn_env"]), history=history,
                           run_tag=job["tag"], process=job["process"],
                           rng=random.Random(f"{job['seed']}/{job['process']}"), deadline=None)
-    args = argparse.Namespace(topics=job["topics"], records=job["txn_records"], abort_share=job["abort_share"],
-                              rate=0.0, size=job["size"], transaction_timeout_ms=60000, request_timeout_s=30.0,
-                              txn_id=None, on_fenced="reinit")
+    args = workload_args(job)
     # a broker may not know the just-created topics yet (ensure_topic asked another one): ask again
     worker = wait_until(lambda: BulkWorker(ctx, args), 30, f"{job['process']} to see {job['topics']}", 0.5,
                         ignore=(TopicError,))
@@ -479,12 +496,15 @@ def naive_check(gen: dict, env: dict, workdir: Path) -> dict:
     return result
 
 
-def verify(gen: dict, env: dict, workdir: Path) -> dict:
-    """(c) txnlab verify RUN_DIR --json: ran if it exited 0/1/2 and wrote a fresh verify/report.json."""
+def verify(gen: dict, env: dict, workdir: Path, master: str | None = None) -> dict:
+    """(c) txnlab verify RUN_DIR --json (local[*], or on the standalone cluster at `master` with 3g executors):
+    ran if it exited 0/1/2 and wrote a fresh verify/report.json."""
     report_path = Path(gen["run_dir"]) / "verify" / "report.json"
     started_wall = time.time()
-    log = workdir / "verify.log"
-    result = timed_command("txnlab verify", [str(TXNLAB), "verify", gen["run_dir"], "--json"], env, log,
+    log = workdir / ("verify-standalone.log" if master else "verify.log")
+    where = ["--master", master, "--conf", f"spark.executor.memory={STANDALONE_EXECUTOR_MEMORY}"] if master else []
+    result = timed_command("txnlab verify" + (" (standalone)" if master else ""),
+                           [str(TXNLAB), "verify", gen["run_dir"], "--json", *where], env, log,
                            timeout=1200 + gen["records"] / 500)
     fresh = report_path.exists() and report_path.stat().st_mtime >= started_wall - 1
     result["ok"] = result["exit_code"] in (0, 1, 2) and fresh
@@ -513,7 +533,7 @@ def verify_summary(report_path: Path) -> dict:
                        if isinstance(c, dict)}}
 
 
-def measure(cluster: LocalCluster, gen: dict) -> dict:
+def measure(cluster: LocalCluster, gen: dict, spark_master: str | None = None) -> dict:
     """(a), (b) and (c) on one generated run; their outputs go to .txnlab/bench-verify/logs/<run>/."""
     n = gen["records"]
     conn = cluster.connection()
@@ -526,6 +546,8 @@ def measure(cluster: LocalCluster, gen: dict) -> dict:
     entry["kafka_two_reads"] = two_reads(entry, n)
     entry["naive_checker"] = naive_check(gen, env, workdir)
     entry["txnlab_verify"] = verify(gen, env, workdir)
+    if spark_master:
+        entry["txnlab_verify_standalone"] = verify(gen, env, workdir, spark_master)
     entry["load_average_after"] = load_average()
     entry["ratios"] = ratios(entry)
     return entry
@@ -573,7 +595,10 @@ def table(entries: list[dict]) -> str:
             "(read_committed + read_uncommitted fetch time) | naive Python checker (wall) "
             "| txnlab verify (wall; job's own time) | verify / Kafka | verify / both views | verify / naive "
             "| verify peak RSS: whole tree / JVM driver | naive checker peak RSS |")
-    rows = [head, "|" + "---|" * 10]
+    standalone = any("txnlab_verify_standalone" in e for e in entries)
+    if standalone:
+        head += " txnlab verify on the standalone cluster (wall; job's own time) | its driver's peak RSS |"
+    rows = [head, "|" + "---|" * (12 if standalone else 10)]
     for e in entries:
         kafka, naive, mine, r = e["kafka_consumer_perf"], e["naive_checker"], e["txnlab_verify"], e["ratios"]
         job_s = (mine.get("report") or {}).get("seconds")
@@ -581,6 +606,9 @@ def table(entries: list[dict]) -> str:
                     f"| {_rate(naive)} | {_rate(mine, job=job_s)} | {_ratio(r['verify_vs_kafka_consume'])} "
                     f"| {_ratio(r['verify_vs_two_reads'])} | {_ratio(r['verify_vs_naive'])} "
                     f"| {_mib(mine, 'tree')} / {_mib(mine, 'jvm_driver')} | {_mib(naive, 'tree')} |")
+        if standalone:
+            there = e.get("txnlab_verify_standalone", {})
+            rows[-1] += f" {_rate(there, job=(there.get('report') or {}).get('seconds'))} | {_mib(there, 'jvm_driver')} |"
     return "\n".join(rows)
 
 
@@ -605,7 +633,10 @@ def _mib(result: dict, role: str) -> str:
 def failures(entries: list[dict]) -> list[str]:
     out = []
     for e in entries:
-        for name in ("kafka_consumer_perf", "kafka_consumer_perf_uncommitted", "naive_checker", "txnlab_verify"):
+        for name in ("kafka_consumer_perf", "kafka_consumer_perf_uncommitted", "naive_checker", "txnlab_verify",
+                     "txnlab_verify_standalone"):
+            if name not in e:
+                continue
             result = e[name]
             if not result.get("ok"):
                 error = result.get("error") or f"exit {result.get('exit_code')}"
@@ -621,8 +652,9 @@ def failures(entries: list[dict]) -> list[str]:
 
 
 def machine() -> dict:
+    from spark_analysis.submit import class_archive
     return {"cpus": os.cpu_count(), "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
-            "load_average": load_average(), "versions": pinned()}
+            "load_average": load_average(), "versions": pinned(), "class_archive": class_archive().exists()}
 
 
 def main() -> int:
@@ -636,6 +668,9 @@ def main() -> int:
     parser.add_argument("--size", type=int, default=100, help="record value size in bytes")
     parser.add_argument("--abort-share", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--standalone", action="store_true", help="also verify each run on a Spark standalone "
+                        f"cluster (1 master, 2 workers of 1 core, ports {STANDALONE_PLAN.base_port}+) started for the "
+                        "benchmark: the driver's RSS without the executors'")
     args = parser.parse_args()
     if min(args.records) < 1:
         parser.error("--records must be at least 1")
@@ -644,17 +679,22 @@ def main() -> int:
               "machine": machine(), "started": time.strftime("%Y-%m-%d %H:%M:%S"), "runs": []}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     cluster = LocalCluster.load(HOME / "cluster", base_port=args.base_port, **local_stack())
+    spark = StandaloneCluster(HOME / "spark", STANDALONE_PLAN) if args.standalone else None
     try:
         cluster.up(progress=lambda m: say(f"[cluster] {m}"), timeout=240)
+        if spark is not None:
+            spark.up(progress=lambda m: say(f"[spark] {m}"))
         for n in args.records:
             gen = generate_run(cluster, n, args)
             try:
-                result["runs"].append(measure(cluster, gen))
+                result["runs"].append(measure(cluster, gen, spark.plan.master_url if spark else None))
                 write_json(args.out, result)
             finally:
                 if not args.keep:
                     cleanup(cluster, gen)
     finally:
+        if spark is not None:
+            spark.down(progress=lambda m: say(f"[spark] {m}"))
         if not args.keep:
             cluster.down(purge=True, progress=lambda m: say(f"[cluster] {m}"))
     result["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
