@@ -260,6 +260,7 @@ class HistorySummary:
     attempts: dict[str, int] = field(default_factory=dict)     # completed transactional attempts per type
     has_consumers: bool = False                        # processors, copiers or Streams applications ran
     has_processors: bool = False                       # exactly-once processors ran (`process` invokes)
+    has_polls: bool = False                            # a consumer's polls or seeks are recorded (load.consumer_polls)
     committed_groups: set[str] = field(default_factory=set)    # groups of `ok` process attempts
     written_topics: set[str] = field(default_factory=set)      # writes, sends, copier outputs
     copiers: list[tuple] = field(default_factory=list)         # (input, output, group) of each copier
@@ -275,12 +276,14 @@ def summarise(ops: DataFrame) -> HistorySummary:
     attempt = F.col("f").isin(*TRANSACTIONAL_F) & ~invoke & F.col("value.attempt").isNotNull()
     consumer = op & ((invoke & ((F.col("f") == "process") | load.copier_started())) | load.streams_declared())
     committed = op & (F.col("f") == "process") & (F.col("type") == "ok") & F.col("value.group").isNotNull()
+    polled = op & F.col("f").isin("poll", "seek") | (op & invoke & (F.col("f") == "process"))
 
     def count(condition):
         return F.coalesce(F.sum(condition.cast("int")), F.lit(0))
     rows = ops.groupBy("type").agg(
         count(damaged).alias("damaged"), count(op).alias("operations"), count(attempt).alias("attempts"),
         count(consumer).alias("consumers"), count(op & invoke & (F.col("f") == "process")).alias("processors"),
+        count(polled).alias("polls"),
         F.collect_set(F.when(committed, F.col("value.group"))).alias("groups"),
         F.collect_set(F.when(op, F.array_sort(F.array_distinct(F.col("value.writes.topic"))))).alias("written"),
         F.collect_set(F.when(op & (F.col("f") == "produce"), F.col("value.topic"))).alias("sent"),
@@ -295,6 +298,7 @@ def summarise(ops: DataFrame) -> HistorySummary:
             summary.attempts[r["type"]] = r["attempts"]
         summary.has_consumers |= r["consumers"] > 0
         summary.has_processors |= r["processors"] > 0
+        summary.has_polls |= r["polls"] > 0
         summary.committed_groups |= set(r["groups"])
         summary.written_topics |= {t for topics in r["written"] for t in topics if t is not None} | set(r["sent"])
         copiers |= {tuple(c) for c in r["copiers"]}
@@ -309,7 +313,7 @@ def summarise(ops: DataFrame) -> HistorySummary:
 def workload_kinds(summary: HistorySummary) -> set[str]:
     """The kinds of workloads the run has that checks may need (verdict.NEEDS)."""
     return {kind for kind, present in (("processors", summary.has_processors), ("copiers", bool(summary.copiers)),
-                                       ("streams", bool(summary.streams))) if present}
+                                       ("streams", bool(summary.streams)), ("polls", summary.has_polls)) if present}
 
 
 def group_gaps(summary: HistorySummary, evidence: Evidence) -> list[str]:

@@ -149,7 +149,7 @@ def verify(spark: SparkSession, run_dir: Path, args: argparse.Namespace) -> dict
         frames = build_frames(spark, ops, evidence, summary, conn, partitions)
         results = verdict.run_checks(frames, args.examples, progress, workload_kinds(summary))
         evidence.gaps += results.get("gaps", [])
-        counts["records"] = {"read_committed": frames.committed.count(), "read_uncommitted": frames.uncommitted.count()}
+        counts["records"] = results.pop("records", None)
     else:
         progress("evidence incomplete: " + "; ".join(evidence.gaps))
         results = verdict.unknown_checks(evidence.gaps)

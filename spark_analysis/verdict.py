@@ -46,8 +46,8 @@ class Shared:
     """The frames several checks read, computed and persisted once per run."""
     index: DataFrame            # checks.id_index: per id
     positions: DataFrame        # checks.position_index: per offset
-    streams: DataFrame          # checks.consumer_positions: the consumers' polls ranked in the views
-    skips: DataFrame            # checks.poll_skips of streams (poll_skip and unseen)
+    streams: DataFrame | None   # checks.consumer_positions: the consumers' polls ranked in the views
+    skips: DataFrame | None     # checks.poll_skips of streams (poll_skip and unseen); None: no polls recorded
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,8 @@ class Check:
 # is not planned at all (each check is tens of DataFrame operations for Spark to analyse): valid, count 0,
 # with `applies: false` and why.
 NEEDS = {"processors": "no exactly-once processor in this run", "copiers": "no Kafka copier in this run",
-         "streams": "no Kafka Streams application in this run"}
+         "streams": "no Kafka Streams application in this run",
+         "polls": "no consumer's polls recorded in this run (observers, processors)"}
 
 
 CHECKS = (
@@ -99,32 +100,47 @@ CHECKS = (
           lambda f, s: checks.unaccounted(f.uncommitted, f.writes)),
     Check("poll_skip", "a consumer's successive polls of a partition passed over records its isolation level's "
           "view holds (observers and processor instances; a recorded seek starts over)",
-          lambda f, s: s.skips),
+          lambda f, s: s.skips, "polls"),
     Check("nonmonotonic_poll", "a consumer polled an offset at or below the one it polled just before, with no "
           "recorded seek between",
-          lambda f, s: checks.nonmonotonic_polls(s.streams)),
+          lambda f, s: checks.nonmonotonic_polls(s.streams), "polls"),
     Check("unseen", "an acknowledged write no read_committed consumer polled although one polled its partition "
           "past it (not already a poll_skip)",
-          lambda f, s: checks.unseen(s.index, f.polls, s.skips)),
+          lambda f, s: checks.unseen(s.index, f.polls, s.skips), "polls"),
 )
+
+
+HOLES, INFO, RECORDS = "holes", "info attempts", "records"        # collected with the checks, every row kept
 
 
 def run_checks(frames: Frames, examples: int, progress: Callable[[str], None] = lambda m: None,
                present: set[str] | None = None) -> dict:
     """Every check over complete evidence: {name: {valid, count, examples, description}} plus the info
-    resolutions and unrecognised records. Acknowledged offsets the log no longer holds (checks.holes) are
-    missing evidence: every check unknown, with the holes as `gaps`. `present`: the kinds of workloads the
-    run has (NEEDS; None: all); a check needing another is not run (`applies: false`)."""
+    resolutions, unrecognised records and the views' record counts, in two Spark jobs (collect_all).
+    Acknowledged offsets the log no longer holds (checks.holes) are missing evidence: every check unknown,
+    with the holes as `gaps`. `present`: the kinds of workloads the run has (NEEDS; None: all); a check
+    needing another is not run (`applies: false`)."""
     for df in (frames.committed, frames.uncommitted, frames.writes):
         df.persist(StorageLevel.MEMORY_AND_DISK)
-    streams = checks.consumer_positions(frames.polls, frames.seeks, frames.committed, frames.uncommitted)
+    polls = present is None or "polls" in present      # the consumers' streams are a sort of both views
+    streams = checks.consumer_positions(frames.polls, frames.seeks, frames.committed, frames.uncommitted) \
+        if polls else None
     shared = Shared(index=checks.id_index(frames.committed, frames.writes).persist(StorageLevel.MEMORY_AND_DISK),
                     positions=checks.position_index(frames.committed, frames.uncommitted, frames.acked)
                     .persist(StorageLevel.MEMORY_AND_DISK),
-                    streams=streams, skips=checks.poll_skips(streams))
-    gaps = hole_gaps(checks.holes(shared.positions, frames.end_offsets))
+                    streams=streams, skips=checks.poll_skips(streams) if polls else None)
+    views = frames.committed.groupBy().agg(F.lit("read_committed").alias("view"), F.count(F.lit(1)).alias("n")) \
+        .unionByName(frames.uncommitted.groupBy().agg(F.lit("read_uncommitted").alias("view"),
+                                                       F.count(F.lit(1)).alias("n")))
+    # first the small results of the shared frames alone: this job fills the caches the checks read (in one job
+    # with the checks, its stages computed the same uncached frames side by side: slower)
+    first = collect_all({}, examples, every_row={
+        HOLES: checks.holes(shared.positions, frames.end_offsets), RECORDS: views,
+        INFO: checks.info_resolutions(shared.index).groupBy("resolution").count()})
+    records = {r["view"]: r["n"] for r in first[RECORDS][1]}
+    gaps = hole_gaps(first[HOLES][1])
     if gaps:
-        return unknown_checks(gaps)
+        return {**unknown_checks(gaps), "records": records}
     started = time.monotonic()
     applying = [c for c in CHECKS if c.needs is None or present is None or c.needs in present]
     found = collect_all({**{check.name: check.anomalies(frames, shared) for check in applying},
@@ -142,41 +158,37 @@ def run_checks(frames: Frames, examples: int, progress: Callable[[str], None] = 
                                "examples": kept}
         progress(f"check {check.name}: {'ok' if count == 0 else f'{count} anomalies'}")
     count, kept = found[UNRECOGNISED]
-    return {"checks": results, "info_attempts": _info_counts(shared.index),
-            "unrecognised": {"count": count, "examples": kept}}
+    info = {"committed": 0, "aborted": 0, "torn": 0} | {r["resolution"]: r["count"] for r in first[INFO][1]}
+    return {"checks": results, "info_attempts": info, "unrecognised": {"count": count, "examples": kept},
+            "records": records}
 
 
-def collect_all(frames: dict[str, DataFrame], examples: int) -> dict[str, tuple[int, list[dict[str, Any]]]]:
-    """Each frame's row count and its first `examples` rows (ordered by their content), all in ONE Spark job:
-    every row becomes (frame name, the row as JSON), counted and ranked per name. A job per check and per
-    count cost about a second of scheduling each on a small run; only counts and the kept rows reach the
-    driver."""
+def collect_all(frames: dict[str, DataFrame], examples: int,
+                every_row: dict[str, DataFrame] | None = None) -> dict[str, tuple[int, list[dict[str, Any]]]]:
+    """Each frame's row count and its first `examples` rows (ordered by their content), and every row of the
+    (small) `every_row` frames, all in ONE Spark job: every row becomes (frame name, the row as JSON), counted
+    and ranked per name. A job per check and per count cost about a second of scheduling each on a small run;
+    only counts and the kept rows reach the driver."""
+    every_row = every_row or {}
     as_json = [df.select(F.lit(name).alias("frame"), F.to_json(F.struct(*[F.col(f"`{c}`") for c in df.columns]),
                                                                {"ignoreNullFields": "false"}).alias("row"))
-               for name, df in frames.items()]
+               for name, df in {**frames, **every_row}.items()]
     per_frame = Window.partitionBy("frame")
     kept = reduce(DataFrame.unionByName, as_json) \
         .withColumn("count", F.count(F.lit(1)).over(per_frame)) \
         .withColumn("n", F.row_number().over(per_frame.orderBy("row"))) \
-        .where(F.col("n") <= max(examples, 1))
-    found: dict[str, tuple[int, list]] = {name: (0, []) for name in frames}
+        .where((F.col("n") <= max(examples, 1)) | F.col("frame").isin(*every_row))
+    found: dict[str, tuple[int, list]] = {name: (0, []) for name in {**frames, **every_row}}
     for row in kept.orderBy("frame", "n").collect():
         found[row["frame"]] = (row["count"], found[row["frame"]][1] + [json.loads(row["row"])])
-    return {name: (count, rows_[:examples]) for name, (count, rows_) in found.items()}
+    return {name: (count, rows_ if name in every_row else rows_[:examples]) for name, (count, rows_) in found.items()}
 
 
-def hole_gaps(found: DataFrame) -> list[str]:
-    """One evidence gap per partition with holes (checks.holes)."""
+def hole_gaps(found: list[dict[str, Any]]) -> list[str]:
+    """One evidence gap per partition with holes (checks.holes rows)."""
     return [f"{r['topic']}-{r['partition']}: {r['count']} acknowledged offset(s) inside the recorded range are not "
             f"in the log (e.g. {', '.join(str(o) for o in r['offsets'])}): records were deleted or compacted away"
-            for r in found.orderBy("topic", "partition").collect()]
-
-
-def _info_counts(index: DataFrame) -> dict[str, int]:
-    counts = {"committed": 0, "aborted": 0, "torn": 0}
-    for row in checks.info_resolutions(index).groupBy("resolution").count().collect():
-        counts[row["resolution"]] = row["count"]
-    return counts
+            for r in sorted(found, key=lambda r: (r["topic"], r["partition"]))]
 
 
 def unknown_checks(gaps: list[str]) -> dict:

@@ -16,14 +16,15 @@ DAMAGED = "the history has 1 damaged line(s) (torn or not JSON)"
 WRITES = [{"topic": "out", "partition": 0, "id": "r.txp-0.0.0"}]
 
 
-def a_run(run_dir, roll_lines=100, extra=(), groups=True, ends=ENDS):
-    """A finished run: two committed attempts and an observer's poll, sealed by HistoryWriter."""
+def a_run(run_dir, roll_lines=100, extra=(), groups=True, ends=ENDS, poll=True):
+    """A finished run: two committed attempts and (poll) an observer's poll, sealed by HistoryWriter."""
     with HistoryWriter(run_dir, roll_lines=roll_lines) as writer:
         for n in range(2):
             value = {"attempt": f"r.txp-0.{n}", "writes": WRITES}
             writer.record("txp-0", "invoke", "txn", value)
             writer.record("txp-0", "ok", "txn", value)
-        writer.record("obs-rc", "ok", "poll", {"isolation": "read_committed", "records": []})
+        if poll:
+            writer.record("obs-rc", "ok", "poll", {"isolation": "read_committed", "records": []})
         for op in extra:
             writer.record(*op)
     (run_dir / "end_offsets.json").write_text(json.dumps(ends))
@@ -222,6 +223,19 @@ def test_checks_apply_only_to_the_workloads_a_run_has():
                              streams=[("app", ["a"], "o", "c", "app-counts-changelog")])
     assert workload_kinds(summary) == {"processors", "copiers", "streams"}
     assert workload_kinds(HistorySummary(copiers=[("in", "out", "g")])) == {"copiers"}
+    assert workload_kinds(HistorySummary(has_polls=True)) == {"polls"}
+
+
+@pytest.mark.parametrize("extra, polls", [
+    ((), False),
+    ((("obs-rc", "ok", "poll", {"isolation": "read_committed", "records": []}),), True),
+    ((("obs-rc", "ok", "seek", {"isolation": "read_committed", "positions": []}),), True),
+    ((("proc-0", "invoke", "process", {"attempt": "r.proc-0.0", "group": "r.eos", "inputs": []}),), True),
+    ((("txp-1", "fail", "poll", {"error": "x"}), ("x", "invoke", "txn", {"attempt": "r.x.0"})), True)])
+def test_the_summary_says_whether_polls_are_recorded(spark, tmp_path, extra, polls):
+    run = a_run(tmp_path, extra=extra, poll=False)
+    summary = check_history(spark, run, load.read_history(spark, run), load_run_files(run))
+    assert summary.has_polls is polls
 
 
 def test_a_streams_application_without_recorded_group_offsets_is_a_gap():
