@@ -18,6 +18,7 @@ from pathlib import Path
 
 from cluster.connection import ConnectionSettings
 from cluster.diagnose import require_reachable
+from cluster.java import java_binary
 from cluster.versions import REPO_ROOT, pinned, txnlab_home
 from cluster.errors import TxnlabError
 
@@ -84,11 +85,35 @@ def driver_java_options(run_dirs: Path | list[Path]) -> str:
     return " ".join(options)
 
 
+def class_archive() -> Path:
+    """The driver JVM's class archive (AppCDS, Java's dynamic archive of the classes a verification loads),
+    named by what it was made from (the JDK, PySpark's jars, the connector's): a JVM that maps it instead of
+    loading and verifying ~20,000 classes from the jars starts the job and plans its first queries faster (a
+    5,000-record run: 24-29 s -> 19.5-21 s wall). The first verification writes it on exit (~20 s more, once);
+    a stale or foreign archive is never used (its name would differ, and Java checks it and ignores it)."""
+    import hashlib
+    java = Path(java_binary()).resolve()
+    made_of = [str(java), *(f"{j.name}:{j.stat().st_size}" for j in sorted((pyspark_home() / "jars").glob("*.jar"))),
+               *(j.name for j in connector_jars())]
+    key = hashlib.sha256("\n".join(made_of).encode()).hexdigest()[:16]
+    return txnlab_home() / "spark" / f"verify-classes-{key}.jsa"
+
+
+CLASS_ARCHIVE_QUIET = "-Xlog:cds*=off"         # Java's notes on classes it cannot archive are not the user's concern
+
+
+def archive_options(archive: Path, writing: Path | None) -> list[str]:
+    """Map the archive when it exists; otherwise write it (to `writing`, renamed once the job ended well)."""
+    if writing is None:
+        return [f"-XX:SharedArchiveFile={archive}", CLASS_ARCHIVE_QUIET]
+    return [f"-XX:ArchiveClassesAtExit={writing}", CLASS_ARCHIVE_QUIET]
+
+
 def command(run_dirs: Path | list[Path], master: str = "local[*]", driver_memory: str = "4g", out: Path | None = None,
-            examples: int = 10, conf: tuple[str, ...] = ()) -> list[str]:
+            examples: int = 10, conf: tuple[str, ...] = (), java_options: tuple[str, ...] = ()) -> list[str]:
     cmd = [str(pyspark_home() / "bin" / "spark-submit"), "--master", master, "--driver-memory", driver_memory,
            "--jars", ",".join(str(j) for j in connector_jars()),
-           "--driver-java-options", driver_java_options(run_dirs),
+           "--driver-java-options", " ".join([driver_java_options(run_dirs), *java_options]),
            "--conf", "spark.ui.enabled=false", "--conf", f"spark.ui.showConsoleProgress={str(sys.stderr.isatty()).lower()}",
            "--conf", "spark.driver.bindAddress=127.0.0.1", "--conf", "spark.driver.host=127.0.0.1"]
     # spark.sql.shuffle.partitions: sized per run by the job to its records, unless given here
@@ -136,4 +161,18 @@ def run(run_dirs: Path | list[Path], conn: ConnectionSettings | None, **options)
         if not (run_dir / "history").is_dir():
             raise SetupError(f"{run_dir} is not a run directory (no history/)")
     check_reachable(runs, conn)
-    return subprocess.run(command(runs, **options), env=environment(conn), stdout=sys.stderr).returncode
+    archive = class_archive()
+    writing = None if archive.exists() else archive.with_name(f"{archive.stem}.{os.getpid()}.tmp")
+    if writing is not None:
+        archive.parent.mkdir(parents=True, exist_ok=True)
+        print(f"txnlab verify: first verification with this Spark and Java: the driver's class archive is written "
+              f"when it ends ({archive}), later ones start faster", file=sys.stderr)
+    try:
+        code = subprocess.run(command(runs, **options, java_options=tuple(archive_options(archive, writing))),
+                              env=environment(conn), stdout=sys.stderr).returncode
+        if writing is not None and code in (0, 1, 2) and writing.exists() and writing.stat().st_size > 0:
+            os.replace(writing, archive)
+        return code
+    finally:
+        if writing is not None:
+            writing.unlink(missing_ok=True)

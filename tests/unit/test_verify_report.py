@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -94,6 +95,44 @@ def test_small_runs_get_a_c1_only_driver_and_large_or_unreadable_ones_do_not(tmp
         assert "TieredStopAtLevel" not in options and "log4j2.configurationFile=file:" in options, runs
     cmd = submit.command(small)
     assert cmd[cmd.index("--driver-java-options") + 1] == submit.driver_java_options(small)
+
+
+def test_the_driver_class_archive_is_written_once_then_mapped_and_never_half_written(tmp_path, monkeypatch):
+    """First verification: the JVM writes the archive to a temporary name, renamed when the job ended with
+    one of its exit codes; later ones map it; a killed job leaves none. Its name follows what it is made of."""
+    jars = tmp_path / "pyspark" / "jars"
+    jars.mkdir(parents=True)
+    (jars / "spark-core.jar").write_text("x")
+    monkeypatch.setattr(submit, "pyspark_home", lambda: tmp_path / "pyspark")
+    monkeypatch.setattr(submit, "connector_jars", lambda: [Path("/j/spark-sql-kafka.jar")])
+    monkeypatch.setattr(submit, "txnlab_home", lambda: tmp_path / "home")
+    monkeypatch.setattr(submit, "check_reachable", lambda runs, conn: None)
+    archive = submit.class_archive()
+    (jars / "spark-sql.jar").write_text("y")
+    assert submit.class_archive() != archive                 # other jars, another archive
+    archive = submit.class_archive()
+    run = tmp_path / "run"
+    (run / "history").mkdir(parents=True)
+    seen = []
+
+    def spark_submit(code):
+        def fake(cmd, env, stdout):
+            options = cmd[cmd.index("--driver-java-options") + 1].split()
+            seen.append([o for o in options if "Archive" in o])
+            for o in options:
+                if o.startswith("-XX:ArchiveClassesAtExit="):
+                    Path(o.split("=", 1)[1]).write_bytes(b"classes")
+            return subprocess.CompletedProcess(cmd, code)
+        return fake
+    monkeypatch.setattr(submit.subprocess, "run", spark_submit(-9))
+    assert submit.run(run, None) == -9
+    assert not archive.exists() and not list(archive.parent.glob("*.tmp"))
+    monkeypatch.setattr(submit.subprocess, "run", spark_submit(1))
+    assert submit.run(run, None) == 1
+    assert archive.read_bytes() == b"classes" and not list(archive.parent.glob("*.tmp"))
+    assert seen[1][0].startswith("-XX:ArchiveClassesAtExit=") and seen[1][0].endswith(".tmp")
+    assert submit.run(run, None) == 1
+    assert seen[2] == [f"-XX:SharedArchiveFile={archive}"]
 
 
 def test_a_run_without_any_bootstrap_is_a_one_line_error_not_a_crash(tmp_path, monkeypatch):
