@@ -10,6 +10,7 @@ Must not: verify anything itself (job.py does, inside Spark).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -91,7 +92,6 @@ def class_archive() -> Path:
     loading and verifying ~20,000 classes from the jars starts the job and plans its first queries faster (a
     5,000-record run: 24-29 s -> 19.5-21 s wall). The first verification writes it on exit (~20 s more, once);
     a stale or foreign archive is never used (its name would differ, and Java checks it and ignores it)."""
-    import hashlib
     java = Path(java_binary()).resolve()
     made_of = [str(java), *(f"{j.name}:{j.stat().st_size}" for j in sorted((pyspark_home() / "jars").glob("*.jar"))),
                *(j.name for j in connector_jars())]

@@ -110,7 +110,12 @@ CHECKS = (
 )
 
 
-HOLES, INFO, RECORDS = "holes", "info attempts", "records"        # collected with the checks, every row kept
+HOLES, INFO, RECORDS = "holes", "info attempts", "records"        # collected before the checks, every row kept
+
+
+def applies(needs: str | None, present: set[str] | None) -> bool:
+    """Whether what a check needs (NEEDS) is among the kinds of workloads the run has (None: all)."""
+    return needs is None or present is None or needs in present
 
 
 def run_checks(frames: Frames, examples: int, progress: Callable[[str], None] = lambda m: None,
@@ -122,7 +127,7 @@ def run_checks(frames: Frames, examples: int, progress: Callable[[str], None] = 
     needing another is not run (`applies: false`)."""
     for df in (frames.committed, frames.uncommitted, frames.writes):
         df.persist(StorageLevel.MEMORY_AND_DISK)
-    polls = present is None or "polls" in present      # the consumers' streams are a sort of both views
+    polls = applies("polls", present)                  # the consumers' streams are a sort of both views
     streams = checks.consumer_positions(frames.polls, frames.seeks, frames.committed, frames.uncommitted) \
         if polls else None
     shared = Shared(index=checks.id_index(frames.committed, frames.writes).persist(StorageLevel.MEMORY_AND_DISK),
@@ -142,7 +147,7 @@ def run_checks(frames: Frames, examples: int, progress: Callable[[str], None] = 
     if gaps:
         return {**unknown_checks(gaps), "records": records}
     started = time.monotonic()
-    applying = [c for c in CHECKS if c.needs is None or present is None or c.needs in present]
+    applying = [c for c in CHECKS if applies(c.needs, present)]
     found = collect_all({**{check.name: check.anomalies(frames, shared) for check in applying},
                          UNRECOGNISED: checks.unrecognised(frames.committed.unionByName(frames.uncommitted))},
                         examples)
