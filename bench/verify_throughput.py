@@ -23,7 +23,11 @@ repeatable), in order:
          sampled every 0.2 s (the whole tree, and the JVM driver, java ... SparkSubmit, on its own).
          Exit 0, 1 or 2 with RUN_DIR/verify/report.json written counts as a verify run; anything else is
          reported as a failure with its exit code and the last lines of its output, and (a), (b) still are;
-     (d) with --standalone, (c) again on a Spark standalone cluster the benchmark starts (1 master, 2 workers
+     (d) bench/spark_read_floor.py through spark-submit as verify runs its job (same jars, driver options,
+         class archive): Spark's Kafka connector reading both views exactly as the job does, and nothing
+         else (no parsing, no checks); its own seconds (the read job, without the session's start) are the
+         floor under verify's job time in Spark on this machine;
+     (e) with --standalone, (c) again on a Spark standalone cluster the benchmark starts (1 master, 2 workers
          of 1 core, 3g executors; stopped at the end): the JVM driver's RSS holds no executor there.
 The driver JVM maps its class archive (spark_analysis/submit.py) when an earlier verify wrote it; results say
 whether it existed when the benchmark started (`machine.class_archive`).
@@ -86,6 +90,7 @@ HOME = txnlab_home() / "bench-verify"
 STANDALONE_PLAN = StandalonePlan(base_port=31600, workers=2, worker_memory="4g")
 STANDALONE_EXECUTOR_MEMORY = "3g"
 NAIVE = Path(__file__).resolve().parent / "peers" / "naive_checker.py"
+SPARK_READS = Path(__file__).resolve().parent / "spark_read_floor.py"
 TXNLAB = Path(sys.executable).parent / "txnlab"
 PARTITIONS = 6
 SAMPLE_S = 0.2
@@ -520,6 +525,30 @@ def verify(gen: dict, env: dict, workdir: Path, master: str | None = None) -> di
     return result
 
 
+def spark_reads(gen: dict, conn: ConnectionSettings, workdir: Path) -> dict:
+    """(d) Spark's Kafka connector alone reading both views (bench/spark_read_floor.py): the job's own seconds."""
+    from spark_analysis.submit import archive_options, class_archive, environment, spark_submit
+    archive = class_archive()
+    argv = spark_submit(SPARK_READS, [gen["run_dir"]], Path(gen["run_dir"]),
+                        java_options=tuple(archive_options(archive, None)) if archive.exists() else ())
+    log = workdir / "spark-reads.log"
+    result = timed_command("Spark's Kafka connector, both views", argv, environment(conn), log,
+                           timeout=600 + gen["records"] / 500)
+    lines = [line for line in tail(log, 20) if line.startswith("{")]
+    found = json.loads(lines[-1]) if lines else {}
+    views = found.get("views", {})
+    read = {v: (views.get(v) or {}).get("records") for v in ("read_committed", "read_uncommitted")}
+    result["ok"] = result["exit_code"] == 0 and read == {"read_committed": gen["records_by_outcome"]["ok"],
+                                                          "read_uncommitted": gen["records"]}
+    if result["ok"]:
+        result["read_seconds"] = found["seconds"]
+        result["records_per_s"] = round(gen["records"] / found["seconds"])
+    else:
+        result["error"] = f"exit {result['exit_code']}, read {read} ({found.get('error', '')})"
+        result["output_tail"] = output_tail(log)
+    return result
+
+
 def verify_summary(report_path: Path) -> dict:
     """What the benchmark keeps of verify/report.json: verdict, counts, the job's own time and per check."""
     try:
@@ -546,6 +575,7 @@ def measure(cluster: LocalCluster, gen: dict, spark_master: str | None = None) -
     entry["kafka_two_reads"] = two_reads(entry, n)
     entry["naive_checker"] = naive_check(gen, env, workdir)
     entry["txnlab_verify"] = verify(gen, env, workdir)
+    entry["spark_reads"] = spark_reads(gen, conn, workdir)
     if spark_master:
         entry["txnlab_verify_standalone"] = verify(gen, env, workdir, spark_master)
     entry["load_average_after"] = load_average()
@@ -564,14 +594,17 @@ def two_reads(entry: dict, n: int) -> dict:
 
 
 def ratios(entry: dict) -> dict:
-    names = ("kafka_consumer_perf", "kafka_two_reads", "naive_checker", "txnlab_verify")
-    rate = {k: entry[k].get("records_per_s") for k in names}
-    mine = rate["txnlab_verify"]
+    names = ("kafka_consumer_perf", "kafka_two_reads", "naive_checker", "txnlab_verify", "spark_reads")
+    rate = {k: entry.get(k, {}).get("records_per_s") for k in names}
 
-    def ratio(peer: str) -> float | None:
-        return round(mine / rate[peer], 3) if mine and rate[peer] else None
-    return {"verify_vs_kafka_consume": ratio("kafka_consumer_perf"), "verify_vs_two_reads": ratio("kafka_two_reads"),
-            "verify_vs_naive": ratio("naive_checker")}
+    def ratio(mine: str, peer: str) -> float | None:
+        return round(rate[mine] / rate[peer], 3) if rate[mine] and rate[peer] else None
+    floor, job = entry.get("spark_reads", {}).get("read_seconds"), (entry["txnlab_verify"].get("report") or {}).get("seconds")
+    return {"verify_vs_kafka_consume": ratio("txnlab_verify", "kafka_consumer_perf"),
+            "verify_vs_two_reads": ratio("txnlab_verify", "kafka_two_reads"),
+            "verify_vs_naive": ratio("txnlab_verify", "naive_checker"),
+            "spark_reads_vs_two_reads": ratio("spark_reads", "kafka_two_reads"),
+            "verify_job_over_spark_reads": round(job / floor, 2) if floor and isinstance(job, (int, float)) else None}
 
 
 def cleanup(cluster: LocalCluster, gen: dict) -> None:
@@ -594,18 +627,22 @@ def table(entries: list[dict]) -> str:
     head = ("| records (N) | Kafka ConsumerPerformance, read_committed (fetch time) | ConsumerPerformance, both views "
             "(read_committed + read_uncommitted fetch time) | naive Python checker (wall) "
             "| txnlab verify (wall; job's own time) | verify / Kafka | verify / both views | verify / naive "
-            "| verify peak RSS: whole tree / JVM driver | naive checker peak RSS |")
+            "| verify peak RSS: whole tree / JVM driver | naive checker peak RSS "
+            "| Spark's Kafka connector alone, both views (its read job; nothing parsed) | Spark's reads / both views "
+            "| verify's job time / Spark's reads |")
     standalone = any("txnlab_verify_standalone" in e for e in entries)
     if standalone:
         head += " txnlab verify on the standalone cluster (wall; job's own time) | its driver's peak RSS |"
-    rows = [head, "|" + "---|" * (12 if standalone else 10)]
+    rows = [head, "|" + "---|" * (15 if standalone else 13)]
     for e in entries:
         kafka, naive, mine, r = e["kafka_consumer_perf"], e["naive_checker"], e["txnlab_verify"], e["ratios"]
         job_s = (mine.get("report") or {}).get("seconds")
         rows.append(f"| {e['records']:,} | {_rate(kafka, 'fetch_seconds')} | {_rate(e['kafka_two_reads'], 'fetch_seconds')} "
                     f"| {_rate(naive)} | {_rate(mine, job=job_s)} | {_ratio(r['verify_vs_kafka_consume'])} "
                     f"| {_ratio(r['verify_vs_two_reads'])} | {_ratio(r['verify_vs_naive'])} "
-                    f"| {_mib(mine, 'tree')} / {_mib(mine, 'jvm_driver')} | {_mib(naive, 'tree')} |")
+                    f"| {_mib(mine, 'tree')} / {_mib(mine, 'jvm_driver')} | {_mib(naive, 'tree')} "
+                    f"| {_rate(e.get('spark_reads', {}), 'read_seconds')} | {_ratio(r.get('spark_reads_vs_two_reads'))} "
+                    f"| {_ratio(r.get('verify_job_over_spark_reads'))} |")
         if standalone:
             there = e.get("txnlab_verify_standalone", {})
             rows[-1] += f" {_rate(there, job=(there.get('report') or {}).get('seconds'))} | {_mib(there, 'jvm_driver')} |"
@@ -634,7 +671,7 @@ def failures(entries: list[dict]) -> list[str]:
     out = []
     for e in entries:
         for name in ("kafka_consumer_perf", "kafka_consumer_perf_uncommitted", "naive_checker", "txnlab_verify",
-                     "txnlab_verify_standalone"):
+                     "spark_reads", "txnlab_verify_standalone"):
             if name not in e:
                 continue
             result = e[name]

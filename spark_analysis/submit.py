@@ -111,6 +111,17 @@ def archive_options(archive: Path, writing: Path | None) -> list[str]:
 
 def command(run_dirs: Path | list[Path], master: str = "local[*]", driver_memory: str = "4g", out: Path | None = None,
             examples: int = 10, conf: tuple[str, ...] = (), java_options: tuple[str, ...] = ()) -> list[str]:
+    """spark-submit of the verification job (job.py) over the runs."""
+    runs = [run_dirs] if isinstance(run_dirs, Path) else list(run_dirs)
+    return spark_submit(HERE / "job.py", [*map(str, runs), "--examples", str(examples), *(["--out", str(out)] if out else [])],
+                        runs, master, driver_memory, conf, java_options)
+
+
+def spark_submit(script: Path, args: list[str], run_dirs: Path | list[Path], master: str = "local[*]",
+                 driver_memory: str = "4g", conf: tuple[str, ...] = (), java_options: tuple[str, ...] = ()) -> list[str]:
+    """spark-submit of a PySpark script over runs, as the verification job runs (the connector's jars, the
+    driver's options, a loopback-only driver, quiet logging): the job, and the benchmark's read of both views
+    (bench/spark_read_floor.py)."""
     cmd = [str(pyspark_home() / "bin" / "spark-submit"), "--master", master, "--driver-memory", driver_memory,
            "--jars", ",".join(str(j) for j in connector_jars()),
            "--driver-java-options", " ".join([driver_java_options(run_dirs), *java_options]),
@@ -119,9 +130,7 @@ def command(run_dirs: Path | list[Path], master: str = "local[*]", driver_memory
     # spark.sql.shuffle.partitions: sized per run by the job to its records, unless given here
     for item in conf:
         cmd += ["--conf", item]
-    runs = [run_dirs] if isinstance(run_dirs, Path) else list(run_dirs)
-    cmd += [str(HERE / "job.py"), *map(str, runs), "--examples", str(examples)]
-    return cmd + (["--out", str(out)] if out else [])
+    return cmd + [str(script), *args]
 
 
 def environment(conn: ConnectionSettings | None) -> dict[str, str]:
