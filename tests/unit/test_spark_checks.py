@@ -327,10 +327,14 @@ def test_records_of_takes_ids_from_headers_before_the_value(spark):
     headers = [("txnlab.id", b"r.p.1.0"), ("txnlab.attempt", b"r.p.1"), ("txnlab.producer", b"p")]
     raw = spark.createDataFrame([
         ("t", 0, 0, json.dumps({"id": "other", "attempt": "x", "producer": "y"}).encode(), headers),
-        ("t", 0, 1, json.dumps({"id": "r.q.0.0", "attempt": "r.q.0", "producer": "q"}).encode(), [("k", b"v")])],
+        ("t", 0, 1, json.dumps({"id": "r.q.0.0", "attempt": "r.q.0", "producer": "q"}).encode(), [("k", b"v")]),
+        # a repeated header: the first counts; a header without a value: null
+        ("t", 0, 2, b"{}", [("k", b"v"), ("txnlab.id", b"r.p.2.0"), ("txnlab.id", b"r.p.9.9"), ("txnlab.attempt", None),
+                            ("txnlab.producer", b"p"), ("txnlab.producer", b"z")])],
         RAW_COLS)
     got = {r["offset"]: (r["id"], r["attempt"], r["producer"], r["kind"]) for r in load.records_of(raw, "c").collect()}
-    assert got == {0: ("r.p.1.0", "r.p.1", "p", "txnlab"), 1: ("r.q.0.0", "r.q.0", "q", "txnlab")}
+    assert got == {0: ("r.p.1.0", "r.p.1", "p", "txnlab"), 1: ("r.q.0.0", "r.q.0", "q", "txnlab"),
+                   2: ("r.p.2.0", None, "p", "txnlab")}
 
 
 def test_only_a_well_formed_id_of_this_run_makes_a_record_txnlab(spark):
