@@ -24,9 +24,6 @@ from cluster.connection import ConnectionSettings
 from spark_analysis import load
 from spark_analysis.evidence import load_run_files
 
-VIEWS = (("read_committed", "lso"), ("read_uncommitted", "hwm"))
-
-
 def main(run_dir: Path) -> int:
     evidence = load_run_files(run_dir)
     if not evidence.end_offsets:
@@ -37,11 +34,10 @@ def main(run_dir: Path) -> int:
     try:
         options = load.kafka_options(ConnectionSettings.from_env().java_properties())
         started = time.monotonic()
-        views = [load.read_view(spark, options, {t: {p: o[end] for p, o in parts.items()}
-                                                 for t, parts in evidence.end_offsets.items()}, isolation)
+        views = [load.read_view(spark, options, load.view_ends(evidence.end_offsets, end), isolation)
                  .select(F.lit(isolation).alias("view"), F.length("value").alias("bytes"),
                          F.size("headers").alias("headers"))
-                 for isolation, end in VIEWS]
+                 for isolation, end in load.VIEWS]
         rows = views[0].unionByName(views[1]).groupBy("view").agg(
             F.count(F.lit(1)).alias("records"), F.sum("bytes").alias("bytes"), F.sum("headers").alias("headers")).collect()
         seconds = time.monotonic() - started

@@ -86,8 +86,7 @@ def build_frames(spark: SparkSession, ops: DataFrame, evidence: Evidence, summar
     outputs = sorted({o for _, o, _ in summary.copiers if o})
     derived = sorted({t for s in summary.streams for t in s[2:] if t})
     options = load.kafka_options(conn.java_properties())
-    lso = {t: {p: o["lso"] for p, o in parts.items()} for t, parts in evidence.end_offsets.items()}
-    hwm = {t: {p: o["hwm"] for p, o in parts.items()} for t, parts in evidence.end_offsets.items()}
+    lso, hwm = load.view_ends(evidence.end_offsets, "lso"), load.view_ends(evidence.end_offsets, "hwm")
     committed = load.records_of(load.read_view(spark, options, lso, "read_committed").coalesce(partitions),
                                 "committed", inputs, outputs, evidence.run_tag, derived)
     uncommitted = load.records_of(load.read_view(spark, options, hwm, "read_uncommitted").coalesce(partitions),

@@ -169,6 +169,14 @@ def kafka_options(java_properties: dict[str, str]) -> dict[str, str]:
     return {f"kafka.{k}": v for k, v in java_properties.items()}
 
 
+VIEWS = (("read_committed", "lso"), ("read_uncommitted", "hwm"))       # each view is read up to its end offset
+
+
+def view_ends(end_offsets: dict[str, dict[str, dict[str, int]]], end: str) -> dict[str, dict[str, int]]:
+    """{topic: {partition: offset}} of one recorded end ("lso" or "hwm") from end_offsets.json's content."""
+    return {t: {p: o[end] for p, o in parts.items()} for t, parts in end_offsets.items()}
+
+
 def read_view(spark: SparkSession, options: dict[str, str], ends: dict[str, dict[str, int]],
               isolation: str) -> DataFrame:
     """Every record of the topics in `ends` from offset 0 up to the given end offset per partition.
