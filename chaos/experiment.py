@@ -212,6 +212,8 @@ class Experiment:
     def _body(self, run: Run, env: FaultEnv, tag: str) -> None:
         run.info.params = {"experiment": self.spec.name, "seed": self.seed, "duration_s": self.spec.duration_s}
         self._start_workloads(run, tag)
+        if self.spec.restart.on_stall:
+            run.restart_stalled(self.spec.restart.delay_s)
         run.sample_group_offsets()               # group offsets over time, for chaos/recovery.py
         self.result.probes_before = self._probes(self.spec.probes.before, run)
         if not all(p["ok"] for p in self.result.probes_before):

@@ -11,6 +11,10 @@ Targets (resolved when the fault starts, against the live cluster; `{tag}` becom
     coordinator:<prefix>*     the coordinator of the first (sorted) open transaction whose transactional.id
                               starts with prefix, for clients that choose their ids (Kafka Streams:
                               coordinator:{tag}.streams-*)
+    group-coordinator:<group> the coordinator of a consumer group (e.g. group-coordinator:{tag}.eos: the broker
+                              an exactly-once processor's TxnOffsetCommit goes to); <prefix>*: of the first
+                              (sorted) group whose id starts with prefix (group-coordinator:{tag}.*: the run's
+                              first group, whichever workload it belongs to)
     leader:<topic>:<part>     the leader of a partition (e.g. leader:{tag}-a:0)
     not-controller            a node that is not the active controller (seeded choice)
     not-coordinator:<txn id>  a node that is not that transactional.id's coordinator (seeded choice): e.g. to
@@ -25,7 +29,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-TARGET_RE = re.compile(r"^(node:\d+|random|controller|not-controller|coordinator:.+|not-coordinator:.+|leader:.+:\d+)$")
+TARGET_RE = re.compile(r"^(node:\d+|random|controller|not-controller|coordinator:.+|not-coordinator:.+|"
+                       r"group-coordinator:.+|leader:.+:\d+)$")
+TARGET_FORMS = ("node:N, random, controller, not-controller, coordinator:<transactional id>, "
+                "not-coordinator:<transactional id>, group-coordinator:<group> or leader:<topic>:<partition>")
 
 
 class Params(BaseModel):
@@ -39,9 +46,7 @@ class TargetParams(Params):
     @classmethod
     def _target(cls, value: str) -> str:
         if not TARGET_RE.match(value):
-            raise ValueError("a target is node:N, random, controller, not-controller, coordinator:<transactional id>, "
-                             "not-coordinator:<transactional id> "
-                             "or leader:<topic>:<partition>")
+            raise ValueError(f"a target is {TARGET_FORMS}")
         return value
 
 

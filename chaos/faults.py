@@ -38,7 +38,7 @@ import kafka.errors as Errors
 from kafka.structs import TopicPartition
 
 from chaos.backends import HEAL_TIMEOUT_S, ISOLATE_TOXIC, Backend
-from chaos.fault_kinds import TARGET_RE, Params, parse_params, with_tag
+from chaos.fault_kinds import TARGET_FORMS, TARGET_RE, Params, parse_params, with_tag
 from chaos.inject_hanging import InjectedHanging, inject_hanging
 from chaos.plans import option_value, without_option
 from chaos.request_hold import API_KEYS, HoldPolicy, RequestHold
@@ -85,23 +85,26 @@ class FaultEnv:
 # ---- targets -----------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Target:
-    """A parsed target: kind is node, random, controller, not-controller, coordinator, not-coordinator or leader."""
+    """A parsed target: kind is node, random, controller, not-controller, coordinator, not-coordinator,
+    group-coordinator or leader."""
     kind: str
     node: int | None = None
     txn_id: str | None = None
+    group: str | None = None
     topic: str | None = None
     partition: int | None = None
 
 
 def parse_target(target: str) -> Target:
     if not TARGET_RE.match(target):
-        raise FaultError(f"bad target {target!r}: node:N, random, controller, not-controller, "
-                         "coordinator:<transactional id>, not-coordinator:<transactional id> or leader:<topic>:<partition>")
+        raise FaultError(f"bad target {target!r}: {TARGET_FORMS}")
     kind, _, rest = target.partition(":")
     if kind == "node":
         return Target(kind, node=int(rest))
     if kind in ("coordinator", "not-coordinator"):
         return Target(kind, txn_id=rest)
+    if kind == "group-coordinator":
+        return Target(kind, group=rest)
     if kind == "leader":
         topic, _, partition = rest.rpartition(":")
         return Target(kind, topic=topic, partition=int(partition))
@@ -125,9 +128,12 @@ def resolve_target(env: FaultEnv, target: str) -> int:
 
 
 def ask_admin(admin: Any, target: Target, nodes: list[int], rng: random.Random) -> int:
-    """Resolve a controller, not-controller, coordinator, not-coordinator or leader target with a ClusterAdmin."""
+    """Resolve a controller, not-controller, (not-)coordinator, group-coordinator or leader target with a ClusterAdmin."""
     if target.kind == "controller":
         return admin.active_controller()
+    if target.kind == "group-coordinator":
+        group = first_group(admin, target.group[:-1]) if target.group.endswith("*") else target.group
+        return admin.group_coordinator_of(group)
     txn_id, group = target.txn_id, None
     if txn_id and txn_id.endswith("*"):             # coordinator:<prefix>*: a client that names its own ids
         txn_id, group = first_open_transaction(admin, txn_id[:-1]), txn_id[:-1].rstrip("-") or None
@@ -166,8 +172,17 @@ def first_open_transaction(admin: Any, prefix: str) -> str:
     return ids[0]
 
 
+def first_group(admin: Any, prefix: str) -> str:
+    """The first (sorted) consumer group whose id starts with prefix (ListGroups); a retriable error while there
+    is none yet (its consumers have not joined)."""
+    groups = sorted(g["group_id"] for g in admin.client.list_groups() if g["group_id"].startswith(prefix))
+    if not groups:
+        raise NoTransactionYet(f"no consumer group whose id starts with {prefix!r} yet")
+    return groups[0]
+
+
 class NoTransactionYet(Errors.RetriableError):
-    """No transactional id of a prefix listed yet: resolve_target asks again until its timeout."""
+    """No transactional id (or group) of a prefix listed yet: resolve_target asks again until its timeout."""
 
 
 # ---- the fault interface --------------------------------------------------------------------------
@@ -467,8 +482,8 @@ class KillWorkload(Fault):
         if not self.killed:
             return {"process": self.params.process, "skipped": "not started"}
         if not self.restarted:                      # started once: a later heal does not start a second one
-            spec = spec_of(env.require_run(), self.params.process)
-            env.require_run().start(WorkloadSpec(spec["workload"], spec["process"], tuple(spec["args"])))
+            spec_of(env.require_run(), self.params.process)
+            env.require_run().restart(self.params.process)
             self.restarted = True
         return {"process": self.params.process, "restarted": True}
 
@@ -477,11 +492,11 @@ class KillWorkload(Fault):
 
 
 def spec_of(run: Run, process: str) -> dict:
-    """The last spec the run started under `process`."""
-    specs = [s for s in run.info.specs if s["process"] == process]
-    if not specs:
+    """The last spec the run started under `process` (as recorded: a dict)."""
+    spec = run.last_spec(process)
+    if spec is None:
         raise FaultError(f"the run started no workload process {process!r}")
-    return specs[-1]
+    return asdict(spec)
 
 
 def zombie_successor(spec: dict, tag: str) -> WorkloadSpec:

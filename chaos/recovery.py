@@ -16,6 +16,13 @@ Owns: a pure reading of a run's history (no cluster, no files but the history):
     heal until its offsets advance; per fault the slowest of them (the time until every one moved again).
 The horizon is the start of quiescence (the `quiescence` operation of process "nemesis"; else the last
 operation): quiescence stops the workloads and heals everything, so what commits then is no recovery.
+Stalls and restarts: a workload whose client call stalled recorded an `ok` `stall` observation (the call,
+its bound, the client library and version, the stack) and exited; the runner recorded an `ok` `restart`
+of it when it started it again (chaos/run.py). A stall belongs to the last fault that started at or before its
+call began (per fault: `stalls`, each with the time of the process's next restart, null when none came before the
+horizon); a process whose first commit after the heal came after such a restart recovered "after a restart"
+(its entry's `restarted_s`; the fault's `restarted` names them). A stalled process never restarted and never
+committing again is not recovered, and why names the stalled call.
 A fault is recovered (True) when every process commits again after its heal (or ended: a fenced zombie, a
 copier done with its input) and every group advances (or all its members ended) before the horizon; False
 when one did not though the run went on for UNOBSERVED_S or more after the heal and the history shows it
@@ -35,10 +42,12 @@ from collections import defaultdict
 from pathlib import Path
 
 from chaos.history import read_history
+from chaos.workloads.base import STALL_F
 
 GROUP_OBSERVER = "observer-groups"
 GROUP_F = "group_offsets"
 GROUP_ERROR_F = "group_offsets_error"   # a sample that failed: a gap, never "no advance"
+RESTART_F = "restart"      # the runner started a stalled process again (chaos/run.py)
 COMMIT_F = ("txn", "process", "copy")
 NS = 1e9
 UNOBSERVED_S = 1.0         # a heal this close to the horizon leaves nothing to see after it
@@ -167,15 +176,54 @@ def _group_entry(group: str, samples: list[tuple[int, dict]], failed: list[int],
     return entry
 
 
+def stalls_of(ops: list[dict]) -> list[dict]:
+    """Every stall, in time order: {process, time, value (the stall's description)}."""
+    return [{"process": op["process"], "time": op["time"], "value": op.get("value") or {}} for op in ops
+            if op["f"] == STALL_F and op["type"] == "ok"]
+
+
+def call_began(stall: dict) -> int:
+    """When the stalled call began (the stall's time less the seconds it had run)."""
+    return stall["time"] - int((stall["value"].get("seconds") or 0) * NS)
+
+
+def restarts_of(ops: list[dict]) -> dict[str, list[int]]:
+    """process -> the times the runner restarted it (sorted)."""
+    found: dict[str, list[int]] = defaultdict(list)
+    for op in ops:
+        if op["f"] == RESTART_F and op["type"] == "ok":
+            found[op["process"]].append(op["time"])
+    return found
+
+
+def _stall_entry(stall: dict, restarts: list[int], horizon: int) -> dict:
+    v = stall["value"]
+    restarted = _first_commit(restarts, stall["time"], horizon)
+    return {"process": stall["process"], "call": v.get("call"), "at_s": _seconds(stall["time"], 0),
+            "seconds": v.get("seconds"), "timeout_s": v.get("timeout_s"), "client": v.get("client"),
+            "client_version": v.get("client_version"), "library": v.get("library"),
+            "library_version": v.get("library_version"), "restarted_s": _seconds(restarted, 0)}
+
+
+def stall_text(stall: dict) -> str:
+    """'eos-1: send_offsets_to_transaction stalled (librdkafka 2.16.0)'."""
+    library = " ".join(str(x) for x in (stall.get("library"), stall.get("library_version")) if x)
+    return f"{stall['process']}: {stall['call']} stalled" + (f" ({library})" if library else "")
+
+
 def _verdict(fault: dict) -> dict:
     """The fault's recovered (True/False/"unknown"), why, and the slowest commit and advance after start and heal."""
     named = [(p, e, "never committed") for p, e in fault["processes"].items()] + \
             [(f"group {g}", e, "offsets never advanced") for g, e in fault["groups"].items()]
     statuses = {e["status"] for _, e, _ in named}
     why = ["never healed"] if fault["heal_s"] is None else []
+    stalled = {st["process"]: st for st in fault.get("stalls", [])}
     for name, e, never in named:
         if e["status"] == "not recovered":
-            why.append(f"{name}: {never} after the heal")
+            st = stalled.get(name)
+            why.append(f"{name}: {never} after the heal" + (
+                f" ({stall_text(st).split(': ', 1)[1]}, {'restarted' if st['restarted_s'] is not None else 'never restarted'})"
+                if st else ""))
         elif e["status"] in ("unknown", "unobserved"):
             why.append(f"{name}: {e.get('why') or 'healed too close to quiescence to see anything after it'}")
     slowest = {}
@@ -190,8 +238,8 @@ def _verdict(fault: dict) -> dict:
 
 def recovery(ops: list[dict]) -> dict:
     """{horizon_s, faults: [{process, kind, start_s, heal_s, heal_ok, processes: {p: {...}}, groups: {g: {...}},
-    recovered, why, seconds_to_commit/advance_after_start/heal}], recovered}; times in seconds since the run
-    started."""
+    recovered, why, seconds_to_commit/advance_after_start/heal, stalls, restarted}], stalls (every stall of the
+    run, under a fault or not), recovered}; times in seconds since the run started."""
     horizon = horizon_of(ops)
     commits: dict[str, list[dict]] = defaultdict(list)
     first_seen: dict[str, int] = {}
@@ -204,13 +252,18 @@ def recovery(ops: list[dict]) -> dict:
             commits[op["process"]].append(op)
     commit_times = {p: sorted(op["time"] for op in found if is_commit(op)) for p, found in commits.items()}
     ended = ended_at(ops)
+    stalls, restarts = stalls_of(ops), restarts_of(ops)
     observed = [op for op in ops if op["process"] == GROUP_OBSERVER]
     samples = [(op["time"], op["value"]) for op in observed if op["f"] == GROUP_F and op["type"] == "ok"]
     failed = [op["time"] for op in observed if op["f"] == GROUP_ERROR_F]
     groups = sorted({g for _, offsets in samples for g in offsets})
     out = []
-    for fault in faults_of(ops):
+    faults = faults_of(ops)
+    for n, fault in enumerate(faults):
         start, heal = fault["start"], fault["heal"]
+        until = faults[n + 1]["start"] if n + 1 < len(faults) else horizon + 1
+        mine = [_stall_entry(st, restarts.get(st["process"], []), horizon) for st in stalls
+                if start <= call_began(st) < until]
         reference = heal if heal is not None else start
         late = heal is not None and heal > horizon - UNOBSERVED_S * NS
         processes = {p: _process_entry(commit_times[p], start, heal, horizon, ended.get(p, horizon + 1) <= horizon,
@@ -222,15 +275,33 @@ def recovery(ops: list[dict]) -> dict:
             members = group_members(g, commits)
             gone = bool(members) and all(ended.get(m, horizon + 1) <= horizon for m in members)
             by_group[g] = _group_entry(g, samples, failed, start, heal, horizon, gone, late)
+        restarted = _restarted_first(processes, commit_times, mine, heal, horizon)
         found = {"process": fault["process"], "kind": fault["kind"], "started": fault["started"],
                  "start_s": _seconds(start, 0), "heal_s": _seconds(heal, 0), "heal_ok": fault["heal_ok"],
-                 "processes": processes, "groups": by_group}
+                 "processes": processes, "groups": by_group, "stalls": mine, "restarted": restarted}
         out.append({**found, **_verdict(found)})
     last = {p: _last_commit(times, horizon) for p, times in sorted(commit_times.items())}
     verdicts = {f["recovered"] for f in out}
     return {"horizon_s": _seconds(horizon, 0), "faults": out,
+            "stalls": [_stall_entry(st, restarts.get(st["process"], []), horizon) for st in stalls],
             "recovered": False if False in verdicts else "unknown" if "unknown" in verdicts else True,
             "last_commit_s": {p: _seconds(t, 0) for p, t in last.items()}}
+
+
+def _restarted_first(processes: dict[str, dict], commit_times: dict[str, list[int]], stalls: list[dict],
+                     heal: int | None, horizon: int) -> list[str]:
+    """The processes that stalled under this fault and whose first commit after the heal came after their
+    restart (each entry gets `restarted_s`, that restart's time)."""
+    restarted = []
+    for st in stalls:
+        entry = processes.get(st["process"])
+        if entry is None or st["restarted_s"] is None or entry["status"] != "recovered":
+            continue
+        moved = _first_commit(commit_times[st["process"]], heal, horizon)
+        if moved is not None and moved / NS >= st["restarted_s"] - 0.05 and st["process"] not in restarted:
+            entry["restarted_s"] = st["restarted_s"]
+            restarted.append(st["process"])
+    return restarted
 
 
 def _status(advanced: int | None, ended: bool, late: bool) -> str:
@@ -240,7 +311,8 @@ def _status(advanced: int | None, ended: bool, late: bool) -> str:
 
 
 FAULT_SUMMARY = ("process", "kind", "start_s", "heal_s", "heal_ok", "recovered", "seconds_to_commit_after_start",
-                 "seconds_to_commit_after_heal", "seconds_to_advance_after_start", "seconds_to_advance_after_heal", "why")
+                 "seconds_to_commit_after_heal", "seconds_to_advance_after_start", "seconds_to_advance_after_heal", "why",
+                 "stalls", "restarted")
 
 
 def summary(found: dict) -> dict:

@@ -9,6 +9,11 @@ and the committed offsets of the run's consumer groups (those named "<run tag>.*
 run, a sampler thread records those groups' committed offsets every GROUP_SAMPLE_S into the history
 (process "observer-groups", ok `group_offsets` {group: {topic: {partition: offset}}}, or ok
 `group_offsets_error` {error} when a sample failed; chaos/recovery.py reads them).
+Restarts, as an orchestrator would: with `restart_stalled(delay_s)`, a workload process that exits with
+EXIT_STALL (a client call stalled: chaos/workloads/base.py) is started again after delay_s under the same
+name and options (so the same transactional.id: its init_transactions fences the stuck producer's epoch), its
+outstanding invokes completed as info first; each restart is recorded as an `ok` observation of that
+process, f = "restart" {reason: "stall", exit_code, delay_s, restarts: how many so far}.
 Must not: decide what a run should do (experiment specs and schedules are the runner's, issue 5), or
 check the history (spark_analysis/ does).
 """
@@ -29,7 +34,8 @@ from pathlib import Path
 from typing import Callable
 
 from chaos.history import HistoryError, HistoryWriter
-from chaos.recovery import GROUP_ERROR_F, GROUP_F, GROUP_OBSERVER
+from chaos.recovery import GROUP_ERROR_F, GROUP_F, GROUP_OBSERVER, RESTART_F
+from chaos.workloads.base import EXIT_STALL
 from cluster.admin import ClusterAdmin
 from cluster.connection import ConnectionSettings
 from cluster.heal import run_steps
@@ -43,6 +49,7 @@ from cluster.progress import Progress
 
 
 GROUP_SAMPLE_S = 2.0
+RESTART_CHECK_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -94,6 +101,9 @@ class Run:
         self.finished = False
         self._sampling = threading.Event()
         self._sampler: threading.Thread | None = None
+        self._restarting = threading.Event()           # set: the restarter stops
+        self._restarter: threading.Thread | None = None
+        self.pending_restarts: set[str] = set()
 
     # ---- topics ------------------------------------------------------------------------------------
     def create_topics(self, topics: dict[str, int], leader_shifts: dict[str, int] | None = None) -> None:
@@ -123,11 +133,67 @@ class Run:
     def alive(self) -> list[str]:
         return [name for name in self.supervisor.names() if self.supervisor.is_running(name)]
 
+    def last_spec(self, process: str) -> WorkloadSpec | None:
+        """What the run last started under `process`."""
+        specs = [s for s in self.info.specs if s["process"] == process]
+        return WorkloadSpec(specs[-1]["workload"], process, tuple(specs[-1]["args"])) if specs else None
+
+    def restart(self, process: str) -> None:
+        """Start `process` again with its last options (KeyError: the run never started it)."""
+        spec = self.last_spec(process)
+        if spec is None:
+            raise KeyError(process)
+        self.start(spec)
+
+    # ---- restarts after a stall ---------------------------------------------------------------------
+    def restart_stalled(self, delay_s: float) -> None:
+        """Restart every workload process that exits with EXIT_STALL, delay_s after it ended (module docstring),
+        until stop_restarting (or stop_all)."""
+        if self._restarter is None:
+            self._restarter = threading.Thread(target=self._restart_loop, args=(delay_s,), name="restarter",
+                                               daemon=True)
+            self._restarter.start()
+
+    def stop_restarting(self) -> None:
+        self._restarting.set()
+        if self._restarter is not None:
+            self._restarter.join(timeout=15)
+
+    def _restart_loop(self, delay_s: float) -> None:
+        handled: set[int] = set()                       # pids whose exit was dealt with
+        restarts: dict[str, int] = {}
+        while not self._restarting.wait(RESTART_CHECK_S):
+            for name in self.supervisor.names():
+                rec = self.supervisor.record(name)
+                if rec is None or rec.pid in handled or self.supervisor.exit_code(name) != EXIT_STALL:
+                    continue
+                handled.add(rec.pid)
+                self.pending_restarts.add(name)
+                try:
+                    if self._restarting.wait(delay_s):
+                        return
+                    restarts[name] = restarts.get(name, 0) + 1
+                    self._restart_after_stall(name, delay_s, restarts[name])
+                finally:
+                    self.pending_restarts.discard(name)
+
+    def _restart_after_stall(self, name: str, delay_s: float, count: int) -> None:
+        try:
+            self.history.complete_outstanding(name, "stalled")
+            self.restart(name)
+            self.history.record(name, "ok", RESTART_F, {"reason": "stall", "exit_code": EXIT_STALL,
+                                                        "delay_s": delay_s, "restarts": count})
+            self.progress(f"{name}: a client call stalled; restarted after {delay_s:g} s (restart {count})")
+        except HistoryError:
+            return                                       # the history is closed: the run is over
+
     def stop(self, process: str, timeout: float = 20.0) -> None:
         self.supervisor.stop(process, timeout=timeout)
 
     def stop_all(self, timeout: float = 20.0) -> None:
-        """Every workload, resumed first (a stopped process cannot exit), all at once; the group sampler first."""
+        """Every workload, resumed first (a stopped process cannot exit), all at once; the restarter and the
+        group sampler first."""
+        self.stop_restarting()
         self.stop_sampling_groups()
         names = self.supervisor.names()
         for name in names:
@@ -154,7 +220,7 @@ class Run:
     def wait(self, seconds: float, tick: Callable[[float], None] | None = None) -> None:
         """Let the workloads run; returns early when every one of them has ended."""
         deadline = Deadline(seconds)
-        while not deadline.expired and self.alive():
+        while not deadline.expired and (self.alive() or self.pending_restarts):
             deadline.sleep(1.0)
             if tick:
                 tick(deadline.left())

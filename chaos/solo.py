@@ -13,6 +13,7 @@ from pathlib import Path
 
 from chaos.plans import plan
 from chaos.run import Run, new_run_dir, new_run_tag
+from chaos.spec import RestartSpec
 from cluster.connection import ConnectionSettings
 from cluster.diagnose import require_reachable
 from cluster.progress import Progress
@@ -39,6 +40,7 @@ def run_solo(conn: ConnectionSettings, workload: str, duration: float, runs_dir:
             run.use_topics(_topics_of(extra or []))
         for spec in the_plan.specs:
             run.start(spec)
+        run.restart_stalled(RestartSpec().delay_s)       # as an experiment does by default
         progress(f"started {', '.join(s.process for s in the_plan.specs)} for {duration:.0f}s")
         started = time.monotonic()
         run.wait(duration, tick=lambda left: _tick(progress, run, started, left))

@@ -1,7 +1,7 @@
 """The experiment spec: one YAML document says what a chaos run does; it is validated before anything runs.
 
 Owns: the spec model (pydantic, unknown keys rejected at every level), loading a file or a built-in
-(chaos/experiments/<name>.yaml), the short mode, the bug catalog's documents (chaos/bugs/kafka-<n>.yaml: one
+(chaos/experiments/<name>.yaml), the short mode, the bug catalog's documents (chaos/bugs/<id>.yaml: one
 experiment, run on an affected and a fixed side; see BugSpec), and SpecError: one message naming the file and the
 field path of every problem (`schedule.faults[2].kind: unknown fault 'kil-broker'; ...`), never a value.
 Must not: reach a cluster, start a process or read the environment: loading a spec is pure. The fault
@@ -27,6 +27,7 @@ The model:
       before: [{name: exporter-up, promql: kafkatxn_up, expect: "== 1"}]
       after: [{name: lso, admin: lso-equals-hwm, within_s: 10}]
     quiescence: {timeout_s: 60}           # heal all, let transactions finish, wait for LSO == HWM
+    restart: {on_stall: true, delay_s: 2} # a workload whose client call stalled is started again (chaos/run.py)
     short: {duration_s: 45, schedule: ..., workloads: ..., quiescence: ...}   # load_spec(short=True)
 
 Meaning:
@@ -339,6 +340,13 @@ class QuiescenceSpec(_Strict):
     timeout_s: float = Field(60.0, gt=0, le=3600)
 
 
+class RestartSpec(_Strict):
+    """What the runner does with a workload process whose client call stalled (chaos/run.py): start it again
+    after delay_s, as an orchestrator's liveness probe would (on_stall: false leaves it dead)."""
+    on_stall: bool = True
+    delay_s: float = Field(2.0, ge=0, le=600)
+
+
 class ShortMode(_Strict):
     """What a short run replaces (load_spec(short=True))."""
     duration_s: float = Field(gt=0)
@@ -357,6 +365,7 @@ class ExperimentSpec(_Strict):
     schedule: ScheduleSpec = ScheduleSpec()
     probes: ProbesSpec = ProbesSpec()
     quiescence: QuiescenceSpec = QuiescenceSpec()
+    restart: RestartSpec = RestartSpec()
     short: ShortMode | None = None
 
     @model_validator(mode="after")
@@ -409,6 +418,7 @@ class _Refs:
         # Kafka Streams names its transactional ids "<application.id>-<process id>-<thread>" itself
         self.txn_prefixes = {f"{option_value(p.args, '--application-id') or '{tag}.streams'}-"
                              for p in spec.processes() if p.workload == "streams"}
+        self.groups = {_group(p) for p in spec.processes()} - {None}
         self.nodes = spec.cluster.local.nodes if spec.cluster.local else None
 
     def topic(self, topic: str, partition: int | None = None) -> str | None:
@@ -426,8 +436,23 @@ def _txn_id(process: WorkloadSpec) -> str:
     return args[args.index("--txn-id") + 1] if "--txn-id" in args else f"{{tag}}.{process.process}"
 
 
+# the consumer group of each workload that has one: its option, else its default (the workload's module says)
+GROUP_OPTIONS = {"processor": ("--group", "{tag}.eos"), "java-copier": ("--group", "{tag}.{process}"),
+                 "streams": ("--application-id", "{tag}.streams")}
+
+
+def _group(process: WorkloadSpec) -> str | None:
+    if process.workload not in GROUP_OPTIONS:
+        return None
+    option, default = GROUP_OPTIONS[process.workload]
+    return option_value(process.args, option) or default.replace("{process}", process.process)
+
+
 def _target_problem(target: str, refs: _Refs) -> str | None:
     where, _, rest = target.partition(":")
+    if where == "group-coordinator" and "{tag}" in rest and not (
+            rest in refs.groups or rest.endswith("*") and any(g.startswith(rest[:-1]) for g in refs.groups)):
+        return f"no workload process is in consumer group {rest}; theirs: {', '.join(sorted(refs.groups)) or 'none'}"
     if where in ("coordinator", "not-coordinator") and "{tag}" in rest and rest.endswith("*"):
         prefix = rest[:-1]
         if not any(t.startswith(prefix) for t in refs.txn_ids) and \
@@ -571,46 +596,67 @@ def parse_spec(data: dict[str, Any], source: str = "<spec>", short: bool = False
     return short_spec if short else spec
 
 
-# ---- the bug catalog: chaos/bugs/kafka-<n>.yaml ------------------------------------------------------
-# A bug document: a real Kafka JIRA issue, the release or settings it affects beside those that fix it, and
-# one experiment (without `cluster`) whose faults trigger it; each side runs it on a local cluster of its own.
-#     id: KAFKA-14402   title, jira (its URL), description, fixed_in
-#     affected: {label, kafka_version, broker_config, features}     fixed: {label, ...}
-#     expect: {checks: [...], errors: [...], alerts: [...]}   verify checks of which one finds anomalies on the
-#             affected side, or errors (exception class names) a workload recorded there; alerts it should raise
-#     experiment: {name, workloads, duration_s, schedule, probes, quiescence, short}
+# ---- the bug catalog: chaos/bugs/<id>.yaml -----------------------------------------------------------
+# A bug document: a real bug of Kafka (a JIRA issue) or of a Kafka client (e.g. librdkafka's GitHub issue), the
+# release, settings or client it affects beside those that fix it (or do not have it), and one experiment
+# (without `cluster`) whose faults trigger it; each side runs it on a local cluster of its own.
+#     id: KAFKA-14402 | librdkafka-5456     title, url (the upstream issue), links (related ones), description,
+#     fixed_in
+#     affected: {label, kafka_version, broker_config, features, client, workloads}     fixed: {label, ...}
+#             client: {name, library, version}: the client the side's workloads drive, named as a stall records
+#             it (chaos/workloads/base.py); workloads: the side's own workloads in place of the experiment's
+#             (a client bug's other side is another client under the same faults)
+#     expect: {checks: [...], errors: [...], stalls: [...], alerts: [...]}   verify checks of which one finds
+#             anomalies on the affected side, or errors (exception class names) a workload recorded there, or
+#             client calls that stalled there (a stall's `call`); alerts it should raise
+#     experiment: {name, workloads, duration_s, schedule, probes, quiescence, restart, short}
 BUGS_DIR = Path(__file__).with_name("bugs")
 BUG_SIDES = ("affected", "fixed")
 
 
+class BugClient(_Strict):
+    """The Kafka client a side's workloads drive: the client (confluent-kafka, java), the library under it
+    (librdkafka, kafka-clients) and its version, as a workload's stall names them."""
+    name: str = Field(min_length=1)
+    library: str | None = None
+    version: str | None = None
+
+
 class BugSide(_Strict):
-    """One side of a bug: the Kafka release and the broker settings and features of its cluster."""
+    """One side of a bug: the Kafka release and the broker settings and features of its cluster, and the client
+    and workloads when they are what differs."""
     label: str = Field(min_length=1)
     kafka_version: str | None = None
     broker_config: dict[str, KafkaValue] = {}
     features: dict[str, KafkaValue] = {}
+    client: BugClient | None = None
+    workloads: list[WorkloadEntry] | None = Field(None, min_length=1)
 
 
 class BugExpect(_Strict):
     """What shows the bug on the affected side: anomalies in one of `checks` (verify's), or one of `errors`
     (an exception's class name, e.g. org.apache.kafka.common.errors.InvalidTxnStateException) in an error a
     workload recorded in the history (a client call's failure, a Kafka Streams thread's uncaught exception
-    and its causes)."""
+    and its causes), or a stall of one of `stalls` (a client call that did not return within twice its own
+    timeout: chaos/workloads/base.py)."""
     checks: list[str] = []
     errors: list[str] = []
+    stalls: list[str] = []
     alerts: list[str] = []          # alerts the affected side's faults should raise (the report marks them expected)
 
     @model_validator(mode="after")
     def _shows_something(self) -> "BugExpect":
-        if not self.checks and not self.errors:
-            _fail([("", "name the checks or the errors that show the bug")])
+        if not self.checks and not self.errors and not self.stalls:
+            _fail([("", "name the checks, the errors or the stalled calls that show the bug")])
         return self
 
 
 class BugSpec(_Strict):
-    id: str = Field(pattern=r"^KAFKA-\d+$")
+    id: str = Field(pattern=r"^(KAFKA-\d+|[a-z][a-z0-9-]*-\d+)$")
     title: str = Field(min_length=1)
-    jira: str = Field(pattern=r"^https://issues\.apache\.org/jira/browse/KAFKA-\d+$")
+    url: str = Field(pattern=r"^https://(issues\.apache\.org/jira/browse/KAFKA-\d+|github\.com/[\w.-]+/[\w.-]+/"
+                             r"(issues|pull)/\d+)$")
+    links: list[str] = []
     description: str = ""
     fixed_in: str = Field(min_length=1)
     affected: BugSide
@@ -618,10 +664,16 @@ class BugSpec(_Strict):
     expect: BugExpect
     experiment: dict[str, Any]
 
+    @property
+    def client_bug(self) -> bool:
+        """A client's bug (its affected side names a client library), not Kafka's."""
+        return self.affected.client is not None and not self.id.startswith("KAFKA-")
+
 
 def bug_files() -> dict[str, Path]:
-    """The catalog: id (KAFKA-N) -> file."""
-    return {path.stem.upper(): path for path in sorted(BUGS_DIR.glob("kafka-*.yaml"))}
+    """The catalog: id (KAFKA-14402, librdkafka-5456: a file's stem, Kafka's JIRA keys in capitals) -> file."""
+    return {path.stem.upper() if path.stem.startswith("kafka-") else path.stem: path
+            for path in sorted(BUGS_DIR.glob("*.yaml"))}
 
 
 def load_bug(path_or_id: str | Path) -> BugSpec:
@@ -629,11 +681,11 @@ def load_bug(path_or_id: str | Path) -> BugSpec:
     SpecError names every problem."""
     path = Path(path_or_id)
     if not path.is_file():
-        found = bug_files()
-        if str(path_or_id).upper() not in found:
+        found = {bug_id.lower(): file for bug_id, file in bug_files().items()}
+        if str(path_or_id).lower() not in found:
             raise SpecError(str(path_or_id), [("", f"no such file, nor a catalogued bug; the catalog: "
-                                                   f"{', '.join(found)}")])
-        path = found[str(path_or_id).upper()]
+                                                   f"{', '.join(bug_files())}")])
+        path = found[str(path_or_id).lower()]
     try:
         bug = BugSpec.model_validate(_read_yaml(path))
     except ValidationError as exc:
@@ -646,12 +698,30 @@ def load_bug(path_or_id: str | Path) -> BugSpec:
     return bug
 
 
+def matching_bugs(stall: dict) -> list[BugSpec]:
+    """The catalogued client bugs a stall matches: one of its expected stalled calls, in the library its affected
+    side names (a stall records its call and library: chaos/workloads/base.py)."""
+    found = []
+    for path in bug_files().values():
+        bug = load_bug(path)
+        client = bug.affected.client
+        if stall.get("call") in bug.expect.stalls and client is not None and client.library == stall.get("library"):
+            found.append(bug)
+    return found
+
+
 def bug_side_spec(bug: BugSpec, side: str, state_dir: Path, base_port: int, short: bool) -> ExperimentSpec:
     """The bug's experiment on one side's local cluster (state_dir, base_port); short: its short mode."""
     settings: BugSide = getattr(bug, side)
     local = {"state_dir": str(state_dir), "base_port": base_port, "broker_config": settings.broker_config,
              "features": settings.features, "kafka_version": settings.kafka_version}
-    return parse_spec({**bug.experiment, "cluster": {"local": local}}, f"{bug.id} ({side} side)", short)
+    experiment = dict(bug.experiment)
+    if settings.workloads is not None:          # the side's own workloads, in both modes
+        workloads = [w.model_dump(exclude_defaults=True) for w in settings.workloads]
+        experiment["workloads"] = workloads
+        if isinstance(experiment.get("short"), dict):
+            experiment["short"] = {**experiment["short"], "workloads": None}
+    return parse_spec({**experiment, "cluster": {"local": local}}, f"{bug.id} ({side} side)", short)
 
 
 def _short_spec(data: dict[str, Any], source: str) -> ExperimentSpec:

@@ -63,6 +63,7 @@ class Supervisor:
     def __init__(self, pid_dir: Path):
         self.pid_dir = Path(pid_dir)
         self._children: dict[int, subprocess.Popen] = {}
+        self._exit_codes: dict[int, int] = {}       # pid -> exit code, of children of this object that ended
 
     def record(self, name: str) -> ProcessRecord | None:
         path = self.pid_dir / f"{name}.json"
@@ -99,6 +100,15 @@ class Supervisor:
 
     def is_running(self, name: str) -> bool:
         return self.process(name) is not None
+
+    def exit_code(self, name: str) -> int | None:
+        """How the process recorded under name ended (negative: the signal), when this object started it and
+        it has ended; None while it runs or when it is not our child (its code cannot be known)."""
+        rec = self.record(name)
+        if rec is None:
+            return None
+        self._reap(rec.pid)
+        return self._exit_codes.get(rec.pid)
 
     def is_paused(self, name: str) -> bool:
         proc = self.process(name)
@@ -150,6 +160,7 @@ class Supervisor:
         """Collect the exit status of a child we started, so it does not linger as a zombie."""
         child = self._children.get(pid)
         if child is not None and child.poll() is not None:
+            self._exit_codes[pid] = child.returncode
             self._children.pop(pid, None)
         elif child is None:
             try:

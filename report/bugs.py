@@ -21,6 +21,7 @@ from pathlib import Path
 
 from chaos.backends import LocalBackend
 from chaos.history import HistoryError, read_history
+from chaos.recovery import recovery, stall_text
 from chaos.spec import BUG_SIDES, BugSpec, bug_side_spec, load_bug
 from cluster.errors import TxnlabError
 from cluster.local import LocalCluster
@@ -49,9 +50,11 @@ class BugOptions:
 
 
 def expectation(bug: BugSpec) -> str:
-    """What shows the bug, in words: "anomalies in open_at_end, ..." and/or "a workload error naming X"."""
+    """What shows the bug, in words: "anomalies in open_at_end, ...", "a workload error naming X" and/or
+    "a stall of send_offsets_to_transaction"."""
     parts = ([f"anomalies in {', '.join(bug.expect.checks)}"] if bug.expect.checks else []) + \
-        ([f"a workload error naming {' or '.join(bug.expect.errors)}"] if bug.expect.errors else [])
+        ([f"a workload error naming {' or '.join(bug.expect.errors)}"] if bug.expect.errors else []) + \
+        ([f"a stall of {' or '.join(bug.expect.stalls)}"] if bug.expect.stalls else [])
     return " or ".join(parts)
 
 
@@ -83,24 +86,43 @@ def errors_seen(run_dir: Path, names: tuple[str, ...]) -> dict[str, dict] | None
     return None if history.truncated and not seen else seen
 
 
-def judge(run_dir: Path, expected: list[str], errors: tuple[str, ...] = ()) -> dict:
+def stalls_and_recovery(run_dir: Path) -> tuple[list[dict] | None, bool | str]:
+    """The run's stalls (chaos/recovery.py's entries: process, call, library, when, restarted) and whether it
+    recovered, from its history. Stalls None when the history cannot be read or was cut short with none seen:
+    no stall seen is then no evidence of none."""
+    try:
+        history = read_history(run_dir)
+    except HistoryError:
+        return None, "unknown"
+    found = recovery(history.ops)
+    stalls = found["stalls"]
+    return (None if history.truncated and not stalls else stalls), found["recovered"]
+
+
+def judge(run_dir: Path, expected: list[str], errors: tuple[str, ...] = (), stalls: tuple[str, ...] = ()) -> dict:
     """One run's outcome from its verify report and its history: anomalies per check, the expected errors
-    recorded (None: the history could not tell), whether an expected check found anomalies or an expected
-    error was recorded (reproduced), whether every check was valid and the history shows no expected error
-    (clean), and the most hanging transactions the exporter confirmed at once (from the captured timelines;
-    None when not captured)."""
+    recorded (None: the history could not tell), the stalls (None: likewise), whether an expected check found
+    anomalies, an expected error was recorded or an expected call stalled (reproduced), whether every check
+    was valid and the history shows no expected error, and, for a bug that shows as a stall, no stall of any
+    call and every fault recovered (clean: a client that hangs without a watchdog of ours, as Java's, shows as
+    not recovered, never as silence), and the most hanging transactions the exporter confirmed at once (from the
+    captured timelines; None when not captured)."""
     seen = errors_seen(run_dir, tuple(errors))
+    stalled, recovered = stalls_and_recovery(run_dir)
     report = build.verdict_of(run_dir)
     anomalies = {name: c["count"] for name, c in report["checks"].items() if c.get("count")}
     captured = json.loads((run_dir / "prometheus.json").read_text()) if (run_dir / "prometheus.json").exists() else {}
     hanging = [p[1] for s in captured.get("timelines", {}).get("hanging_transactions", {}).get("series", [])
                for p in s["points"]]
+    stalled_expected = [st for st in stalled or [] if st["call"] in stalls]
+    gaps = report["gaps"] + (["the history cannot say which errors the workloads recorded"] if seen is None else []) \
+        + (["the history cannot say whether a client call stalled"] if stalled is None else []) \
+        + ([f"recovery: {recovered}"] if stalls and recovered is not True else [])
     return {"run_dir": str(run_dir), "valid": report["valid"], "anomalies": anomalies,
-            "errors_seen": seen, "reproduced": any(anomalies.get(check) for check in expected) or bool(seen),
-            "clean": report["valid"] is True and seen == {},
-            "max_hanging": max(hanging) if hanging else None,
-            "gaps": report["gaps"] + (["the history cannot say which errors the workloads recorded"]
-                                      if seen is None else [])}
+            "errors_seen": seen, "stalls": stalled, "recovered": recovered,
+            "reproduced": any(anomalies.get(check) for check in expected) or bool(seen) or bool(stalled_expected),
+            "clean": report["valid"] is True and seen == {} and (not stalls or stalled == [] and recovered is True),
+            "max_hanging": max(hanging) if hanging else None, "gaps": gaps}
 
 
 class BugRun:
@@ -123,7 +145,7 @@ class BugRun:
                                              f"Expected on the affected side: {expectation(self.bug)}; "
                                              f"on the fixed side: none."},
                       "runs": [], "verify_exit": {}, "errors": []}
-        self.outcome = {"bug": self.bug.id, "jira": self.bug.jira, "title": self.bug.title, "fixed_in": self.bug.fixed_in,
+        self.outcome = {"bug": self.bug.id, "url": self.bug.url, "links": self.bug.links, "title": self.bug.title, "fixed_in": self.bug.fixed_in,
                         "expected_checks": self.bug.expect.checks, "expected_errors": self.bug.expect.errors,
                         "short": options.short, "tries": options.tries,
                         "sides": {side: {"label": getattr(self.bug, side).label, "runs": []} for side in BUG_SIDES}}
@@ -177,7 +199,7 @@ class BugRun:
             cluster.down(purge=True, progress=lambda m: None)
         for run_dir in runs:
             self.outcome["sides"][side]["runs"].append(judge(run_dir, self.bug.expect.checks,
-                                                             tuple(self.bug.expect.errors)))
+                                                             tuple(self.bug.expect.errors), tuple(self.bug.expect.stalls)))
         self._save()
 
     def _try(self, side: str, attempt: int, cluster: LocalCluster, state: Path) -> Path | None:
@@ -205,7 +227,9 @@ class BugRun:
             self._step(f"{side}: " + ("; ".join(
                 f"{Path(r['run_dir']).name}: {'valid' if r['valid'] is True else r['valid']}"
                 + (f", anomalies {r['anomalies']}" if r["anomalies"] else "")
-                + (f", errors {sorted(r['errors_seen'])}" if r.get("errors_seen") else "") for r in runs) or "no run"))
+                + (f", errors {sorted(r['errors_seen'])}" if r.get("errors_seen") else "")
+                + (f", stalled: {'; '.join(stall_text(st) for st in r['stalls'])}" if r.get("stalls") else "")
+                + (f", recovered {r['recovered']}" if r.get("recovered") is not True else "") for r in runs) or "no run"))
         self._step(f"{self.bug.id}: reproduced on the affected side in {self.outcome['affected_reproduced']} of "
                    f"{self.options.tries}, the fixed side clean in {self.outcome['fixed_clean']} of {self.options.tries}")
 

@@ -15,13 +15,15 @@ from __future__ import annotations
 import json
 import re
 import time
+from functools import lru_cache
 from pathlib import Path
 
 import yaml
 
 from chaos.annotations import fault_windows
 from chaos.history import read_history
-from chaos.recovery import recovery
+from chaos.recovery import recovery, stall_text
+from chaos.spec import matching_bugs
 from report import detection, series
 from cluster.errors import TxnlabError
 
@@ -195,12 +197,41 @@ def other_alerts(run: dict) -> str:
     return ", ".join(sorted({d["alert"] for d in run["detections"] if not d["expected"] and d["detected"]})) or "-"
 
 
+@lru_cache(maxsize=None)
+def _catalogued(call: str | None, library: str | None) -> tuple[tuple[str, str], ...]:
+    return tuple((bug.id, bug.url) for bug in matching_bugs({"call": call, "library": library}))
+
+
+def stall_bugs(stall: dict) -> list[dict]:
+    """The catalogued client bugs (chaos/bugs/) a stall matches: [{id, url}]."""
+    return [{"id": bug_id, "url": url} for bug_id, url in _catalogued(stall.get("call"), stall.get("library"))]
+
+
+def stall_line(stall: dict) -> str:
+    """'eos-1: send_offsets_to_transaction stalled (librdkafka 2.16.0), restarted at 37.4 s; catalogued as
+    librdkafka-5456'."""
+    restarted = "never restarted" if stall.get("restarted_s") is None else f"restarted at {stall['restarted_s']} s"
+    bugs = ", ".join(b["id"] for b in stall_bugs(stall))
+    return f"{stall_text(stall)} at {stall['at_s']} s, {restarted}" + (f"; catalogued as {bugs}" if bugs else "")
+
+
+def recovered_cell(run: dict) -> bool | str:
+    """The summary's recovered column: True / False / "unknown", or "after a restart (...)" when a workload
+    recovered only because the runner restarted it after a stall (the stalled calls and the bugs they match)."""
+    found = run["recovery"]
+    stalls = [st for f in found.get("faults", []) for st in f.get("stalls", [])]
+    if found["recovered"] is not True or not any(f.get("restarted") for f in found.get("faults", [])):
+        return found["recovered"]
+    named = sorted({", ".join(b["id"] for b in stall_bugs(st)) or f"{st['call']} stalled" for st in stalls})
+    return f"after a restart ({'; '.join(named)})"
+
+
 def summary_rows(runs: list[dict]) -> list[dict]:
     return [{"experiment": r["experiment"], "level": r["level"] or "-",
              "verdict": r["verify"]["valid"], "anomalies": sum(a["count"] for a in r["anomalies"]),
              "commit/abort/info": "/".join(str(r["workload"]["attempts"].get(k, 0)) for k in ("ok", "fail", "info")),
              "expected alerts": expected_alerts(r), "other alerts": other_alerts(r), "steady": r["steady"],
-             "recovered": r["recovery"]["recovered"]}
+             "recovered": recovered_cell(r)}
             for r in runs]
 
 
@@ -213,13 +244,16 @@ def fault_line(f: dict) -> str:
     commit and the slowest group's advance after the heal (and after the start), or not recovered / unknown
     with why."""
     head = fault_name(f) + ("" if f["heal_s"] is None else f", healed at {f['heal_s']} s")
+    stalls = "".join(f"; stall: {stall_line(st)}" for st in f.get("stalls") or [])
     if f["recovered"] is not True:
         why = "; ".join(f.get("why") or [])
-        return f"{head}: {'not recovered' if f['recovered'] is False else 'unknown'}" + (f" ({why})" if why else "")
+        return f"{head}: {'not recovered' if f['recovered'] is False else 'unknown'}" + (f" ({why})" if why else "") \
+            + stalls
     moved = [f"{what} {f[f'seconds_to_{key}_after_heal']} s after heal ({f[f'seconds_to_{key}_after_start']} s "
              "after start)" for key, what in (("commit", "commits again"), ("advance", "group offsets advance"))
              if f.get(f"seconds_to_{key}_after_heal") is not None]
-    return f"{head}: " + (", ".join(moved) or "recovered (its workloads ended)")
+    restarted = f"recovered after a restart of {', '.join(f['restarted'])}, " if f.get("restarted") else ""
+    return f"{head}: {restarted}" + (", ".join(moved) or "recovered (its workloads ended)") + stalls
 
 
 def recovery_rows(run: dict) -> list[dict]:
@@ -229,9 +263,13 @@ def recovery_rows(run: dict) -> list[dict]:
         fault = fault_name(f)
         for kind, key, entries in (("process", "commit", f["processes"]), ("group", "advance", f["groups"])):
             for name, e in entries.items():
+                stalled = [st for st in f.get("stalls") or [] if st["process"] == name]
+                status = "recovered after a restart" if e.get("restarted_s") is not None else e["status"]
                 rows.append({"fault": fault, "heal_s": f["heal_s"], "kind": kind, "name": name,
                              "after_start_s": e[f"seconds_to_{key}_after_start"],
-                             "after_heal_s": e[f"seconds_to_{key}_after_heal"], "status": e["status"]})
+                             "after_heal_s": e[f"seconds_to_{key}_after_heal"], "status": status,
+                             "stall": "; ".join(stall_line(st) for st in stalled),
+                             "bugs": [b for st in stalled for b in stall_bugs(st)]})
     return rows
 
 

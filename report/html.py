@@ -53,7 +53,9 @@ def _recovery(run: dict) -> str:
     rows = [{"fault": r["fault"], "healed at": "-" if r["heal_s"] is None else f"{r['heal_s']} s",
              "process / group": f"{r['kind']} {r['name']}",
              "moved again after heal": _seconds(r["after_heal_s"]) if r["heal_s"] is not None else "-",
-             "after start": _seconds(r["after_start_s"]), "status": r["status"]} for r in recovery_rows(run)]
+             "after start": _seconds(r["after_start_s"]), "status": r["status"],
+             "stalled call": r["stall"] or "-"} for r in recovery_rows(run)]
+    bugs = {b["id"]: b["url"] for r in recovery_rows(run) for b in r["bugs"]}
     verdict = {True: "every workload and group moved again after every fault",
                False: "NOT recovered: after some fault a workload never committed again, or a group's offsets never "
                       f"advanced, before quiescence ({found['horizon_s']} s)"}.get(
@@ -62,7 +64,10 @@ def _recovery(run: dict) -> str:
     return (f"<h3>Time to recover</h3><p class='muted'>{escape(verdict)} (a commit: a workload's committed "
             "transaction; a group: its committed offsets, sampled every ~2 s).</p>"
             + (f"<ul class='recovery'>{faults}</ul>" if faults else "<p class='muted'>no faults.</p>")
-            + (table(rows) if rows else ""))
+            + (table(rows) if rows else "")
+            + ("<p>Stalled client calls match catalogued client bugs (docs/bugs.md): " + ", ".join(
+                f"<a href='{escape(url)}'>{escape(bug_id)}</a>" for bug_id, url in sorted(bugs.items())) + "</p>"
+               if bugs else ""))
 
 
 def _side_by_side(report: dict) -> str:

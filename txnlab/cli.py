@@ -410,7 +410,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_bugs_list(args: argparse.Namespace) -> int:
     from rich.table import Table
     from chaos.spec import bug_files, load_bug
-    table = Table(title="catalogued Kafka bugs (txnlab bugs run ID [--tries N] [--full])")
+    table = Table(title="catalogued bugs of Kafka and its clients (txnlab bugs run ID [--tries N] [--full])")
     from report.bugs import expectation
     for column in ("id", "title", "affected", "fixed", "shows as"):
         table.add_column(column)
@@ -464,12 +464,12 @@ def _add_demo_commands(sub) -> None:
     demo.add_argument("--keep", action="store_true", help="leave the (last level's) clusters running afterwards")
     demo.add_argument("--no-verify", action="store_true", help="skip the Spark verification (verdicts unknown)")
     demo.set_defaults(func=cmd_demo)
-    bugs = sub.add_parser("bugs", help="real Kafka bugs reproduced by faults: each on the release or settings it "
-                          "affects beside the fixed ones, verified, in one report")
+    bugs = sub.add_parser("bugs", help="real bugs of Kafka and its clients reproduced by faults: each on the release, "
+                          "settings or client it affects beside those that fix it, verified, in one report")
     bsub = bugs.add_subparsers(dest="action", required=True)
     bsub.add_parser("list", help="the catalog (chaos/bugs/)").set_defaults(func=cmd_bugs_list)
     brun = bsub.add_parser("run", help="run a bug's experiment on its affected and its fixed side")
-    brun.add_argument("bug", help="a catalogued bug id (e.g. KAFKA-14402) or a bug file")
+    brun.add_argument("bug", help="a catalogued bug id (e.g. KAFKA-14402, librdkafka-5456) or a bug file")
     brun.add_argument("--tries", type=int, default=1, help="runs per side (each verified)")
     brun.add_argument("--full", action="store_true", help="the experiment's full mode (default: short)")
     brun.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where the suite directory goes")

@@ -15,10 +15,12 @@ import argparse
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from chaos.ids import HEADER_ID
-from chaos.workloads.base import WorkloadContext, error_text
-from chaos.workloads.topics import partition_counts
+from chaos.workloads.base import WorkloadContext, confluent_client, error_text
+from chaos.workloads.topics import LIST_TIMEOUT_S, partition_counts
 
 F = "poll"
+POLL_S = 0.5
+CLOSE_S = 10.0       # close() takes no timeout: the watchdog's bound for it
 SEEK = "seek"        # where a consumer's next poll of a partition begins (null offset: unknown)
 
 
@@ -36,7 +38,9 @@ def record_id_of(msg) -> str | None:
 
 
 def run(ctx: WorkloadContext, args: argparse.Namespace) -> None:
-    counts = partition_counts(ctx.conn, args.topics)
+    ctx.client = confluent_client()
+    with ctx.client_call("list_topics", LIST_TIMEOUT_S):
+        counts = partition_counts(ctx.conn, args.topics)
     consumer = Consumer(ctx.conn.confluent(**{"group.id": f"{ctx.run_tag}.{ctx.process}", "log_level": 3,
                                               "isolation.level": args.isolation, "enable.auto.commit": False,
                                               "enable.partition.eof": False}))
@@ -47,7 +51,8 @@ def run(ctx: WorkloadContext, args: argparse.Namespace) -> None:
     try:
         while not ctx.stopping():
             try:
-                batch = consumer.consume(num_messages=args.batch, timeout=0.5)
+                with ctx.client_call("consume", POLL_S):
+                    batch = consumer.consume(num_messages=args.batch, timeout=POLL_S)
             except KafkaException as exc:
                 ctx.observe("poll-error", {"isolation": args.isolation, "error": error_text(exc)})
                 continue
@@ -56,4 +61,5 @@ def run(ctx: WorkloadContext, args: argparse.Namespace) -> None:
             if records:
                 ctx.observe(F, {"isolation": args.isolation, "records": records})
     finally:
-        consumer.close()
+        with ctx.client_call("close", CLOSE_S):
+            consumer.close()

@@ -26,13 +26,14 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPar
 from chaos.ids import attempt_id, record_id
 from chaos.workloads.base import WorkloadContext, error_text
 from chaos.workloads.observer import SEEK, record_id_of
-from chaos.workloads.topics import partition_counts
+from chaos.workloads.topics import LIST_TIMEOUT_S, partition_counts
 from chaos.workloads.transactional import (TransactionalClient, add_transactional_arguments,
                                            check_transactional_arguments as check_args)  # noqa: F401 - the hook
 
 F = "process"
 REWIND_TRIES = 3              # reads of the committed offsets before a rewind gives up and rejoins the group
 REWIND_PAUSE_S = 1.0
+POLL_S = 0.5
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -48,13 +49,15 @@ class Processor(TransactionalClient):
     def __init__(self, ctx: WorkloadContext, args: argparse.Namespace):
         super().__init__(ctx, args)
         self.group = args.group or f"{ctx.run_tag}.eos"
-        self.out_partitions = partition_counts(ctx.conn, [args.output])[args.output]
+        with self.call("list_topics", LIST_TIMEOUT_S):
+            self.out_partitions = partition_counts(ctx.conn, [args.output])[args.output]
         self.attempt_no = 0
-        self.consumer = Consumer(ctx.conn.confluent(**{
-            "group.id": self.group, "isolation.level": "read_committed", "enable.auto.commit": False,
-            "auto.offset.reset": "earliest", "log_level": 3, "session.timeout.ms": 10000,
-            "socket.timeout.ms": int(args.request_timeout_s * 1000)}))
-        self.subscribe()
+        with self.call("Consumer"):
+            self.consumer = Consumer(ctx.conn.confluent(**{
+                "group.id": self.group, "isolation.level": "read_committed", "enable.auto.commit": False,
+                "auto.offset.reset": "earliest", "log_level": 3, "session.timeout.ms": 10000,
+                "socket.timeout.ms": int(args.request_timeout_s * 1000)}))
+            self.subscribe()
 
     def subscribe(self) -> None:
         self.consumer.subscribe(self.args.inputs, on_assign=lambda c, tps: self.seeked("assigned", tps),
@@ -93,8 +96,9 @@ class Processor(TransactionalClient):
     def _transact(self, value: dict) -> tuple[str, dict]:
         def send_offsets() -> None:
             offsets = [TopicPartition(o["topic"], o["partition"], o["offset"]) for o in value["commit_offsets"]]
-            self.producer.send_offsets_to_transaction(offsets, self.consumer.consumer_group_metadata(),
-                                                      self.args.request_timeout_s)
+            with self.call("send_offsets_to_transaction"):
+                self.producer.send_offsets_to_transaction(offsets, self.consumer.consumer_group_metadata(),
+                                                          self.args.request_timeout_s)
         return self.transact(value, before_commit=send_offsets)
 
     def rewind(self, value: dict) -> None:
@@ -105,7 +109,8 @@ class Processor(TransactionalClient):
         tps = [TopicPartition(o["topic"], o["partition"]) for o in value["commit_offsets"]]
         for attempt in range(1, REWIND_TRIES + 1):
             try:
-                committed = self.consumer.committed(tps, timeout=self.args.request_timeout_s)
+                with self.call("committed"):
+                    committed = self.consumer.committed(tps, timeout=self.args.request_timeout_s)
                 break
             except KafkaException as exc:
                 self.ctx.observe("rewind-error", {"error": error_text(exc), "attempt": attempt})
@@ -129,8 +134,11 @@ def run(ctx: WorkloadContext, args: argparse.Namespace) -> None:
             if not processor.ensure_producer():
                 ctx.stop.wait(1.0)
                 continue
-            batch = [m for m in processor.consumer.consume(num_messages=args.batch, timeout=0.5) if m.error() is None]
+            with processor.call("consume", POLL_S):
+                batch = [m for m in processor.consumer.consume(num_messages=args.batch, timeout=POLL_S)
+                         if m.error() is None]
             if batch:
                 processor.process(batch)
     finally:
-        processor.consumer.close()
+        with processor.call("close"):
+            processor.consumer.close()

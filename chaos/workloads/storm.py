@@ -15,8 +15,8 @@ import threading
 from confluent_kafka import KafkaException, Producer
 
 from chaos.ids import attempt_id, encode_value, headers, record_id
-from chaos.workloads.base import Pacer, WorkloadContext, error_text
-from chaos.workloads.topics import partition_counts
+from chaos.workloads.base import Pacer, WorkloadContext, confluent_client, error_text
+from chaos.workloads.topics import LIST_TIMEOUT_S, partition_counts
 
 F = "produce"
 
@@ -35,13 +35,16 @@ def one_producer(ctx: WorkloadContext, args: argparse.Namespace, process: str, n
     value = {"attempt": attempt, "producer": process, "id": rid, "topic": args.topic, "partition": n % partitions}
     ctx.invoke(F, value, process)
     result: dict = {}
-    producer = Producer(ctx.conn.confluent(**{"enable.idempotence": True, "log_level": 3, "linger.ms": 0,
-                                              "message.timeout.ms": int(args.request_timeout_s * 1000)}))
+    with ctx.client_call("Producer", args.request_timeout_s):
+        producer = Producer(ctx.conn.confluent(**{"enable.idempotence": True, "log_level": 3, "linger.ms": 0,
+                                                  "message.timeout.ms": int(args.request_timeout_s * 1000)}))
     try:
-        producer.produce(args.topic, partition=value["partition"], headers=headers(rid, attempt, process),
-                         value=encode_value(rid, attempt, process, args.size),
-                         on_delivery=lambda err, msg: result.update(error=err, offset=msg.offset()))
-        producer.flush(args.request_timeout_s * 2)
+        with ctx.client_call("produce", args.request_timeout_s):
+            producer.produce(args.topic, partition=value["partition"], headers=headers(rid, attempt, process),
+                             value=encode_value(rid, attempt, process, args.size),
+                             on_delivery=lambda err, msg: result.update(error=err, offset=msg.offset()))
+        with ctx.client_call("flush", args.request_timeout_s * 2):
+            producer.flush(args.request_timeout_s * 2)
     except (KafkaException, BufferError) as exc:
         result = {"error": exc}
     if result.get("error") is None and "offset" in result:
@@ -54,7 +57,9 @@ def one_producer(ctx: WorkloadContext, args: argparse.Namespace, process: str, n
 
 def run(ctx: WorkloadContext, args: argparse.Namespace) -> None:
     """`concurrency` threads, each a history process `<process>-t<k>`, sharing the rate."""
-    partitions = partition_counts(ctx.conn, [args.topic])[args.topic]
+    ctx.client = confluent_client()
+    with ctx.client_call("list_topics", LIST_TIMEOUT_S):
+        partitions = partition_counts(ctx.conn, [args.topic])[args.topic]
     threads = [threading.Thread(target=_thread, args=(ctx, args, f"{ctx.process}-t{k}", partitions), daemon=True)
                for k in range(max(1, args.concurrency))]
     for thread in threads:

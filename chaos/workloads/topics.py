@@ -7,11 +7,14 @@ from cluster.connection import ConnectionSettings
 from cluster.errors import TxnlabError
 
 
+LIST_TIMEOUT_S = 30.0
+
+
 class TopicError(TxnlabError, ValueError):
     """A workload topic that does not exist."""
 
 
-def partition_counts(conn: ConnectionSettings, topics: list[str], timeout: float = 30.0) -> dict[str, int]:
+def partition_counts(conn: ConnectionSettings, topics: list[str], timeout: float = LIST_TIMEOUT_S) -> dict[str, int]:
     metadata = AdminClient(conn.confluent()).list_topics(timeout=timeout).topics
     missing = [t for t in topics if t not in metadata or metadata[t].error is not None]
     if missing:

@@ -10,25 +10,25 @@ outcome of a failure:
   - anything else (fenced, fatal, timed out): drop the producer (the next init_transactions fences it
     and aborts what it left), outcome `info` during the commit, `fail` before it (nothing asked to commit);
     with --on-fenced exit, a producer fenced by another one stops the process (a zombie must not come back).
+Every client call runs under the workload's watchdog (base.py: a call past twice its timeout is a stall,
+recorded, and the process exits to be restarted).
 Must not: plan attempts or record them (the workloads do).
 """
 from __future__ import annotations
 
 import argparse
-import faulthandler
 from typing import Callable
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from chaos.ids import encode_value, headers
-from chaos.workloads.base import WorkloadContext, delivery_to, error_text
+from chaos.workloads.base import WorkloadContext, confluent_client, delivery_to, error_text
 from cluster.errors import TxnlabError
 
 
 # Our producer epoch is stale: another producer with our transactional.id initialised (or, with
 # transaction.version 2, the coordinator bumped the epoch when it aborted our timed-out transaction).
 FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
-STALL_TIMEOUTS = 4       # request timeouts an attempt may take before the stacks are dumped (then again)
 
 
 def add_transactional_arguments(p: argparse.ArgumentParser) -> None:
@@ -63,17 +63,24 @@ class TransactionalClient:
         self.txn_id = getattr(args, "txn_id", None) or f"{ctx.run_tag}.{ctx.process}"
         self.producer: Producer | None = None
         self.offsets: dict[str, int] = {}
+        ctx.client = confluent_client()
+
+    def call(self, name: str, timeout_s: float | None = None):
+        """A client call under the watchdog, bounded by its own timeout (default: the request timeout)."""
+        return self.ctx.client_call(name, self.args.request_timeout_s if timeout_s is None else timeout_s)
 
     def ensure_producer(self) -> bool:
         if self.producer is not None:
             return True
         self.ctx.invoke("init", {"txn_id": self.txn_id})
         try:
-            producer = Producer(self.ctx.conn.confluent(**{
-                "transactional.id": self.txn_id, "enable.idempotence": True, "log_level": 3, **self.producer_config,
-                "transaction.timeout.ms": self.args.transaction_timeout_ms,
-                "socket.timeout.ms": int(self.args.request_timeout_s * 1000)}))
-            producer.init_transactions(self.args.request_timeout_s * 3)
+            with self.call("Producer"):
+                producer = Producer(self.ctx.conn.confluent(**{
+                    "transactional.id": self.txn_id, "enable.idempotence": True, "log_level": 3,
+                    **self.producer_config, "transaction.timeout.ms": self.args.transaction_timeout_ms,
+                    "socket.timeout.ms": int(self.args.request_timeout_s * 1000)}))
+            with self.call("init_transactions", self.args.request_timeout_s * 3):
+                producer.init_transactions(self.args.request_timeout_s * 3)
         except KafkaException as exc:        # coordinator unavailable, fenced, timed out: later
             self.ctx.complete("fail", "init", {"txn_id": self.txn_id, "error": error_text(exc)})
             return False
@@ -84,13 +91,8 @@ class TransactionalClient:
     def transact(self, value: dict, before_commit: Callable[[], None] = lambda: None,
                  abort: bool = False) -> tuple[str, dict]:
         """Write value["writes"] in one transaction; returns the outcome and what to add to the op. Every call
-        it makes is bounded by the request timeout; an attempt that still takes STALL_TIMEOUTS of them
-        dumps every thread's stack into the process's log (where a client call hung)."""
-        faulthandler.dump_traceback_later(self.args.request_timeout_s * STALL_TIMEOUTS, repeat=True)
-        try:
-            return self._attempt(value, before_commit, abort)
-        finally:
-            faulthandler.cancel_dump_traceback_later()
+        it makes is bounded by the request timeout, under the watchdog."""
+        return self._attempt(value, before_commit, abort)
 
     def _attempt(self, value: dict, before_commit: Callable[[], None], abort: bool) -> tuple[str, dict]:
         self.offsets = {}
@@ -102,7 +104,8 @@ class TransactionalClient:
             if abort:
                 return self._abort_deliberately(timeout)
             committing = True
-            self.producer.commit_transaction(timeout)
+            with self.call("commit_transaction", timeout):
+                self.producer.commit_transaction(timeout)
             return "ok", {"offsets": self._offsets_of(value)}
         except KafkaException as exc:
             return self._after_error(exc, committing, value)
@@ -111,25 +114,30 @@ class TransactionalClient:
         """A deliberate abort; a retriable error (a pause made it time out) is retried once, so a producer
         fenced meanwhile learns it from the retry instead of silently starting over."""
         try:
-            self.producer.abort_transaction(timeout)
+            with self.call("abort_transaction", timeout):
+                self.producer.abort_transaction(timeout)
         except KafkaException as exc:
             if not exc.args[0].retriable():
                 raise
-            self.producer.abort_transaction(timeout)      # its error, if any, is judged by _after_error
+            with self.call("abort_transaction", timeout):
+                self.producer.abort_transaction(timeout)  # its error, if any, is judged by _after_error
         return "fail", {"error": "deliberate abort"}
 
     def _offsets_of(self, value: dict) -> list[int]:
         return [self.offsets.get(w["id"], -1) for w in value["writes"]]
 
     def _produce(self, value: dict) -> None:
-        self.producer.begin_transaction()
-        for w in value["writes"]:
-            extra = {"input": w["input"]} if "input" in w else None
-            self.producer.produce(
-                w["topic"], partition=w["partition"], key=w.get("key"), headers=headers(w["id"], value["attempt"], self.ctx.process, w.get("input")),
-                value=encode_value(w["id"], value["attempt"], self.ctx.process, self.args.size, extra=extra),
-                on_delivery=delivery_to(self.offsets, w["id"]))
-        self.producer.flush(self.args.request_timeout_s)
+        with self.call("produce"):                    # begin_transaction and produce: local, but calls all the same
+            self.producer.begin_transaction()
+            for w in value["writes"]:
+                extra = {"input": w["input"]} if "input" in w else None
+                self.producer.produce(
+                    w["topic"], partition=w["partition"], key=w.get("key"),
+                    headers=headers(w["id"], value["attempt"], self.ctx.process, w.get("input")),
+                    value=encode_value(w["id"], value["attempt"], self.ctx.process, self.args.size, extra=extra),
+                    on_delivery=delivery_to(self.offsets, w["id"]))
+        with self.call("flush"):
+            self.producer.flush(self.args.request_timeout_s)
 
     def _after_error(self, exc: KafkaException, committing: bool, value: dict) -> tuple[str, dict]:
         err = exc.args[0]
@@ -137,13 +145,15 @@ class TransactionalClient:
         outcome = "info" if committing else "fail"
         if err.code() not in FENCED and err.txn_requires_abort():
             try:
-                self.producer.abort_transaction(self.args.request_timeout_s)
+                with self.call("abort_transaction"):
+                    self.producer.abort_transaction(self.args.request_timeout_s)
                 return "fail", error
             except KafkaException as again:   # e.g. fenced: a zombie learns it here, after a pause
                 err, error, outcome = again.args[0], {"error": error_text(again), "after": error["error"]}, "fail"
         elif err.code() not in FENCED and committing and err.retriable():
             try:
-                self.producer.commit_transaction(self.args.request_timeout_s)
+                with self.call("commit_transaction"):
+                    self.producer.commit_transaction(self.args.request_timeout_s)
                 return "ok", {"offsets": self._offsets_of(value), "retried": error["error"]}
             except KafkaException as again:
                 err, error = again.args[0], {"error": error_text(again)}   # judge the latest error

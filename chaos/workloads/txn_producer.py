@@ -16,7 +16,7 @@ import zlib
 
 from chaos.ids import attempt_id, record_id
 from chaos.workloads.base import Pacer, WorkloadContext
-from chaos.workloads.topics import partition_counts
+from chaos.workloads.topics import LIST_TIMEOUT_S, partition_counts
 from chaos.workloads.transactional import (TransactionalArgumentsError, TransactionalClient,
                                            add_transactional_arguments, check_transactional_arguments)
 
@@ -51,7 +51,8 @@ class TransactionalWorker(TransactionalClient):
 
     def __init__(self, ctx: WorkloadContext, args: argparse.Namespace):
         super().__init__(ctx, args)
-        self.partitions = partition_counts(ctx.conn, args.topics)
+        with self.call("list_topics", LIST_TIMEOUT_S):
+            self.partitions = partition_counts(ctx.conn, args.topics)
         self.attempt_no = 0
 
     def plan(self, attempt: str) -> list[dict]:

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from chaos import backends, faults
 from chaos.backends import Backend, BackendError, DockerBackend, LocalBackend
 from chaos.fault_kinds import FAULT_KINDS, parse_params
+from chaos.run import Run
 from chaos.faults import FaultEnv, FaultError, make_fault, network_toxic, parse_target, resolve_target
 from chaos.inject_hanging import InjectedHanging
 from cluster.local import LocalCluster
@@ -94,7 +95,10 @@ class FakeAdmin:
 
 
 class FakeRun:
-    """The part of chaos.run.Run faults use, with processes that only exist as names."""
+    """The part of chaos.run.Run faults use, with processes that only exist as names (the real last_spec and
+    restart, over the fake start)."""
+    last_spec = Run.last_spec
+    restart = Run.restart
 
     def __init__(self, specs=()):
         self.info = SimpleNamespace(run_tag=TAG, seed=7, specs=[dict(s) for s in specs])

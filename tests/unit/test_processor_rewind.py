@@ -1,9 +1,10 @@
 """The processor's rewind: a failure to read the committed offsets is the workload's own error, and it
-never reads on past the aborted batch (it rejoins the group instead); an attempt that stalls leaves every
-thread's stack in the log. No broker: a scripted consumer and producer."""
+never reads on past the aborted batch (it rejoins the group instead). (A stalled call: tests/unit/test_stalls.py.)
+No broker: a scripted consumer and producer."""
 from __future__ import annotations
 
 import threading
+from contextlib import nullcontext
 from types import SimpleNamespace
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
@@ -41,7 +42,8 @@ class ScriptedConsumer:
 def processor(failures: int) -> tuple[Processor, list]:
     seen: list = []
     proc = Processor.__new__(Processor)          # no broker: only what rewind uses
-    proc.ctx = SimpleNamespace(observe=lambda f, value: seen.append((f, value)), stop=threading.Event())
+    proc.ctx = SimpleNamespace(observe=lambda f, value: seen.append((f, value)), stop=threading.Event(),
+                               client_call=lambda name, timeout_s: nullcontext())
     proc.args = SimpleNamespace(request_timeout_s=1.0, inputs=["in"])
     proc.consumer = ScriptedConsumer(failures)
     return proc, seen
@@ -63,30 +65,3 @@ def test_a_rewind_that_cannot_read_them_is_a_workload_error_and_rejoins_instead_
     assert [f for f, _ in seen] == ["rewind-error"] * processor_module.REWIND_TRIES + ["workload-error"]
     assert "COORDINATOR_NOT_AVAILABLE" in seen[-1][1]["error"] and seen[-1][1]["action"] == "rejoin the group"
 
-
-class StallingProducer:
-    """A commit that takes longer than STALL_TIMEOUTS request timeouts (as the CI run's did after a
-    coordinator kill), then succeeds."""
-    def __init__(self, seconds: float):
-        self.seconds = seconds
-
-    def begin_transaction(self):
-        pass
-
-    def flush(self, timeout):
-        return 0
-
-    def commit_transaction(self, timeout):
-        threading.Event().wait(self.seconds)
-
-
-def test_an_attempt_that_stalls_dumps_every_stack_into_the_log_and_stops_dumping_after(capfd):
-    from chaos.workloads.transactional import STALL_TIMEOUTS, TransactionalClient
-    client = TransactionalClient.__new__(TransactionalClient)
-    client.args = SimpleNamespace(request_timeout_s=0.05)
-    client.producer = StallingProducer(0.05 * STALL_TIMEOUTS + 0.3)
-    assert client.transact({"writes": []}) == ("ok", {"offsets": []})
-    dumped = capfd.readouterr().err
-    assert "commit_transaction" in dumped and "Thread" in dumped
-    threading.Event().wait(0.05 * STALL_TIMEOUTS + 0.1)       # cancelled with the attempt: nothing more
-    assert capfd.readouterr().err == ""

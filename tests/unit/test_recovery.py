@@ -92,7 +92,7 @@ def test_a_java_copier_commits_by_copy_events_that_copied_records_and_ends_with_
 
 def test_no_faults_is_recovered_and_an_empty_history_too():
     found = recovery(run(commit(1, "txp-0"), quiescence(10)))
-    assert found == {"horizon_s": 10.0, "faults": [], "recovered": True, "last_commit_s": {"txp-0": 1.0}}
+    assert found == {"horizon_s": 10.0, "faults": [], "stalls": [], "recovered": True, "last_commit_s": {"txp-0": 1.0}}
     assert recovery([])["recovered"] is True
 
 
@@ -209,7 +209,7 @@ def test_each_fault_has_the_slowest_commit_and_advance_and_chaos_run_gets_them_w
     assert brief["faults"] == [{"process": "nemesis-0", "kind": "kill-broker", "start_s": 10.0, "heal_s": 20.0,
                                 "heal_ok": True, "recovered": True, "seconds_to_commit_after_start": 16.0,
                                 "seconds_to_commit_after_heal": 6.0, "seconds_to_advance_after_start": 12.5,
-                                "seconds_to_advance_after_heal": 2.5, "why": []}]
+                                "seconds_to_advance_after_heal": 2.5, "why": [], "stalls": [], "restarted": []}]
     assert summary({"error": "HistoryError: no history"}) == {"recovered": "unknown",
                                                                "error": "HistoryError: no history"}
 

@@ -310,7 +310,7 @@ def test_the_sides_of_kafka_14402_differ_only_in_partition_verification():
     (lambda d: d["experiment"].update(cluster={"local": {}}), "experiment.cluster: each side brings its own cluster"),
     (lambda d: d["experiment"]["schedule"]["faults"][0].update(kind="kil-broker"), "schedule.faults[0].kind"),
     (lambda d: d.pop("expect"), "expect: Field required"),
-    (lambda d: d.update(expect={"checks": []}), "expect: name the checks or the errors that show the bug"),
+    (lambda d: d.update(expect={"checks": []}), "expect: name the checks, the errors or the stalled calls that show the bug"),
 ])
 def test_a_bad_bug_document_names_the_problem(tmp_path, change, expected):
     document = yaml.safe_load(bug_files()["KAFKA-14402"].read_text())
@@ -325,3 +325,28 @@ def test_a_bad_bug_document_names_the_problem(tmp_path, change, expected):
 def test_an_unknown_bug_lists_the_catalog():
     with pytest.raises(SpecError, match="nor a catalogued bug; the catalog: KAFKA-14402"):
         load_bug("KAFKA-1")
+
+
+def test_a_group_coordinator_target_names_a_group_of_the_workloads_or_a_prefix_of_one():
+    processor = [{"workload": "processor", "instances": 1}]
+    for target in ("group-coordinator:{tag}.eos", "group-coordinator:{tag}.*", "group-coordinator:someone-else"):
+        parse_spec(minimal_spec(workloads=processor, schedule={"faults": [
+            {"kind": "kill-broker", "at_s": 10, "duration_s": 5, "params": {"target": target}}]}))
+    found = problems_of(minimal_spec(workloads=processor, schedule={"faults": [
+        {"kind": "kill-broker", "at_s": 10, "duration_s": 5, "params": {"target": "group-coordinator:{tag}.copier"}}]}))
+    assert "no workload process is in consumer group {tag}.copier; theirs: {tag}.eos" in found
+    copier = [{"workload": "java-copier", "options": ["--group", "{tag}.mine"]}]
+    parse_spec(minimal_spec(workloads=copier, schedule={"faults": [
+        {"kind": "kill-broker", "at_s": 10, "duration_s": 5, "params": {"target": "group-coordinator:{tag}.mine"}}]}))
+
+
+def test_a_client_bug_runs_each_side_s_own_workloads_in_both_modes():
+    bug = load_bug("LIBRDKAFKA-5456")                     # any case
+    assert bug.id == "librdkafka-5456" and bug.client_bug and bug.expect.stalls == ["send_offsets_to_transaction"]
+    assert bug.affected.client.library == "librdkafka" and not load_bug("KAFKA-14402").client_bug
+    for short in (False, True):
+        sides = {side: bug_side_spec(bug, side, Path("s"), 20000, short) for side in ("affected", "fixed")}
+        assert [w.workload for w in sides["affected"].workloads] == ["processor"]
+        assert [w.workload for w in sides["fixed"].workloads] == ["streams"]
+        assert sides["affected"].schedule == sides["fixed"].schedule        # the same faults on both sides
+    assert "librdkafka-5456" in bug_files()

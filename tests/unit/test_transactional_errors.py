@@ -1,6 +1,7 @@
 """How a transactional workload judges a client error: the outcome it records and whether it stops."""
 import argparse
 import threading
+from contextlib import nullcontext
 from types import SimpleNamespace
 
 from confluent_kafka import KafkaError, KafkaException
@@ -26,7 +27,8 @@ class Producer:
 
 
 def client(producer, on_fenced="exit"):
-    ctx = SimpleNamespace(run_tag="t", process="txp-0", stop=threading.Event())
+    ctx = SimpleNamespace(run_tag="t", process="txp-0", stop=threading.Event(),
+                          client_call=lambda name, timeout_s: nullcontext())
     args = argparse.Namespace(request_timeout_s=1.0, on_fenced=on_fenced, txn_id=None)
     c = TransactionalClient(ctx, args)
     c.producer = producer
