@@ -6,6 +6,9 @@ Owns: building and parsing record ids, attempt ids and the record value/headers 
     record id   = "<attempt id>.<index in the attempt>"         e.g. "r7f3.txp-2.41.3"
     attempt id  = "<run tag>.<process>.<attempt number>"         e.g. "r7f3.txp-2.41"
     producer    = the process name (the transactional.id is "<run tag>.<process>")
+A process started again under the same name (a restart after a stall or a kill: incarnation k >= 1) numbers
+its attempts from k * INCARNATION_STRIDE, so its ids never repeat an earlier incarnation's and its sends stay
+in (attempt number, index) order after them.
 The value is a JSON object {"id", "attempt", "producer", "pad"} (pad sizes the record); the same three
 ids travel as headers `txnlab.id`, `txnlab.attempt`, `txnlab.producer` for readers that skip values; a
 processor's output also carries its input's id (value field `input`, header `txnlab.input`).
@@ -20,6 +23,14 @@ from dataclasses import dataclass
 ATTEMPT_RE = re.compile(r"^(?P<run>[A-Za-z0-9-]+)\.(?P<process>[A-Za-z0-9_-]+)\.(?P<n>\d+)$")
 HEADER_ID, HEADER_ATTEMPT, HEADER_PRODUCER = "txnlab.id", "txnlab.attempt", "txnlab.producer"
 HEADER_INPUT = "txnlab.input"
+
+
+INCARNATION_STRIDE = 10 ** 9
+
+
+def first_attempt(incarnation: int) -> int:
+    """The first attempt number of a process's incarnation (0 for the first start)."""
+    return incarnation * INCARNATION_STRIDE
 
 
 class IdError(ValueError):

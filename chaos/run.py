@@ -139,11 +139,15 @@ class Run:
         return WorkloadSpec(specs[-1]["workload"], process, tuple(specs[-1]["args"])) if specs else None
 
     def restart(self, process: str) -> None:
-        """Start `process` again with its last options (KeyError: the run never started it)."""
+        """Start `process` again with its last options and its next --incarnation (its ids apart from the earlier
+        ones': chaos/ids.py); KeyError: the run never started it."""
+        from chaos.plans import without_option     # plans imports this module
         spec = self.last_spec(process)
         if spec is None:
             raise KeyError(process)
-        self.start(spec)
+        incarnation = sum(1 for s in self.info.specs if s["process"] == process)
+        self.start(WorkloadSpec(spec.workload, process, (*without_option(spec.args, "--incarnation"),
+                                                         "--incarnation", str(incarnation))))
 
     # ---- restarts after a stall ---------------------------------------------------------------------
     def restart_stalled(self, delay_s: float) -> None:

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from chaos.history import HistoryClient
+from chaos.ids import first_attempt
 from cluster.connection import ConnectionSettings
 from cluster.waiting import Deadline
 
@@ -53,6 +54,8 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--process", required=True, help="this process's name in the history (e.g. txp-0)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--duration", type=float, default=0.0, help="seconds; 0 = until SIGTERM")
+    p.add_argument("--incarnation", type=int, default=0, help="how many times this process was started before "
+                   "under its name (the runner's restarts): its attempts are numbered apart (chaos/ids.py)")
 
 
 @dataclass
@@ -64,6 +67,7 @@ class WorkloadContext:
     process: str
     rng: random.Random
     deadline: Deadline | None                # of the run's --duration
+    first_attempt: int = 0                   # this incarnation's first attempt number (chaos/ids.py)
     stop: threading.Event = field(default_factory=threading.Event)
     client: dict = field(default_factory=dict)    # the Kafka client a workload drives (client_of), for stalls
     _outstanding: dict[str, dict] = field(default_factory=dict)    # history process -> its open invoke
@@ -73,7 +77,8 @@ class WorkloadContext:
     def from_args(cls, args: argparse.Namespace) -> "WorkloadContext":
         ctx = cls(conn=ConnectionSettings.from_env(), history=HistoryClient(args.socket, args.run_start_ns),
                   run_tag=args.run_tag, process=args.process, rng=random.Random(f"{args.seed}/{args.process}"),
-                  deadline=Deadline(args.duration) if args.duration > 0 else None)
+                  deadline=Deadline(args.duration) if args.duration > 0 else None,
+                  first_attempt=first_attempt(args.incarnation))
         signal.signal(signal.SIGTERM, lambda *_: ctx.stop.set())
         signal.signal(signal.SIGINT, lambda *_: ctx.stop.set())
         faulthandler.register(signal.SIGUSR1, all_threads=True)   # `kill -USR1 <pid>`: stacks into the log

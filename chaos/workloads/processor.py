@@ -51,7 +51,7 @@ class Processor(TransactionalClient):
         self.group = args.group or f"{ctx.run_tag}.eos"
         with self.call("list_topics", LIST_TIMEOUT_S):
             self.out_partitions = partition_counts(ctx.conn, [args.output])[args.output]
-        self.attempt_no = 0
+        self.attempt_no = ctx.first_attempt
         with self.call("Consumer"):
             self.consumer = Consumer(ctx.conn.confluent(**{
                 "group.id": self.group, "isolation.level": "read_committed", "enable.auto.commit": False,

@@ -70,7 +70,7 @@ def run(ctx: WorkloadContext, args: argparse.Namespace) -> None:
 
 def _thread(ctx: WorkloadContext, args: argparse.Namespace, process: str, partitions: int) -> None:
     pacer = Pacer(args.rate / max(1, args.concurrency), ctx.stop)
-    n = 0
+    n = ctx.first_attempt
     while not ctx.stopping():
         one_producer(ctx, args, process, n, partitions)
         n += 1

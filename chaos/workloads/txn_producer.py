@@ -53,7 +53,7 @@ class TransactionalWorker(TransactionalClient):
         super().__init__(ctx, args)
         with self.call("list_topics", LIST_TIMEOUT_S):
             self.partitions = partition_counts(ctx.conn, args.topics)
-        self.attempt_no = 0
+        self.attempt_no = ctx.first_attempt
 
     def plan(self, attempt: str) -> list[dict]:
         writes = []

@@ -91,11 +91,13 @@ def run_short(name: str, cluster, runs_dir, finalizer, seed: int = 11):
     assert elapsed <= 100, f"short mode took {elapsed:.0f}s"
     assert [op for op in ops if op["f"] == "group_offsets"], "the group offsets sampler recorded nothing"
     assert len(result.recovery["faults"]) == len(nemesis(ops, "fault", "invoke")), result.recovery
-    if name in RECOVERING:                    # every fault's recovery decided from evidence (the demo shows it)
+    if name in RECOVERING:                    # every fault recovered, measured (the demo shows it)
         for fault in result.recovery["faults"]:
-            assert fault["recovered"] in (True, False), fault      # never unknown: the heal leaves time to see
-            assert fault["recovered"] is False or fault["seconds_to_commit_after_heal"] >= 0, fault
-            assert fault["recovered"] is True or fault["why"], fault  # not recovered says why
+            # directly, or after the runner restarted a stalled client (librdkafka-5456: its send_offsets_to_
+            # transaction never returns when the group coordinator dies; docs/bugs.md), the restart recorded
+            assert fault["recovered"] is True and fault["seconds_to_commit_after_heal"] >= 0, fault
+            for process in fault["restarted"]:
+                assert [op for op in ops if op["process"] == process and op["f"] == "restart"], fault
     return result
 
 

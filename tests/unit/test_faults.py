@@ -555,7 +555,7 @@ def test_an_existing_cluster_refuses_node_and_network_faults_and_heals_as_a_no_o
     backend.heal(), backend.heal_network(), backend.start(1), backend.resume(1)
 
 
-def test_a_killed_workload_is_started_again_with_its_options_at_heal_once():
+def test_a_killed_workload_is_started_again_with_its_options_and_its_next_incarnation_at_heal_once():
     env = _env_for("kill-workload")
     fault = make_fault("kill-workload", {"process": "txp-0"})
     assert fault.start(env) == {"process": "txp-0", "signal": "SIGKILL"}
@@ -563,7 +563,8 @@ def test_a_killed_workload_is_started_again_with_its_options_at_heal_once():
     assert fault.heal(env) == {"process": "txp-0", "restarted": True}
     assert fault.heal(env) == {"process": "txp-0", "restarted": True}
     started = [c[1] for c in env.run.calls if c[0] == "start"]
-    assert [(s.process, s.args) for s in started] == [("txp-0", tuple(env.run.info.specs[0]["args"]))]
+    # the same options, and --incarnation 1: its attempts numbered apart from the killed one's (chaos/ids.py)
+    assert [(s.process, s.args) for s in started] == [("txp-0", (*env.run.info.specs[0]["args"], "--incarnation", "1"))]
 
 
 def test_killing_a_workload_that_is_not_running_says_so():

@@ -50,3 +50,10 @@ def test_foreign_values_are_refused(value):
 def test_headers():
     assert dict(headers("r.p.0.1", "r.p.0", "p"))[HEADER_ID] == b"r.p.0.1"
     assert dict(headers("r.p.0.1", "r.p.0", "p"))[HEADER_ATTEMPT] == b"r.p.0"
+
+
+def test_a_restarted_incarnation_numbers_its_attempts_apart_and_after_the_earlier_ones():
+    from chaos.ids import INCARNATION_STRIDE, first_attempt
+    assert first_attempt(0) == 0 and first_attempt(2) == 2 * INCARNATION_STRIDE
+    later = parse_record_id(record_id("r1", "eos-0", first_attempt(1), 0))
+    assert later.attempt_no > 10 ** 6 and record_id("r1", "eos-0", first_attempt(1), 0) != record_id("r1", "eos-0", 0, 0)

@@ -118,7 +118,7 @@ def test_the_runner_restarts_a_stalled_process_after_the_delay_and_records_it(tm
     time.sleep(1.0)                                       # eos-1 (exit 1, no stall) must stay down
     the_run.stop_restarting()
     the_run.history.close()
-    assert started == [WorkloadSpec("processor", "eos-0", ("--inputs", "a"))]
+    assert started == [WorkloadSpec("processor", "eos-0", ("--inputs", "a", "--incarnation", "1"))]
     assert time.monotonic() - began >= 0.5
     ops = [o for o in read_history(tmp_path).ops if o["process"] == "eos-0"]
     assert [(o["type"], o["f"], o["value"].get("reason")) for o in ops] == [
