@@ -222,7 +222,8 @@ def recovered_cell(run: dict) -> bool | str:
     stalls = [st for f in found.get("faults", []) for st in f.get("stalls", [])]
     if found["recovered"] is not True or not any(f.get("restarted") for f in found.get("faults", [])):
         return found["recovered"]
-    named = sorted({", ".join(b["id"] for b in stall_bugs(st)) or f"{st['call']} stalled" for st in stalls})
+    named = sorted({f"{st['process']}: {st['call']} stalled" + (
+        f", {', '.join(b['id'] for b in stall_bugs(st))}" if stall_bugs(st) else "") for st in stalls})
     return f"after a restart ({'; '.join(named)})"
 
 

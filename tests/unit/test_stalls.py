@@ -174,7 +174,8 @@ def test_the_summary_says_recovered_after_a_restart_and_names_the_bug():
     from report.build import recovered_cell
     ops = run(commit(1, "eos-0", "process"), fault(10, 18), stall(31, "eos-0"),
               op(33, "eos-0", "ok", "restart", reason="stall"), commit(36, "eos-0", "process"), quiescence(55))
-    assert recovered_cell({"recovery": recovery(ops)}) == "after a restart (librdkafka-5456)"
+    assert recovered_cell({"recovery": recovery(ops)}) == \
+        "after a restart (eos-0: send_offsets_to_transaction stalled, librdkafka-5456)"
     plain = run(commit(1, "eos-0", "process"), fault(10, 18), commit(20, "eos-0", "process"), quiescence(55))
     assert recovered_cell({"recovery": recovery(plain)}) is True
 
