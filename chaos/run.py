@@ -104,6 +104,7 @@ class Run:
         self._restarting = threading.Event()           # set: the restarter stops
         self._restarter: threading.Thread | None = None
         self.pending_restarts: set[str] = set()
+        self._groups_seen: set[str] = set()           # the run's consumer groups listed so far
 
     # ---- topics ------------------------------------------------------------------------------------
     def create_topics(self, topics: dict[str, int], leader_shifts: dict[str, int] | None = None) -> None:
@@ -309,8 +310,11 @@ class Run:
         if admin is None:
             with ClusterAdmin(self.conn) as admin:
                 return self._group_offsets(admin)
-        groups = sorted(g["group_id"] for g in admin.client.list_groups()
-                        if g["group_id"].startswith(f"{self.info.run_tag}."))
+        listed = {g["group_id"] for g in admin.client.list_groups() if g["group_id"].startswith(f"{self.info.run_tag}.")}
+        # a group seen once is asked for every time: a listing that leaves it out (a broker just back that does
+        # not answer ListGroups yet) would read as a group with no offsets (seen in a librdkafka-5456 try)
+        self._groups_seen |= listed
+        groups = sorted(self._groups_seen)
         committed = admin.client.list_group_offsets(groups) if groups else {}
         out: dict = {}
         for group, offsets in committed.items():

@@ -297,3 +297,32 @@ def test_chaos_run_prints_one_recovery_line_per_fault_and_the_summary_in_its_jso
     assert lines == ["recovery: kill-broker at 10.0 s, healed at 20.0 s: commits again 3.5 s after heal (13.5 s after "
                      "start)", "recovery: kill-broker at 25.0 s, healed at 30.0 s: not recovered (txp-0: never "
                      "committed after the heal)"]
+
+
+def test_a_group_seen_once_is_asked_for_even_when_a_listing_leaves_it_out(tmp_path, monkeypatch):
+    """A broker just back may not be asked by ListGroups yet: the group is not listed, but its offsets are still
+    fetched (from its coordinator), never read as a group without offsets."""
+    from collections import namedtuple
+    from types import SimpleNamespace
+
+    from chaos import run as run_module
+    from cluster.connection import ConnectionSettings
+    listings = [[{"group_id": "r1.eos"}], []]
+    asked = []
+
+    class FakeClient:
+        def list_groups(self):
+            return listings.pop(0)
+
+        def list_group_offsets(self, groups):
+            asked.append(list(groups))
+            tp = namedtuple("TopicPartition", "topic partition")
+            return {g: {tp("r1-in-a", 0): SimpleNamespace(offset=7)} for g in groups}
+
+    run = run_module.Run(ConnectionSettings(bootstrap="127.0.0.1:1"), tmp_path, "r1", 0, "t")
+    run.use_topics(["r1-in-a"])
+    admin = SimpleNamespace(client=FakeClient())
+    assert run._group_offsets(admin) == {"r1.eos": {"r1-in-a": {"0": 7}}}
+    assert run._group_offsets(admin) == {"r1.eos": {"r1-in-a": {"0": 7}}}      # not listed this time
+    assert asked == [["r1.eos"], ["r1.eos"]]
+    run.history.close()
