@@ -19,7 +19,7 @@ operation): quiescence stops the workloads and heals everything, so what commits
 Stalls and restarts: a workload whose client call stalled recorded an `ok` `stall` observation (the call,
 its bound, the client library and version, the stack) and exited; the runner recorded an `ok` `restart`
 of it when it started it again (chaos/run.py). A stall belongs to the last fault that started at or before its
-call began (per fault: `stalls`, each with the time of the process's next restart, null when none came before the
+call began, or to the first fault when the call was already running as it started (per fault: `stalls`, each with the time of the process's next restart, null when none came before the
 horizon); a process whose first commit after the heal came after such a restart recovered "after a restart"
 (its entry's `restarted_s`; the fault's `restarted` names them). A stalled process never restarted and never
 committing again is not recovered, and why names the stalled call.
@@ -187,6 +187,17 @@ def call_began(stall: dict) -> int:
     return stall["time"] - int((stall["value"].get("seconds") or 0) * NS)
 
 
+def fault_of_stall(stall: dict, starts: list[int]) -> int | None:
+    """The index of the fault a stall belongs to: the last one that started at or before its call began; for a
+    call that began before any fault, the first fault if it started while the call ran (the kill landed on a
+    call in flight); None for a stall no fault explains."""
+    began = call_began(stall)
+    before = [n for n, start in enumerate(starts) if start <= began]
+    if before:
+        return before[-1]
+    return 0 if starts and starts[0] <= stall["time"] else None
+
+
 def restarts_of(ops: list[dict]) -> dict[str, list[int]]:
     """process -> the times the runner restarted it (sorted)."""
     found: dict[str, list[int]] = defaultdict(list)
@@ -259,11 +270,11 @@ def recovery(ops: list[dict]) -> dict:
     groups = sorted({g for _, offsets in samples for g in offsets})
     out = []
     faults = faults_of(ops)
+    owners = [fault_of_stall(st, [f["start"] for f in faults]) for st in stalls]
     for n, fault in enumerate(faults):
         start, heal = fault["start"], fault["heal"]
-        until = faults[n + 1]["start"] if n + 1 < len(faults) else horizon + 1
-        mine = [_stall_entry(st, restarts.get(st["process"], []), horizon) for st in stalls
-                if start <= call_began(st) < until]
+        mine = [_stall_entry(st, restarts.get(st["process"], []), horizon) for st, owner in zip(stalls, owners)
+                if owner == n]
         reference = heal if heal is not None else start
         late = heal is not None and heal > horizon - UNOBSERVED_S * NS
         processes = {p: _process_entry(commit_times[p], start, heal, horizon, ended.get(p, horizon + 1) <= horizon,

@@ -80,13 +80,29 @@ def _recovery_lanes(ax, recovery: dict) -> None:
                 ax.plot([max(horizon, heal)], [row], "x", color="#d62728", ms=6)
             else:
                 ax.text(heal + 0.3, row + 0.15, e["status"], fontsize=6, color="#57606a")
+        _stall_marks(ax, f.get("stalls") or [], names)
     ax.set_yticks(range(len(names)), names, fontsize=7)
     ax.set_ylim(-0.7, max(len(names), 1) - 0.3)
-    ax.set_title("Recovery: heal -> first commit again (green), never (red x)", fontsize=8, loc="left")
+    ax.set_title("Recovery: heal -> first commit again (green), never (red x); a stalled client call (orange "
+                 "triangle) and its restart (orange bar)", fontsize=8, loc="left")
     if not names:
         ax.set_yticks([])
         ax.text(0.5, 0.5, "no faults" if not recovery["faults"] else "no workload process committed",
                 transform=ax.transAxes, ha="center", va="center", fontsize=8, color="#777777")
+
+
+def _stall_marks(ax, stalls: list[dict], names: list[str]) -> None:
+    """Each stall on its process's lane: a triangle where the stuck call began, a line to the stall, a bar at the
+    restart."""
+    for st in stalls:
+        if st["process"] not in names or st.get("at_s") is None:
+            continue
+        row, began = names.index(st["process"]), st["at_s"] - (st.get("seconds") or 0)
+        ax.plot([began, st["at_s"]], [row - 0.25, row - 0.25], color="#d97706", lw=1.2)
+        ax.plot([began], [row - 0.25], "v", color="#d97706", ms=5)
+        ax.text(began + 0.3, row - 0.55, f"{st['call']} stalled", fontsize=6, color="#b45309")
+        if st.get("restarted_s") is not None:
+            ax.plot([st["restarted_s"]], [row - 0.25], "|", color="#d97706", ms=9, mew=2)
 
 
 def timeline_figure(run: dict):

@@ -195,3 +195,13 @@ def test_a_stall_of_the_expected_call_reproduces_a_client_bug_and_any_stall_is_n
     other = judge(run_dir, [], (), ("commit_transaction",))
     assert other["reproduced"] is False and other["clean"] is False      # a stall of another call: not clean either
     assert judge(run_dir, ["duplicate"])["clean"] is True      # a bug that shows in the checks: stalls not asked
+
+
+def test_a_call_already_running_when_the_first_fault_started_belongs_to_that_fault():
+    found = recovery(run(commit(1, "eos-0", "process"), fault(10, 16), stall(29.9, "eos-0"),
+                         op(32, "eos-0", "ok", "restart", reason="stall"), commit(34, "eos-0", "process"),
+                         quiescence(50)))
+    [f] = found["faults"]                                 # the call began at 9.9 s, the kill came at 10 s
+    assert len(f["stalls"]) == 1 and f["restarted"] == ["eos-0"]
+    lone = recovery(run(commit(1, "eos-0", "process"), stall(25, "eos-0"), fault(30, 35), quiescence(50)))
+    assert lone["faults"][0]["stalls"] == [] and len(lone["stalls"]) == 1      # no fault explains it: the run's
