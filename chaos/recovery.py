@@ -198,28 +198,44 @@ def fault_of_stall(stall: dict, starts: list[int]) -> int | None:
     return 0 if starts and starts[0] <= stall["time"] else None
 
 
-def restarts_of(ops: list[dict]) -> dict[str, list[int]]:
-    """process -> the times the runner restarted it (sorted)."""
+def restarts_of(ops: list[dict], kind: str = "ok") -> dict[str, list[int]]:
+    """process -> the times the runner restarted it (sorted); kind "fail": the times a restart failed."""
     found: dict[str, list[int]] = defaultdict(list)
     for op in ops:
-        if op["f"] == RESTART_F and op["type"] == "ok":
+        if op["f"] == RESTART_F and op["type"] == kind:
             found[op["process"]].append(op["time"])
     return found
 
 
-def _stall_entry(stall: dict, restarts: list[int], horizon: int) -> dict:
-    v = stall["value"]
-    restarted = _first_commit(restarts, stall["time"], horizon)
+def _restart_errors(ops: list[dict]) -> dict[tuple[str, int], str]:
+    return {(op["process"], op["time"]): str(op["value"].get("error")) for op in ops
+            if op["f"] == RESTART_F and op["type"] == "fail"}
+
+
+def _stall_entry(stall: dict, ops: list[dict], horizon: int) -> dict:
+    """The stall with the time of its process's next restart (`restarted_s`), else why its restart failed."""
+    v, process = stall["value"], stall["process"]
+    restarted = _first_commit(restarts_of(ops).get(process, []), stall["time"], horizon)
+    failed = _first_commit(restarts_of(ops, "fail").get(process, []), stall["time"], horizon) \
+        if restarted is None else None
     return {"process": stall["process"], "call": v.get("call"), "at_s": _seconds(stall["time"], 0),
             "seconds": v.get("seconds"), "timeout_s": v.get("timeout_s"), "client": v.get("client"),
             "client_version": v.get("client_version"), "library": v.get("library"),
-            "library_version": v.get("library_version"), "restarted_s": _seconds(restarted, 0)}
+            "library_version": v.get("library_version"), "restarted_s": _seconds(restarted, 0),
+            "restart_error": _restart_errors(ops).get((process, failed)) if failed is not None else None}
 
 
 def stall_text(stall: dict) -> str:
     """'eos-1: send_offsets_to_transaction stalled (librdkafka 2.16.0)'."""
     library = " ".join(str(x) for x in (stall.get("library"), stall.get("library_version")) if x)
     return f"{stall['process']}: {stall['call']} stalled" + (f" ({library})" if library else "")
+
+
+def restart_text(stall: dict) -> str:
+    """'restarted at 33.0 s', 'its restart failed: <error>' or 'never restarted'."""
+    if stall.get("restarted_s") is not None:
+        return f"restarted at {stall['restarted_s']} s"
+    return f"its restart failed: {stall['restart_error']}" if stall.get("restart_error") else "never restarted"
 
 
 def _verdict(fault: dict) -> dict:
@@ -233,7 +249,7 @@ def _verdict(fault: dict) -> dict:
         if e["status"] == "not recovered":
             st = stalled.get(name)
             why.append(f"{name}: {never} after the heal" + (
-                f" ({stall_text(st).split(': ', 1)[1]}, {'restarted' if st['restarted_s'] is not None else 'never restarted'})"
+                f" ({stall_text(st).split(': ', 1)[1]}, {restart_text(st)})"
                 if st else ""))
         elif e["status"] in ("unknown", "unobserved"):
             why.append(f"{name}: {e.get('why') or 'healed too close to quiescence to see anything after it'}")
@@ -263,7 +279,7 @@ def recovery(ops: list[dict]) -> dict:
             commits[op["process"]].append(op)
     commit_times = {p: sorted(op["time"] for op in found if is_commit(op)) for p, found in commits.items()}
     ended = ended_at(ops)
-    stalls, restarts = stalls_of(ops), restarts_of(ops)
+    stalls = stalls_of(ops)
     observed = [op for op in ops if op["process"] == GROUP_OBSERVER]
     samples = [(op["time"], op["value"]) for op in observed if op["f"] == GROUP_F and op["type"] == "ok"]
     failed = [op["time"] for op in observed if op["f"] == GROUP_ERROR_F]
@@ -273,7 +289,7 @@ def recovery(ops: list[dict]) -> dict:
     owners = [fault_of_stall(st, [f["start"] for f in faults]) for st in stalls]
     for n, fault in enumerate(faults):
         start, heal = fault["start"], fault["heal"]
-        mine = [_stall_entry(st, restarts.get(st["process"], []), horizon) for st, owner in zip(stalls, owners)
+        mine = [_stall_entry(st, ops, horizon) for st, owner in zip(stalls, owners)
                 if owner == n]
         reference = heal if heal is not None else start
         late = heal is not None and heal > horizon - UNOBSERVED_S * NS
@@ -294,7 +310,7 @@ def recovery(ops: list[dict]) -> dict:
     last = {p: _last_commit(times, horizon) for p, times in sorted(commit_times.items())}
     verdicts = {f["recovered"] for f in out}
     return {"horizon_s": _seconds(horizon, 0), "faults": out,
-            "stalls": [_stall_entry(st, restarts.get(st["process"], []), horizon) for st in stalls],
+            "stalls": [_stall_entry(st, ops, horizon) for st in stalls],
             "recovered": False if False in verdicts else "unknown" if "unknown" in verdicts else True,
             "last_commit_s": {p: _seconds(t, 0) for p, t in last.items()}}
 

@@ -191,6 +191,14 @@ class Run:
             self.progress(f"{name}: a client call stalled; restarted after {delay_s:g} s (restart {count})")
         except HistoryError:
             return                                       # the history is closed: the run is over
+        except Exception as exc:                         # noqa: BLE001 - a failed restart is recorded, never lost
+            error = f"{type(exc).__name__}: {exc}"
+            try:
+                self.history.record(name, "fail", RESTART_F, {"reason": "stall", "exit_code": EXIT_STALL,
+                                                              "delay_s": delay_s, "restarts": count, "error": error})
+            except HistoryError:
+                return
+            self.progress(f"{name}: a client call stalled; its restart failed: {error}")
 
     def stop(self, process: str, timeout: float = 20.0) -> None:
         self.supervisor.stop(process, timeout=timeout)

@@ -22,7 +22,7 @@ import yaml
 
 from chaos.annotations import fault_windows
 from chaos.history import read_history
-from chaos.recovery import recovery, stall_text
+from chaos.recovery import recovery, restart_text, stall_text
 from chaos.spec import matching_bugs
 from report import detection, series
 from cluster.errors import TxnlabError
@@ -210,9 +210,8 @@ def stall_bugs(stall: dict) -> list[dict]:
 def stall_line(stall: dict) -> str:
     """'eos-1: send_offsets_to_transaction stalled (librdkafka 2.16.0), restarted at 37.4 s; catalogued as
     librdkafka-5456'."""
-    restarted = "never restarted" if stall.get("restarted_s") is None else f"restarted at {stall['restarted_s']} s"
     bugs = ", ".join(b["id"] for b in stall_bugs(stall))
-    return f"{stall_text(stall)} at {stall['at_s']} s, {restarted}" + (f"; catalogued as {bugs}" if bugs else "")
+    return f"{stall_text(stall)} at {stall['at_s']} s, {restart_text(stall)}" + (f"; catalogued as {bugs}" if bugs else "")
 
 
 def recovered_cell(run: dict) -> bool | str:

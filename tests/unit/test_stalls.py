@@ -205,3 +205,34 @@ def test_a_call_already_running_when_the_first_fault_started_belongs_to_that_fau
     assert len(f["stalls"]) == 1 and f["restarted"] == ["eos-0"]
     lone = recovery(run(commit(1, "eos-0", "process"), stall(25, "eos-0"), fault(30, 35), quiescence(50)))
     assert lone["faults"][0]["stalls"] == [] and len(lone["stalls"]) == 1      # no fault explains it: the run's
+
+
+def test_a_restart_that_fails_is_recorded_with_its_error_and_the_restarter_goes_on(tmp_path, monkeypatch):
+    from chaos.run import Run
+
+    def refuse(spec, duration=0.0):
+        raise OSError("no such file: processor")
+    the_run = Run(conn=None, run_dir=tmp_path, run_tag="r1", seed=1, name="t")
+    monkeypatch.setattr(the_run, "start", refuse)
+    for name in ("eos-0", "eos-1"):
+        the_run.info.specs.append({"workload": "processor", "process": name, "args": []})
+        the_run.supervisor.start(name, [sys.executable, "-c", "import sys; sys.exit(75)"], tmp_path / f"{name}.log")
+    the_run.restart_stalled(delay_s=0.1)
+    deadline = time.monotonic() + 10
+    failed = []
+    while len(failed) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+        failed = [o for o in read_history(tmp_path).ops if o["f"] == "restart"]
+    the_run.stop_restarting()
+    the_run.history.close()
+    ops = [o for o in read_history(tmp_path).ops if o["f"] == "restart"]
+    assert sorted(o["process"] for o in ops) == ["eos-0", "eos-1"]       # the first failure did not end the loop
+    assert all(o["type"] == "fail" and o["value"]["error"] == "OSError: no such file: processor" for o in ops)
+
+
+def test_a_stalled_process_whose_restart_failed_is_not_recovered_and_why_says_so():
+    found = recovery(run(commit(1, "eos-0", "process"), fault(10, 18), stall(31, "eos-0"),
+                         op(33, "eos-0", "fail", "restart", reason="stall", error="OSError: gone"), quiescence(55)))
+    [f] = found["faults"]
+    assert f["recovered"] is False and f["stalls"][0]["restart_error"] == "OSError: gone"
+    assert any("its restart failed: OSError: gone" in w for w in f["why"])
