@@ -27,6 +27,10 @@ repeatable), in order:
          class archive): Spark's Kafka connector reading both views exactly as the job does, and nothing
          else (no parsing, no checks); its own seconds (the read job, without the session's start) are the
          floor under verify's job time in Spark on this machine;
+     (c') `txnlab verify RUN_DIR --remote sc://...` through a Spark Connect server on local[*] the benchmark
+         starts for this N (port 31530; stopped after): cold = the server's start + the first verification,
+         warm = a second one; the job's progress lines give when the history was read and checked (`phases`).
+         (c) itself runs spark-submit (`--remote ''`) even with $TXNLAB_SPARK_REMOTE set;
      (e) with --standalone, (c) again on a Spark standalone cluster the benchmark starts (1 master, 2 workers
          of 1 core, 3g executors; stopped at the end): the JVM driver's RSS holds no executor there.
 The driver JVM maps its class archive (spark_analysis/submit.py) when an earlier verify wrote it; results say
@@ -68,6 +72,7 @@ import psutil
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from chaos.columnar import write_twin
 from chaos.history import ROLL_LINES, encode, make_op, seal_line, write_format_marker
 from chaos.run import RunInfo, WorkloadSpec, new_run_dir, new_run_tag
 from chaos.workloads.base import WorkloadContext
@@ -89,6 +94,7 @@ from cluster.waiting import wait_until
 HOME = txnlab_home() / "bench-verify"
 STANDALONE_PLAN = StandalonePlan(base_port=31600, workers=2, worker_memory="4g")
 STANDALONE_EXECUTOR_MEMORY = "3g"
+CONNECT_PLAN = StandalonePlan(base_port=31500, connect=True, local=True)     # its server at 31530
 NAIVE = Path(__file__).resolve().parent / "peers" / "naive_checker.py"
 SPARK_READS = Path(__file__).resolve().parent / "spark_read_floor.py"
 TXNLAB = Path(sys.executable).parent / "txnlab"
@@ -170,8 +176,8 @@ def generator(job: dict, pipe: Connection) -> None:
 
 
 class PartWriter:
-    """history/part-NNNNN.jsonl rolled every ROLL_LINES lines and sealed, as chaos.history.HistoryWriter
-    writes them (its seal_line and format marker)."""
+    """history/part-NNNNN.jsonl rolled every ROLL_LINES lines and sealed, each with its columnar twin, as
+    chaos.history.HistoryWriter writes them (its seal_line, format marker and chaos/columnar.py's twin)."""
 
     def __init__(self, run_dir: Path, run_start_ns: int = 0):
         self.dir = run_dir / "history"
@@ -198,6 +204,7 @@ class PartWriter:
         self.file.flush()
         os.fsync(self.file.fileno())
         self.file.close()
+        write_twin(Path(self.file.name))          # its columnar twin, as the runner's writer leaves it
 
     def close(self) -> None:
         self._close(final=True)
@@ -501,16 +508,19 @@ def naive_check(gen: dict, env: dict, workdir: Path) -> dict:
     return result
 
 
-def verify(gen: dict, env: dict, workdir: Path, master: str | None = None) -> dict:
-    """(c) txnlab verify RUN_DIR --json (local[*], or on the standalone cluster at `master` with 3g executors):
-    ran if it exited 0/1/2 and wrote a fresh verify/report.json."""
+def verify(gen: dict, env: dict, workdir: Path, master: str | None = None, remote: str = "", label: str = "") -> dict:
+    """(c) txnlab verify RUN_DIR --json (spark-submit on local[*], or on the standalone cluster at `master` with
+    3g executors, or a client of the Connect server at `remote`): ran if it exited 0/1/2 and wrote a fresh
+    verify/report.json."""
     report_path = Path(gen["run_dir"]) / "verify" / "report.json"
     started_wall = time.time()
-    log = workdir / ("verify-standalone.log" if master else "verify.log")
+    name = "standalone" if master else label
+    log = workdir / (f"verify-{name}.log" if name else "verify.log")
     where = ["--master", master, "--conf", f"spark.executor.memory={STANDALONE_EXECUTOR_MEMORY}"] if master else []
-    result = timed_command("txnlab verify" + (" (standalone)" if master else ""),
-                           [str(TXNLAB), "verify", gen["run_dir"], "--json", *where], env, log,
+    result = timed_command("txnlab verify" + (f" ({name})" if name else ""),
+                           [str(TXNLAB), "verify", gen["run_dir"], "--json", "--remote", remote, *where], env, log,
                            timeout=1200 + gen["records"] / 500)
+    result["phases"] = job_phases(stderr_of(log))
     fresh = report_path.exists() and report_path.stat().st_mtime >= started_wall - 1
     result["ok"] = result["exit_code"] in (0, 1, 2) and fresh
     result["verdict"] = {0: "valid", 1: "anomalies", 2: "unknown"}.get(result["exit_code"]) if result["ok"] else None
@@ -523,6 +533,42 @@ def verify(gen: dict, env: dict, workdir: Path, master: str | None = None) -> di
                            f"{'no fresh' if not fresh else 'a'} {report_path.relative_to(gen['run_dir'])}")
         result["output_tail"] = output_tail(log)
     return result
+
+
+PHASE = re.compile(r"^\[verify \+\s*([0-9.]+)s\] (history:|reading the topics|valid:)")
+
+
+def job_phases(log: Path) -> dict:
+    """From the job's progress lines: when the history was read and checked (`history_s`, from the job's start),
+    and when the topics' reading and the checks began and ended."""
+    found = {}
+    try:
+        for line in log.read_text(errors="replace").splitlines():
+            match = PHASE.match(line)
+            if match:
+                found.setdefault({"history:": "history_s", "reading the topics": "reads_began_s",
+                                  "valid:": "ended_s"}[match.group(2)], float(match.group(1)))
+    except OSError:
+        pass
+    return found
+
+
+def verify_connect(gen: dict, env: dict, workdir: Path) -> dict:
+    """(c') through a Spark Connect server on local[*] started for this N (CONNECT_PLAN, stopped after):
+    `cold` is its start plus the first verification, `warm` a second verification of the same run."""
+    server = StandaloneCluster(HOME / "spark-connect", CONNECT_PLAN)
+    started = time.monotonic()
+    try:
+        server.up(progress=lambda m: say(f"  {m}"))
+        start_s = round(time.monotonic() - started, 2)
+        cold = verify(gen, env, workdir, remote=CONNECT_PLAN.connect_url, label="connect-cold")
+        warm = verify(gen, env, workdir, remote=CONNECT_PLAN.connect_url, label="connect-warm")
+    finally:
+        server.down(progress=lambda m: say(f"  {m}"))
+    cold["seconds_with_server_start"] = round(start_s + cold["seconds"], 2)
+    if cold.get("ok"):
+        cold["records_per_s"] = round(gen["records"] / cold["seconds_with_server_start"])
+    return {"server_start_s": start_s, "cold": cold, "warm": warm}
 
 
 def spark_reads(gen: dict, conn: ConnectionSettings, workdir: Path) -> dict:
@@ -575,6 +621,7 @@ def measure(cluster: LocalCluster, gen: dict, spark_master: str | None = None) -
     entry["kafka_two_reads"] = two_reads(entry, n)
     entry["naive_checker"] = naive_check(gen, env, workdir)
     entry["txnlab_verify"] = verify(gen, env, workdir)
+    entry["txnlab_verify_connect"] = verify_connect(gen, env, workdir)
     entry["spark_reads"] = spark_reads(gen, conn, workdir)
     if spark_master:
         entry["txnlab_verify_standalone"] = verify(gen, env, workdir, spark_master)
@@ -600,7 +647,10 @@ def ratios(entry: dict) -> dict:
     def ratio(mine: str, peer: str) -> float | None:
         return round(rate[mine] / rate[peer], 3) if rate[mine] and rate[peer] else None
     floor, job = entry.get("spark_reads", {}).get("read_seconds"), (entry["txnlab_verify"].get("report") or {}).get("seconds")
-    return {"verify_vs_kafka_consume": ratio("txnlab_verify", "kafka_consumer_perf"),
+    warm = (entry.get("txnlab_verify_connect") or {}).get("warm") or {}
+    naive = rate["naive_checker"]
+    return {"connect_warm_vs_naive": round(warm["records_per_s"] / naive, 3) if warm.get("ok") and naive else None,
+            "verify_vs_kafka_consume": ratio("txnlab_verify", "kafka_consumer_perf"),
             "verify_vs_two_reads": ratio("txnlab_verify", "kafka_two_reads"),
             "verify_vs_naive": ratio("txnlab_verify", "naive_checker"),
             "spark_reads_vs_two_reads": ratio("spark_reads", "kafka_two_reads"),
@@ -629,11 +679,12 @@ def table(entries: list[dict]) -> str:
             "| txnlab verify (wall; job's own time) | verify / Kafka | verify / both views | verify / naive "
             "| verify peak RSS: whole tree / JVM driver | naive checker peak RSS "
             "| Spark's Kafka connector alone, both views (its read job; nothing parsed) | Spark's reads / both views "
-            "| verify's job time / Spark's reads |")
+            "| verify's job time / Spark's reads | verify through a Connect server: cold (server start + first) "
+            "| warm | warm / naive | history read (warm; s from the job's start) |")
     standalone = any("txnlab_verify_standalone" in e for e in entries)
     if standalone:
         head += " txnlab verify on the standalone cluster (wall; job's own time) | its driver's peak RSS |"
-    rows = [head, "|" + "---|" * (15 if standalone else 13)]
+    rows = [head, "|" + "---|" * (19 if standalone else 17)]
     for e in entries:
         kafka, naive, mine, r = e["kafka_consumer_perf"], e["naive_checker"], e["txnlab_verify"], e["ratios"]
         job_s = (mine.get("report") or {}).get("seconds")
@@ -642,7 +693,9 @@ def table(entries: list[dict]) -> str:
                     f"| {_ratio(r['verify_vs_two_reads'])} | {_ratio(r['verify_vs_naive'])} "
                     f"| {_mib(mine, 'tree')} / {_mib(mine, 'jvm_driver')} | {_mib(naive, 'tree')} "
                     f"| {_rate(e.get('spark_reads', {}), 'read_seconds')} | {_ratio(r.get('spark_reads_vs_two_reads'))} "
-                    f"| {_ratio(r.get('verify_job_over_spark_reads'))} |")
+                    f"| {_ratio(r.get('verify_job_over_spark_reads'))} "
+                    f"| {_connect(e, 'cold')} | {_connect(e, 'warm')} | {_ratio(r.get('connect_warm_vs_naive'))} "
+                    f"| {_history_s(e)} |")
         if standalone:
             there = e.get("txnlab_verify_standalone", {})
             rows[-1] += f" {_rate(there, job=(there.get('report') or {}).get('seconds'))} | {_mib(there, 'jvm_driver')} |"
@@ -654,6 +707,19 @@ def _rate(result: dict, seconds: str = "seconds", job: float | None = None) -> s
         return f"**failed** (exit {result.get('exit_code')})"
     job_text = f"; {job:,.1f} s" if isinstance(job, (int, float)) else ""
     return f"{result['records_per_s']:,} rec/s ({result[seconds]:,.1f} s{job_text})"
+
+
+def _connect(entry: dict, which: str) -> str:
+    result = (entry.get("txnlab_verify_connect") or {}).get(which) or {}
+    if not result.get("ok"):
+        return f"**failed** (exit {result.get('exit_code')})" if result else "-"
+    seconds = result["seconds_with_server_start"] if which == "cold" else result["seconds"]
+    return f"{result['records_per_s']:,} rec/s ({seconds:,.1f} s)"
+
+
+def _history_s(entry: dict) -> str:
+    phases = ((entry.get("txnlab_verify_connect") or {}).get("warm") or {}).get("phases") or {}
+    return "-" if "history_s" not in phases else f"{phases['history_s']:.1f} s"
 
 
 def _ratio(value: float | None) -> str:
@@ -670,11 +736,14 @@ def _mib(result: dict, role: str) -> str:
 def failures(entries: list[dict]) -> list[str]:
     out = []
     for e in entries:
-        for name in ("kafka_consumer_perf", "kafka_consumer_perf_uncommitted", "naive_checker", "txnlab_verify",
-                     "spark_reads", "txnlab_verify_standalone"):
-            if name not in e:
+        connect = e.get("txnlab_verify_connect") or {}
+        for name, result in (*((n, e.get(n)) for n in ("kafka_consumer_perf", "kafka_consumer_perf_uncommitted",
+                                                       "naive_checker", "txnlab_verify", "spark_reads",
+                                                       "txnlab_verify_standalone")),
+                             ("txnlab_verify_connect cold", connect.get("cold")),
+                             ("txnlab_verify_connect warm", connect.get("warm"))):
+            if result is None:
                 continue
-            result = e[name]
             if not result.get("ok"):
                 error = result.get("error") or f"exit {result.get('exit_code')}"
                 out.append(f"N={e['records']:,}: {name} FAILED: {error}")

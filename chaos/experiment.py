@@ -74,6 +74,7 @@ class ExperimentResult:
     quiescence: dict = field(default_factory=dict)
     summary: dict = field(default_factory=dict)
     recovery: dict = field(default_factory=dict)      # chaos/recovery.py: liveness after each fault
+    restart_settle: dict = field(default_factory=dict)   # the wait for processes restarted late (_settle_restarts)
     error: str | None = None
 
     @property
@@ -219,6 +220,7 @@ class Experiment:
         if not all(p["ok"] for p in self.result.probes_before):
             raise SteadyStateError(f"steady state does not hold before the experiment: {self.result.probes_before}")
         self._timeline(run, env)
+        self._settle_restarts(run)
         self._quiesce(run, env)
         self.result.probes_after = self._probes(self.spec.probes.after, run)
 
@@ -356,6 +358,27 @@ class Experiment:
         current = [a.scheduled.kind for a in self.active if not a.healed]
         self.progress(f"{now:5.0f}s/{self.spec.duration_s:.0f}s  faults: {', '.join(current) or '-'}  "
                       f"operations: {run.history.count}  processes: {len(run.alive())}")
+
+    def _settle_restarts(self, run: Run) -> None:
+        """A process restarted after a stall that has not committed again when the duration ends (its restart
+        late in the run, its group still rebalancing) gets up to restart.settle_s more before quiescence, as an
+        orchestrator's restart is not cut short; the wait is recorded (a nemesis `settle` observation: who
+        was waited for, how long, who still had not committed) and said."""
+        waiting = run.awaiting_restart(recovery.COMMIT_F)
+        if not waiting:
+            return
+        self.progress(f"waiting up to {self.spec.restart.settle_s:g} s for {', '.join(waiting)}, restarted after "
+                      f"a stall, to commit again before quiescence")
+        started, deadline = time.monotonic(), Deadline(self.spec.restart.settle_s)
+        left = waiting
+        while left and not deadline.expired:
+            deadline.sleep(0.5)
+            left = run.awaiting_restart(recovery.COMMIT_F)
+        settled = {"waited_for": waiting, "seconds": round(time.monotonic() - started, 1), "still_waiting": left}
+        self.result.restart_settle = settled
+        run.history.record(NEMESIS, "ok", "settle", settled)
+        self.progress(f"after {settled['seconds']} s: " + (f"{', '.join(left)} still not committing" if left
+                                                          else "every restarted process commits again"))
 
     # ---- quiescence and probes ----------------------------------------------------------------------------
     def _quiesce(self, run: Run, env: FaultEnv) -> None:

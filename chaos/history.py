@@ -12,7 +12,8 @@ process's last invoke; at shutdown the writer completes every outstanding invoke
 (value.reason = "shutdown"): its outcome is unknown.
 
 Files: <run>/history/part-00000.jsonl, part-00001.jsonl, ... rolled every ROLL_LINES lines: plain JSON
-lines, which Spark reads in parallel with an explicit schema. Durable: flushed every FLUSH_S and fsynced
+lines, which Spark reads in parallel with an explicit schema; beside each sealed part its columnar twin
+part-NNNNN.parquet (chaos/columnar.py), which Spark reads instead while the part is unchanged. Durable: flushed every FLUSH_S and fsynced
 every FSYNC_S and on close. A crash leaves a readable prefix: the reader stops at a torn last line and
 says so.
 
@@ -104,12 +105,14 @@ class HistoryWriter:
         self._part, self._lines = len(list(self.dir.glob("part-*.jsonl"))), 0
         self._file = self._open_part()
         self._open: dict[str, dict] = {}             # process -> outstanding invoke
+        self._last_ok: dict[tuple[str, str], int] = {}   # (process, f) -> time of its last ok
         self._count = 0
         self._dropped = 0                             # lines that could not be written (into every seal)
         self._unflushed = 0                           # lines written to the buffer since the last flush
         self._closed = threading.Event()
         self._server: socket.socket | None = None
         self._threads: list[threading.Thread] = []
+        self._twins: list[threading.Thread] = []
         self._flusher = threading.Thread(target=self._flush_loop, name="history-flush", daemon=True)
         self._flusher.start()
 
@@ -152,6 +155,13 @@ class HistoryWriter:
             self._open[op["process"]] = op
         else:
             self._open.pop(op["process"], None)
+            if op["type"] == "ok":
+                self._last_ok[(op["process"], op["f"])] = op["time"]
+
+    def last_ok(self, process: str, f: str) -> int | None:
+        """The time of the process's last `ok` operation of f (None: none yet)."""
+        with self._lock:
+            return self._last_ok.get((process, f))
 
     def _drop(self, what: str, lines: int = 1) -> None:
         self._dropped += lines
@@ -178,8 +188,16 @@ class HistoryWriter:
         self._seal(final=False)
         self._sync()
         self._file.close()
+        self._twin(self._file.name)
         self._part, self._lines = self._part + 1, 0
         self._file = self._open_part()
+
+    def _twin(self, part: str) -> None:
+        """The sealed part's columnar twin (chaos/columnar.py), written beside it in the background."""
+        from chaos.columnar import write_twin
+        thread = threading.Thread(target=write_twin, args=(Path(part),), name="history-twin", daemon=True)
+        thread.start()
+        self._twins.append(thread)
 
     def _sync(self) -> None:
         try:
@@ -301,8 +319,11 @@ class HistoryWriter:
             self._seal(final=True)
             self._sync()
             self._file.close()
+            self._twin(self._file.name)
             if self._dropped:
                 self._log(f"closed with {self._dropped} dropped line(s) (in the final seal)")
+        for thread in self._twins:
+            thread.join()
         return completed
 
     def __enter__(self) -> "HistoryWriter":

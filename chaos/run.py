@@ -104,6 +104,7 @@ class Run:
         self._restarting = threading.Event()           # set: the restarter stops
         self._restarter: threading.Thread | None = None
         self.pending_restarts: set[str] = set()
+        self.restarted_at: dict[str, int] = {}          # process -> history time of its last restart after a stall
         self._groups_seen: set[str] = set()           # the run's consumer groups listed so far
 
     # ---- topics ------------------------------------------------------------------------------------
@@ -186,8 +187,9 @@ class Run:
         try:
             self.history.complete_outstanding(name, "stalled")
             self.restart(name)
-            self.history.record(name, "ok", RESTART_F, {"reason": "stall", "exit_code": EXIT_STALL,
-                                                        "delay_s": delay_s, "restarts": count})
+            op = self.history.record(name, "ok", RESTART_F, {"reason": "stall", "exit_code": EXIT_STALL,
+                                                             "delay_s": delay_s, "restarts": count})
+            self.restarted_at[name] = op["time"]
             self.progress(f"{name}: a client call stalled; restarted after {delay_s:g} s (restart {count})")
         except HistoryError:
             return                                       # the history is closed: the run is over
@@ -199,6 +201,16 @@ class Run:
             except HistoryError:
                 return
             self.progress(f"{name}: a client call stalled; its restart failed: {error}")
+
+    def awaiting_restart(self, commit_f: tuple[str, ...]) -> list[str]:
+        """Processes about to be restarted after a stall, or restarted and running but without an `ok` of
+        commit_f since (chaos/experiment.py lets them come back before quiescence)."""
+        waiting = set(self.pending_restarts)
+        for name, at in list(self.restarted_at.items()):
+            since = max((t for t in (self.history.last_ok(name, f) for f in commit_f) if t is not None), default=-1)
+            if since < at and self.supervisor.is_running(name):
+                waiting.add(name)
+        return sorted(waiting)
 
     def stop(self, process: str, timeout: float = 20.0) -> None:
         self.supervisor.stop(process, timeout=timeout)

@@ -342,9 +342,12 @@ class QuiescenceSpec(_Strict):
 
 class RestartSpec(_Strict):
     """What the runner does with a workload process whose client call stalled (chaos/run.py): start it again
-    after delay_s, as an orchestrator's liveness probe would (on_stall: false leaves it dead)."""
+    after delay_s, as an orchestrator's liveness probe would (on_stall: false leaves it dead). A process
+    restarted late, not yet committing again when the run's duration ends, gets up to settle_s more before
+    quiescence (chaos/experiment.py): the run does not cut an orchestrator's restart short."""
     on_stall: bool = True
     delay_s: float = Field(2.0, ge=0, le=600)
+    settle_s: float = Field(45.0, ge=0, le=600)
 
 
 class ShortMode(_Strict):

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
@@ -25,7 +24,7 @@ from cluster.supervisor import Supervisor
 from cluster.heal import heal_cluster
 from cluster.install import install_kafka
 from cluster.toxiproxy import ISOLATE_TOXIC, Toxiproxy, add_toxic_on_links, restore_proxies
-from cluster.waiting import Deadline, wait_until
+from cluster.waiting import Deadline, port_open, wait_until
 from cluster.progress import Progress
 from cluster.errors import TxnlabError
 
@@ -309,7 +308,7 @@ class LocalCluster:
 
     def _service_status(self, name: str, port: int) -> dict:
         proc = self.supervisor.process(name)
-        return {"pid": proc.pid if proc else None, "health": "up" if proc and _port_open(port) else "down",
+        return {"pid": proc.pid if proc else None, "health": "up" if proc and port_open(port) else "down",
                 "port": port}
 
     def _active_controller(self) -> int | None:
@@ -368,7 +367,7 @@ class LocalCluster:
             self._require_ports_free([self.layout.toxiproxy_port], "toxiproxy")
             argv = [str(versions.toxiproxy_binary()), "-host", LOOPBACK, "-port", str(self.layout.toxiproxy_port)]
             self.supervisor.start("toxiproxy", argv, self.layout.logs_dir / "toxiproxy.log")
-            wait_until(lambda: _port_open(self.layout.toxiproxy_port), 15, "toxiproxy API", 0.2, ClusterError)
+            wait_until(lambda: port_open(self.layout.toxiproxy_port), 15, "toxiproxy API", 0.2, ClusterError)
             progress(f"toxiproxy up on {LOOPBACK}:{self.layout.toxiproxy_port}")
         restore_proxies(self.toxiproxy, self.layout.proxies())
 
@@ -419,7 +418,7 @@ class LocalCluster:
                 f"--storage.tsdb.path={config.parent / 'data'}", f"--web.listen-address={LOOPBACK}:{self.layout.prometheus_port}",
                 "--web.enable-lifecycle", "--storage.tsdb.retention.time=2d"]
         self.supervisor.start("prometheus", argv, self.layout.logs_dir / "prometheus.log")
-        wait_until(lambda: _port_open(self.layout.prometheus_port), 30, "prometheus", 0.2, ClusterError)
+        wait_until(lambda: port_open(self.layout.prometheus_port), 30, "prometheus", 0.2, ClusterError)
         progress(f"prometheus up on http://{LOOPBACK}:{self.layout.prometheus_port}")
 
     def _ensure_exporter(self, progress: Progress) -> None:
@@ -436,7 +435,7 @@ class LocalCluster:
             security.write_private(config, security.exporter_config(self.secrets, self.layout.bootstrap))
             env = {**os.environ, "TXNLAB_EXPORTER_CONFIG": str(config)}
         self.supervisor.start("exporter", argv, self.layout.logs_dir / "exporter.log", cwd=versions.REPO_ROOT, env=env)
-        wait_until(lambda: _port_open(self.layout.exporter_port), 30, "the txnlab exporter", 0.2, ClusterError)
+        wait_until(lambda: port_open(self.layout.exporter_port), 30, "the txnlab exporter", 0.2, ClusterError)
         scheme = "https" if self.layout.secured else "http"
         progress(f"exporter up on {scheme}://{LOOPBACK}:{self.layout.exporter_port}/metrics")
 
@@ -470,7 +469,7 @@ class LocalCluster:
             self._require_ports_free(self.layout.all_ports(), "the local cluster")
 
     def _require_ports_free(self, ports: list[int], what: str) -> None:
-        busy = [p for p in ports if _port_open(p)]
+        busy = [p for p in ports if port_open(p)]
         if busy:
             raise ClusterError(f"ports {busy} needed by {what} are in use by another program: "
                                "stop it or choose another --base-port")
@@ -497,8 +496,4 @@ def _ephemeral_range() -> tuple[int, int]:
         return 32768, 60999
 
 
-def _port_open(port: int) -> bool:
-    with socket.socket() as sock:
-        sock.settimeout(0.3)
-        return sock.connect_ex((LOOPBACK, port)) == 0
 

@@ -20,22 +20,49 @@ class SparkClusterError(TxnlabError, RuntimeError):
     """The standalone cluster could not be started, or is not running."""
 
 
+CONNECT_PORT_OFFSET = 30
+
+
 @dataclass(frozen=True)
 class StandalonePlan:
-    """Ports and sizes of one standalone cluster: master at base_port, its UI at +1; worker i at +10+i, UI +20+i."""
+    """Ports and sizes of one standalone cluster: master at base_port, its UI at +1; worker i at +10+i, UI +20+i;
+    with `connect`, a Spark Connect server at +30 whose master is this cluster's, or local[*] when `local` (then
+    no master nor workers: the server alone)."""
     base_port: int = DEFAULT_BASE_PORT
     workers: int = 2
     worker_cores: int = 1
     worker_memory: str = "2g"
     host: str = "127.0.0.1"
+    connect: bool = False
+    local: bool = False
+    connect_memory: str = "4g"
 
     def __post_init__(self) -> None:
         if not 1 <= self.workers <= MAX_WORKERS:
             raise SparkClusterError(f"workers must be 1..{MAX_WORKERS}, not {self.workers}")
         if self.worker_cores < 1:
             raise SparkClusterError(f"worker cores must be at least 1, not {self.worker_cores}")
-        if not 1024 <= self.base_port <= 65535 - 30:
+        if not 1024 <= self.base_port <= 65535 - CONNECT_PORT_OFFSET:
             raise SparkClusterError(f"base port {self.base_port} leaves no room for the master and workers")
+        if self.local and not self.connect:
+            raise SparkClusterError("local means a Spark Connect server on local[*]: it needs connect")
+
+    @property
+    def standalone(self) -> bool:
+        """Whether a master and workers run (not a local Connect server alone)."""
+        return not self.local
+
+    @property
+    def connect_url(self) -> str | None:
+        return f"sc://{self.host}:{self.base_port + CONNECT_PORT_OFFSET}" if self.connect else None
+
+    @property
+    def connect_port(self) -> int:
+        return self.base_port + CONNECT_PORT_OFFSET
+
+    @property
+    def connect_master(self) -> str:
+        return "local[*]" if self.local else self.master_url
 
     @property
     def master_url(self) -> str:

@@ -11,6 +11,7 @@ Must not: know what is waited for.
 """
 from __future__ import annotations
 
+import socket
 import time
 from typing import Callable, TypeVar
 
@@ -75,3 +76,10 @@ def wait_until(check: Callable[[], T], timeout: float, what: str, interval: floa
                 raise last
             raise error(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
         time.sleep(interval)
+
+
+def port_open(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether something accepts TCP connections on host:port now (a started server's listening socket)."""
+    with socket.socket() as sock:
+        sock.settimeout(0.3)
+        return sock.connect_ex((host, port)) == 0

@@ -28,7 +28,7 @@ from cluster.local import LocalCluster
 from cluster.progress import Progress
 from cluster.versions import kafka_version, txnlab_home
 from report import build
-from report.demo import run_in_suite, verify_runs
+from report.demo import DEMO_SPARK_BASE_PORT, run_in_suite, shared_spark, verify_runs
 from report.stack import local_stack
 
 BUGS_BASE_PORT = 25000          # the demo's: the two never run at once on one machine
@@ -159,12 +159,16 @@ class BugRun:
 
     def run(self) -> dict:
         self._save()
+        self.spark = shared_spark(self.state_root / "spark-connect", DEMO_SPARK_BASE_PORT, self.options.master,
+                                  True, self._step)
         self._step(f"{self.bug.id} ({self.bug.title}): {self.options.tries} tr{'y' if self.options.tries == 1 else 'ies'} "
                    f"per side, {'short' if self.options.short else 'full'} mode, in {self.dir}")
         try:
             for side in BUG_SIDES:
                 self._side(side)
         finally:
+            if self.spark is not None:
+                self.spark.stop()
             self.suite["ended"] = time.time()
             self._summarise()
             self._save()
@@ -194,7 +198,7 @@ class BugRun:
                 run_dir = self._try(side, attempt, cluster, state)
                 if run_dir is not None:
                     runs.append(run_dir)
-            verify_runs(self.suite, side, f"the {side} side", runs, self.options.master, self._step)
+            verify_runs(self.suite, side, f"the {side} side", runs, self.options.master, self._step, self.spark)
         finally:
             cluster.down(purge=True, progress=lambda m: None)
         for run_dir in runs:

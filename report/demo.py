@@ -35,6 +35,7 @@ DEFAULT_SUITE = ("coordinator-kill", "zombie-producer", "hanging-transaction-dri
 TRANSACTION_VERSIONS = (1, 2)
 DEMO_BASE_PORT = 25000
 DRILL_BASE_PORT = 26000
+DEMO_SPARK_BASE_PORT = 31300      # the verifications' Spark Connect server at +30 (txnlab spark up's is 31200)
 SETTLE_S = 6.0            # a scrape (5 s) and a rule evaluation after the run, before its timelines are read
 
 
@@ -49,6 +50,7 @@ class DemoOptions:
     master: str = "local[*]"
     base_port: int = DEMO_BASE_PORT
     drill_base_port: int = DRILL_BASE_PORT
+    spark_base_port: int = DEMO_SPARK_BASE_PORT       # its Spark Connect server listens at +30
     state_root: Path = field(default_factory=lambda: txnlab_home() / "demo")
 
     def check(self) -> None:
@@ -128,6 +130,8 @@ class Demo:
         self._step(f"suite {self.dir}: {', '.join(self.options.experiments)} under transaction.version "
                    f"{', '.join(map(str, self.options.transaction_versions))}")
         interrupted = None
+        self.spark = shared_spark(self.options.state_root / "spark-connect", self.options.spark_base_port,
+                                  self.options.master, self.options.verify, self._step)
         try:
             for tv in self.options.transaction_versions:
                 runs = [self._experiment(name, tv) for name in self.options.experiments]
@@ -144,6 +148,8 @@ class Demo:
             if not self.options.keep or interrupted:
                 for key in list(self.clusters):
                     self._down(key)
+            if self.spark is not None:
+                self.spark.stop()
             self.suite["ended"] = time.time()
             self._save()
         self._step("building the report")
@@ -169,7 +175,8 @@ class Demo:
         return run_dir
 
     def _verify(self, tv: int, run_dirs: list[Path]) -> None:
-        verify_runs(self.suite, str(tv), f"transaction.version={tv}", run_dirs, self.options.master, self._step)
+        verify_runs(self.suite, str(tv), f"transaction.version={tv}", run_dirs, self.options.master, self._step,
+                    self.spark)
         self._save()
 
 
@@ -198,15 +205,27 @@ def run_in_suite(spec: ExperimentSpec, seed: int, suite_dir: Path, subdir: str, 
     return suite_dir / entry["run_dir"] if entry["run_dir"] else None
 
 
-def verify_runs(suite: dict, key: str, what: str, run_dirs: list[Path], master: str, say: Progress) -> None:
-    """`txnlab verify` over runs of one level in one Spark session (its clusters still up); its exit code goes
-    to suite["verify_exit"][key], a verification that could not run to suite["errors"]."""
+def shared_spark(state_dir: Path, base_port: int, master: str, verify: bool, say: Progress):
+    """The session's Spark Connect server (spark_analysis/standalone.py SharedConnect), started now so it warms
+    up while the experiments run; None when nothing is verified or a master was given (spark-submit on it)."""
+    if not verify or master != "local[*]":
+        return None
+    from spark_analysis.standalone import SharedConnect
+    return SharedConnect(state_dir, base_port, say).start()
+
+
+def verify_runs(suite: dict, key: str, what: str, run_dirs: list[Path], master: str, say: Progress,
+                spark=None) -> None:
+    """`txnlab verify` over runs of one level in one Spark session (its clusters still up), through the shared
+    Connect server `spark` when there is one; its exit code goes to suite["verify_exit"][key], a verification
+    that could not run to suite["errors"]."""
     if not run_dirs:
         return
     from spark_analysis import submit
-    say(f"verifying {len(run_dirs)} run(s) of {what} with Spark (one session)")
+    remote = spark.remote() if spark is not None else ""
+    say(f"verifying {len(run_dirs)} run(s) of {what} with Spark (one session{', ' + remote if remote else ''})")
     try:
-        code = submit.run(run_dirs, None, master=master)
+        code = submit.run(run_dirs, None, remote=remote, master=master)
     except submit.SetupError as exc:
         code = 2
         suite["errors"].append(f"verification of {what} did not run: {exc}")

@@ -153,16 +153,25 @@ def _last_line(tail: bytes) -> tuple[dict | None, str]:
 
 
 def part_line_counts(spark: SparkSession, run_dir: Path) -> dict[int, tuple[int, int]]:
-    """{part number: (lines, seal lines)}, counted by Spark per file (input_file_name); empty files have none."""
-    paths = [str(p) for p in sorted((Path(run_dir) / "history").glob("part-*.jsonl"))]
+    """{part number: (lines, seal lines)}: a part with a current columnar twin (load.twin_of) as its twin holds
+    them (the Parquet footer's rows, the seals counted when it was written), the others counted by Spark per
+    file (input_file_name); empty files have none."""
+    counts, paths = {}, []
+    for part in load.history_parts(run_dir):
+        twin = load.twin_of(part)
+        match = PART_NAME.search(part.name)
+        if twin is not None and match is not None:
+            counts[int(match.group(1))] = (twin["rows"], int(twin.get("seals") or 0))
+        else:
+            paths.append(str(part))
     if not paths:
-        return {}
+        return counts
     lines = spark.read.text(paths).select(
         F.regexp_extract(F.input_file_name(), r"part-(\d+)\.jsonl$", 1).cast("int").alias("part"),
         F.get_json_object("value", "$.process").alias("process"), F.get_json_object("value", "$.f").alias("f"))
     seal = ((F.col("process") == SEAL_PROCESS) & (F.col("f") == SEAL_F)).cast("int")
     rows = lines.groupBy("part").agg(F.count(F.lit(1)).alias("lines"), F.coalesce(F.sum(seal), F.lit(0)).alias("seals"))
-    return {r["part"]: (r["lines"], r["seals"]) for r in rows.collect()}
+    return counts | {r["part"]: (r["lines"], r["seals"]) for r in rows.collect()}
 
 
 def sealing_writer(run_dir: Path) -> bool:

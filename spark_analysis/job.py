@@ -51,6 +51,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    "one run only)")
     p.add_argument("--examples", type=int, default=10, help="examples per check")
     p.add_argument("--bootstrap", default=None)
+    p.add_argument("--remote", default=None, metavar="sc://HOST:PORT", help="run as a Spark Connect client of this "
+                   "server (default: the Spark session spark-submit made)")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="Spark SQL conf for this "
+                   "session (with --remote; spark-submit takes its own --conf)")
     args = p.parse_args(argv)
     if args.out is not None and len(args.run_dirs) > 1:
         p.error("--out takes one run; several runs write to their own RUN_DIR/verify")
@@ -108,16 +112,30 @@ SHUFFLE_PARTITIONS_MAX = 200
 SHUFFLE_SET_BY_USER = "spark.sql.shuffle.partitions"
 
 
-def shuffle_partitions(spark: SparkSession, evidence: Evidence) -> int:
+def shuffle_partitions(spark: SparkSession, evidence: Evidence, given: dict[str, str]) -> int:
     """Shuffle partitions sized to the run (its records, from the recorded HWMs): a demo-size run pays no
-    per-task overhead of 64 or 200 nearly empty partitions, 10^7 records get about 50. A value given to
-    spark-submit (`--conf spark.sql.shuffle.partitions=N`) is kept."""
-    if spark.sparkContext.getConf().contains(SHUFFLE_SET_BY_USER):
+    per-task overhead of 64 or 200 nearly empty partitions, 10^7 records get about 50. A value given
+    (`--conf spark.sql.shuffle.partitions=N`, to spark-submit or to the job with --remote) is kept."""
+    if SHUFFLE_SET_BY_USER in given or (not is_remote(spark) and spark.sparkContext.getConf().contains(SHUFFLE_SET_BY_USER)):
         return int(spark.conf.get(SHUFFLE_SET_BY_USER))
     records = sum(o["hwm"] for parts in evidence.end_offsets.values() for o in parts.values())
-    n = sized_partitions(records, spark.sparkContext.defaultParallelism)
+    n = sized_partitions(records, default_parallelism(spark))
     spark.conf.set(SHUFFLE_SET_BY_USER, str(n))
     return n
+
+
+def is_remote(spark: SparkSession) -> bool:
+    """A Spark Connect session (no SparkContext on this side)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def default_parallelism(spark: SparkSession) -> int:
+    """The cores Spark schedules on: the SparkContext's, or for a Connect session the partitions Spark gives a
+    range without a count (its default parallelism), asked of the server."""
+    if not is_remote(spark):
+        return spark.sparkContext.defaultParallelism
+    from pyspark.sql import functions as F
+    return int(spark.range(0, 1 << 16).select(F.spark_partition_id().alias("p")).agg(F.max("p")).first()[0]) + 1
 
 
 def sized_partitions(records: int, parallelism: int) -> int:
@@ -130,19 +148,28 @@ def history_counts(summary: HistorySummary) -> dict:
     return {"operations": summary.operations, "damaged_lines": summary.damaged, "attempts": summary.attempts}
 
 
-def verify(spark: SparkSession, run_dir: Path, args: argparse.Namespace) -> dict:
+def verify(spark: SparkSession, run_dir: Path, args: argparse.Namespace,
+           conn: ConnectionSettings | None = None) -> dict:
     started = time.monotonic()
     run_dir = run_dir.resolve()
-    conn = connection(run_dir, args.bootstrap)
+    conn = conn or connection(run_dir, args.bootstrap)
     progress(f"run {run_dir.name}: checking the evidence against {conn.describe()}")
     evidence = gather_evidence(run_dir, conn)
     ops = load.read_history(spark, run_dir).persist(StorageLevel.DISK_ONLY)   # parsed once; big, so not in heap
+    try:
+        return _verify(spark, run_dir, args, conn, ops, evidence, started)
+    finally:
+        ops.unpersist()                          # a shared server (Spark Connect) serves the next run
+
+
+def _verify(spark: SparkSession, run_dir: Path, args: argparse.Namespace, conn: ConnectionSettings, ops: DataFrame,
+            evidence: Evidence, started: float) -> dict:
     summary = check_history(spark, run_dir, ops, evidence)
     counts = history_counts(summary)
     progress(f"history: {counts['operations']} operations, attempts {counts['attempts']}; seals, pairing and "
              f"offsets checked")
     if evidence.complete:
-        partitions = shuffle_partitions(spark, evidence)
+        partitions = shuffle_partitions(spark, evidence, given_conf(args))
         progress(f"reading the topics (read_committed and read_uncommitted) and running the checks "
                  f"({partitions} shuffle partitions)")
         frames = build_frames(spark, ops, evidence, summary, conn, partitions)
@@ -158,10 +185,11 @@ def verify(spark: SparkSession, run_dir: Path, args: argparse.Namespace) -> dict
             "topics": sorted(evidence.end_offsets), "seconds": round(time.monotonic() - started, 1)}
 
 
-def verify_or_error(spark: SparkSession, run_dir: Path, args: argparse.Namespace) -> tuple[dict | None, int]:
+def verify_or_error(spark: SparkSession, run_dir: Path, args: argparse.Namespace,
+                    conn: ConnectionSettings | None = None) -> tuple[dict | None, int]:
     """One run's report and exit code; a run that cannot be verified is exit 2 and does not stop the others."""
     try:
-        report = verify(spark, run_dir, args)
+        report = verify(spark, run_dir, args, conn)
     except JobError as exc:
         progress(f"error: {exc}")
         return None, 2
@@ -183,25 +211,42 @@ def write_report(report: dict, out: Path) -> None:
     (out / "report.html").write_text(page.render(report))
 
 
-def session() -> SparkSession:
-    return SparkSession.builder.appName("txnlab-verify").getOrCreate()
+def given_conf(args: argparse.Namespace) -> dict[str, str]:
+    pairs = [item.partition("=") for item in args.conf]
+    bad = [k for k, eq, _ in pairs if not eq or not k]
+    if bad:
+        raise ValueError(f"--conf takes KEY=VALUE, not {bad[0]!r}")
+    return {k.strip(): v for k, _, v in pairs}
 
 
-def main(argv: list[str] | None = None) -> int:
+def session(remote: str | None = None, conf: dict[str, str] | None = None) -> SparkSession:
+    """spark-submit's session, or a new session of the Spark Connect server at `remote` with `conf` set."""
+    if remote is None:
+        spark = SparkSession.builder.appName("txnlab-verify").getOrCreate()
+        spark.sparkContext.setLogLevel("WARN")
+        return spark
+    spark = SparkSession.builder.remote(remote).appName("txnlab-verify").create()
+    for key, value in (conf or {}).items():
+        spark.conf.set(key, value)
+    return spark
+
+
+def main(argv: list[str] | None = None, conn: ConnectionSettings | None = None) -> int:
+    """The job; `conn`: the Kafka connection of every run (default TXNLAB_KAFKA_* and each run's cluster.json)."""
     args = parse_args(argv)
     try:
-        spark = session()
+        spark = session(args.remote, given_conf(args))
     except Exception:  # noqa: BLE001 - no Spark, no verdict: unknown, not anomalies
         traceback.print_exc()
-        progress("error: Spark did not start (above); the verdict is unknown")
+        progress(f"error: {'the Spark Connect server ' + args.remote + ' did not answer' if args.remote else 'Spark did not start'}"
+                 f" (above); the verdict is unknown")
         return 2
-    spark.sparkContext.setLogLevel("WARN")
     codes = []
     try:
         for index, run_dir in enumerate(args.run_dirs, 1):
             if len(args.run_dirs) > 1:
                 progress(f"run {index}/{len(args.run_dirs)}: {run_dir}")
-            codes.append(verify_or_error(spark, run_dir, args)[1])
+            codes.append(verify_or_error(spark, run_dir, args, conn)[1])
     finally:
         spark.stop()
     return max(codes)

@@ -1,7 +1,8 @@
-"""Loading a run for the checks: its history (JSON lines) and its output topics straight from Kafka.
+"""Loading a run for the checks: its history (JSON lines, or their columnar twins) and its output topics straight
+from Kafka.
 
 Owns: reading <run>/history/*.jsonl with the explicit schema (PERMISSIVE: a damaged line becomes a
-`_corrupt_record`, counted, never a crash); the frames derived from it (writes, acknowledged offsets, observed reads,
+`_corrupt_record`, counted, never a crash), or instead a part's current columnar twin (twin_of); the frames derived from it (writes, acknowledged offsets, observed reads,
 consumer polls and seeks, the copiers' topics); reading a topic in both isolation levels with Spark's Kafka connector,
 bounded by the end offsets the run recorded (read_committed to the LSO, read_uncommitted to the HWM);
 turning Kafka rows into the `records` frame (schemas.py). All of it lazy: nothing record-sized reaches
@@ -18,7 +19,7 @@ from pathlib import Path
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from spark_analysis.schemas import HISTORY, RECORD_VALUE, TRANSACTIONAL_F
+from spark_analysis.schemas import HISTORY, HISTORY_COLUMNS, RECORD_VALUE, TRANSACTIONAL_F
 
 HEADER_ID, HEADER_ATTEMPT, HEADER_PRODUCER = "txnlab.id", "txnlab.attempt", "txnlab.producer"   # chaos/ids.py
 HEADER_INPUT = "txnlab.input"
@@ -31,12 +32,49 @@ PRODUCER_TOOL = "VerifiableProducer"
 
 
 # ---- the history --------------------------------------------------------------------------------------
+TWIN_KEY = b"txnlab.twin"          # chaos/columnar.py: the twin's Parquet metadata, about its source part
+
+
+def history_parts(run_dir: Path) -> list[Path]:
+    return sorted((Path(run_dir) / "history").glob("part-*.jsonl"))
+
+
+def twin_of(part: Path) -> dict | None:
+    """The columnar twin of a JSON part (chaos/columnar.py: part-NNNNN.parquet beside it) when it was made from
+    the part as it is now (its name, size and mtime): its metadata (lines and seals it holds, ...) with `path`
+    and `rows` (the Parquet footer's count, which must equal its `lines`); None: read the JSON (no twin, an
+    unreadable or stale one)."""
+    twin = Path(part).with_suffix(".parquet")
+    try:
+        import pyarrow.parquet as pq
+        meta = pq.read_metadata(twin)
+        said = json.loads((meta.metadata or {}).get(TWIN_KEY, b"{}"))
+        st = Path(part).stat()
+    except Exception:  # noqa: BLE001 - no twin, or one that cannot be read: the JSON is read
+        return None
+    if (said.get("source"), said.get("bytes"), said.get("mtime_ns")) != (Path(part).name, st.st_size, st.st_mtime_ns) \
+            or said.get("lines") != meta.num_rows:
+        return None
+    return {**said, "path": str(twin), "rows": meta.num_rows}
+
+
 def read_history(spark: SparkSession, run_dir: Path) -> DataFrame:
-    parts = sorted(str(p) for p in (Path(run_dir) / "history").glob("part-*.jsonl"))
+    """Every line of every part: from its columnar twin where it has a current one (no JSON parsing), else
+    from its JSON lines with the explicit schema (PERMISSIVE: a damaged line is a `_corrupt_record`)."""
+    parts = history_parts(run_dir)
     if not parts:
         return spark.createDataFrame([], HISTORY)
-    return spark.read.schema(HISTORY).option("mode", "PERMISSIVE") \
-        .option("columnNameOfCorruptRecord", "_corrupt_record").json(parts)
+    twins = {part: twin_of(part) for part in parts}
+    frames = []
+    columnar = [t["path"] for t in twins.values() if t is not None]
+    if columnar:
+        frames.append(spark.read.schema(HISTORY_COLUMNS).parquet(*columnar)
+                      .withColumn("_corrupt_record", F.lit(None).cast("string")))
+    lines = [str(part) for part, twin in twins.items() if twin is None]
+    if lines:
+        frames.append(spark.read.schema(HISTORY).option("mode", "PERMISSIVE")
+                      .option("columnNameOfCorruptRecord", "_corrupt_record").json(lines))
+    return frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
 
 
 def corrupt_lines(ops: DataFrame) -> DataFrame:

@@ -46,11 +46,11 @@ OP_VALUE = StructType([
     StructField("counts", StringType()), StructField("changelog", StringType()), StructField("processed", LongType()),
 ])
 
-HISTORY = StructType([
+HISTORY_COLUMNS = StructType([        # a history line; the columnar twin's schema (chaos/columnar.py writes it)
     StructField("time", LongType()), StructField("wall", DoubleType()), StructField("process", StringType()),
     StructField("type", StringType()), StructField("f", StringType()), StructField("value", OP_VALUE),
-    StructField("_corrupt_record", StringType()),
 ])
+HISTORY = StructType([*HISTORY_COLUMNS.fields, StructField("_corrupt_record", StringType())])
 
 RECORD_VALUE = StructType([StructField("id", StringType()), StructField("attempt", StringType()),
                            StructField("producer", StringType()), StructField("input", StringType())])

@@ -1,5 +1,6 @@
 """A real Spark standalone cluster on this machine: one master and N workers from the PySpark install, each a
-local process bound to 127.0.0.1 (`txnlab spark up|down|status`), for `txnlab verify --master spark://...`.
+local process bound to 127.0.0.1 (`txnlab spark up|down|status`), for `txnlab verify --master spark://...`;
+with `connect`, a Spark Connect server on it (or alone on local[*]) for `txnlab verify --remote sc://...`.
 
 Owns: running the plan of cluster/spark_layout.py (ports, command lines; the compose stack renders the same):
 the daemons' environment here (its loopback settings, this Python, the repo on PYTHONPATH), starting them
@@ -11,6 +12,7 @@ Must not: run a job (submit.py does) or know what verify checks.
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import asdict
 from pathlib import Path
 
@@ -21,7 +23,7 @@ from cluster.progress import Progress
 from cluster.spark_layout import SparkClusterError, StandalonePlan, daemon_settings
 from cluster.supervisor import Supervisor
 from cluster.versions import txnlab_home
-from cluster.waiting import NotYet, wait_until
+from cluster.waiting import NotYet, port_open, wait_until
 
 START_TIMEOUT_S = 90.0
 
@@ -67,7 +69,9 @@ class StandaloneCluster:
         return self._plan
 
     def names(self) -> list[str]:
-        return ["master", *(f"worker-{i}" for i in range(self.plan.workers))]
+        plan = self.plan
+        return [*(["master", *(f"worker-{i}" for i in range(plan.workers))] if plan.standalone else []),
+                *(["connect"] if plan.connect else [])]
 
     def running(self) -> list[str]:
         return [name for name in self.supervisor.names() if self.supervisor.is_running(name)]
@@ -76,37 +80,64 @@ class StandaloneCluster:
         """Start the master, then the workers; return once the master reports every worker ALIVE. A cluster
         already running with this state directory is left as it is; a start that fails stops what it began."""
         if self.running():
-            if len(alive_workers(master_state(self.plan))) == self.plan.workers:
-                progress(f"[spark] already running: {self.plan.master_url}")
+            if sorted(self.running()) == sorted(self.names()) and self._answering(self.plan):
+                progress(f"[spark] already running: {self.plan.connect_url or self.plan.master_url}")
                 return self.plan
-            raise SparkClusterError(f"a standalone cluster of {self.state_dir} is partly running "
-                                    f"({', '.join(self.running())}): `txnlab spark down` first")
+            raise SparkClusterError(f"a Spark cluster of {self.state_dir} is running ({', '.join(self.running())}) "
+                                    f"but not as asked: `txnlab spark down` first")
         from spark_analysis.submit import pyspark_home
         plan, logs = self.plan, self.state_dir / "logs"
         spark_class, env = str(pyspark_home() / "bin" / "spark-class"), daemon_environment(logs)
         (self.state_dir / "spark.json").parent.mkdir(parents=True, exist_ok=True)
-        (self.state_dir / "spark.json").write_text(json.dumps({"plan": asdict(plan), "master": plan.master_url}))
+        (self.state_dir / "spark.json").write_text(json.dumps({"plan": asdict(plan), "master": plan.master_url,
+                                                               "connect": plan.connect_url}))
         try:
-            self.supervisor.start("master", plan.master_argv(spark_class), logs / "master.log", env=env)
-            wait_until(lambda: (master_state(plan) or {}).get("status") == "ALIVE", START_TIMEOUT_S,
-                       f"the Spark master at {plan.master_url} (log: {logs / 'master.log'})", 0.5,
-                       error=SparkClusterError)
-            progress(f"[spark] master up: {plan.master_url} (web UI {plan.master_ui})")
-            for i in range(plan.workers):
-                work = self.state_dir / f"work-{i}"
-                work.mkdir(parents=True, exist_ok=True)
-                self.supervisor.start(f"worker-{i}", plan.worker_argv(spark_class, i, str(work)),
-                                      logs / f"worker-{i}.log", env=env)
-            wait_until(lambda: self._all_alive(plan), START_TIMEOUT_S, f"{plan.workers} ALIVE workers", 0.5,
-                       error=SparkClusterError)
+            if plan.standalone:
+                self._start_standalone(plan, spark_class, env, logs, progress)
+            if plan.connect:
+                self._start_connect(plan, env, logs, progress)
         except BaseException:
             self.down(progress=lambda line: None)
             raise
-        progress(f"[spark] {plan.workers} workers ALIVE ({plan.worker_cores} core(s), {plan.worker_memory} each)")
         return plan
 
+    def _answering(self, plan: StandalonePlan) -> bool:
+        return (not plan.standalone or len(alive_workers(master_state(plan))) == plan.workers) and \
+            (not plan.connect or port_open(plan.connect_port, plan.host))
+
+    def _start_connect(self, plan: StandalonePlan, env: dict[str, str], logs: Path, progress: Progress) -> None:
+        """The Connect server, its master this cluster's (or local[*]); ready once its gRPC port listens (it opens
+        it after its SparkContext started)."""
+        from spark_analysis.submit import connect_server_command
+        self.supervisor.start("connect", connect_server_command(plan.connect_master, plan.connect_port,
+                                                                plan.connect_memory), logs / "connect.log", env=env)
+
+        def listening() -> bool | NotYet:
+            if not self.supervisor.is_running("connect"):
+                raise SparkClusterError(f"the Spark Connect server exited while starting (log: {logs / 'connect.log'})")
+            return port_open(plan.connect_port, plan.host) or NotYet(f"port {plan.connect_port} not listening yet")
+        wait_until(listening, START_TIMEOUT_S, f"the Spark Connect server at {plan.connect_url}", 0.2,
+                   error=SparkClusterError)
+        progress(f"[spark] Connect server up: {plan.connect_url} (master {plan.connect_master})")
+
+    def _start_standalone(self, plan: StandalonePlan, spark_class: str, env: dict[str, str], logs: Path,
+                          progress: Progress) -> None:
+        self.supervisor.start("master", plan.master_argv(spark_class), logs / "master.log", env=env)
+        wait_until(lambda: (master_state(plan) or {}).get("status") == "ALIVE", START_TIMEOUT_S,
+                   f"the Spark master at {plan.master_url} (log: {logs / 'master.log'})", 0.5,
+                   error=SparkClusterError)
+        progress(f"[spark] master up: {plan.master_url} (web UI {plan.master_ui})")
+        for i in range(plan.workers):
+            work = self.state_dir / f"work-{i}"
+            work.mkdir(parents=True, exist_ok=True)
+            self.supervisor.start(f"worker-{i}", plan.worker_argv(spark_class, i, str(work)),
+                                  logs / f"worker-{i}.log", env=env)
+        wait_until(lambda: self._all_alive(plan), START_TIMEOUT_S, f"{plan.workers} ALIVE workers", 0.5,
+                   error=SparkClusterError)
+        progress(f"[spark] {plan.workers} workers ALIVE ({plan.worker_cores} core(s), {plan.worker_memory} each)")
+
     def _all_alive(self, plan: StandalonePlan) -> bool | NotYet:
-        dead = [n for n in self.names() if not self.supervisor.is_running(n)]
+        dead = [n for n in self.names() if n != "connect" and not self.supervisor.is_running(n)]
         if dead:
             raise SparkClusterError(f"{', '.join(dead)} exited while starting (logs in {self.state_dir / 'logs'})")
         alive = len(alive_workers(master_state(plan)))
@@ -116,7 +147,7 @@ class StandaloneCluster:
         """Stop the workers, then the master, by their recorded pids, and any executor a worker left behind.
         Returns the pids that were stopped."""
         stopped = []
-        for name in sorted(self.supervisor.names(), key=lambda n: n == "master"):   # workers first
+        for name in sorted(self.supervisor.names(), key=lambda n: (n != "connect", n == "master")):  # its clients first
             proc = self.supervisor.process(name)
             if proc is not None:
                 descendants = _descendants(proc)
@@ -128,10 +159,15 @@ class StandaloneCluster:
 
     def status(self) -> dict:
         """What runs (pid per process), and the master's own view: its status and each worker's state."""
-        state = master_state(self.plan)
+        plan = self.plan
+        state = master_state(plan) if plan.standalone else None
         processes = {n: (p.pid if (p := self.supervisor.process(n)) else None) for n in self.names()}
-        return {"master": self.plan.master_url, "web_ui": self.plan.master_ui, "state_dir": str(self.state_dir),
-                "processes": processes, "status": (state or {}).get("status", "not answering"),
+        connect = None if not plan.connect else (
+            "ALIVE" if processes.get("connect") and port_open(plan.connect_port, plan.host) else "not answering")
+        return {"master": plan.master_url if plan.standalone else plan.connect_master,
+                "web_ui": plan.master_ui if plan.standalone else None, "state_dir": str(self.state_dir),
+                "connect": plan.connect_url, "connect_status": connect, "processes": processes,
+                "status": (state or {}).get("status", "not answering") if plan.standalone else connect,
                 "workers": [{"id": w.get("id"), "state": w.get("state"), "cores": w.get("cores"),
                              "memory_mb": w.get("memory")} for w in (state or {}).get("workers", [])],
                 "applications": len((state or {}).get("activeapps", []))}
@@ -160,3 +196,48 @@ def _stop_all(processes: list[psutil.Process], timeout_s: float = 15.0) -> list[
         except psutil.Error:
             pass
     return [p.pid for p in left]
+
+
+class SharedConnect:
+    """A local Spark Connect server the verifications of one session share (the demo's, a bug run's, the test
+    suite's), so none of them pays a JVM start: started in the background (it warms up while the session does
+    other work), `remote()` its sc:// URL once it listens, "" when it could not start (the caller then verifies
+    with spark-submit, and says so), `stop()` by the pids it recorded. With $TXNLAB_SPARK_REMOTE set, that
+    server is the session's and none is started."""
+
+    def __init__(self, state_dir: Path, base_port: int, progress: Progress = print):
+        from spark_analysis.submit import remote_from_env
+        self.given = remote_from_env()
+        self.cluster = StandaloneCluster(state_dir, StandalonePlan(base_port=base_port, connect=True, local=True))
+        self.progress = progress
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def start(self) -> "SharedConnect":
+        if self.given is None and self._thread is None:
+            self._thread = threading.Thread(target=self._up, name="spark-connect", daemon=True)
+            self._thread.start()
+        return self
+
+    def _up(self) -> None:
+        try:
+            self.cluster.up(progress=lambda line: None)
+        except BaseException as exc:  # noqa: BLE001 - remote() says it; verification falls back to spark-submit
+            self._error = exc
+
+    def remote(self) -> str:
+        if self.given is not None:
+            return self.given
+        if self._thread is None:
+            return ""
+        self._thread.join()
+        if self._error is not None:
+            self.progress(f"the shared Spark Connect server did not start ({self._error}); verifying with "
+                          f"spark-submit")
+            return ""
+        return self.cluster.plan.connect_url or ""
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+            self.cluster.down(progress=lambda line: None)

@@ -122,15 +122,33 @@ def spark_submit(script: Path, args: list[str], run_dirs: Path | list[Path], mas
     """spark-submit of a PySpark script over runs, as the verification job runs (the connector's jars, the
     driver's options, a loopback-only driver, quiet logging): the job, and the benchmark's read of both views
     (bench/spark_read_floor.py)."""
-    cmd = [str(pyspark_home() / "bin" / "spark-submit"), "--master", master, "--driver-memory", driver_memory,
-           "--jars", ",".join(str(j) for j in connector_jars()),
-           "--driver-java-options", " ".join([driver_java_options(run_dirs), *java_options]),
-           "--conf", "spark.ui.enabled=false", "--conf", f"spark.ui.showConsoleProgress={str(sys.stderr.isatty()).lower()}",
-           "--conf", "spark.driver.bindAddress=127.0.0.1", "--conf", "spark.driver.host=127.0.0.1"]
     # spark.sql.shuffle.partitions: sized per run by the job to its records, unless given here
+    return [*_submit(master, driver_memory, " ".join([driver_java_options(run_dirs), *java_options]),
+                     (f"spark.ui.showConsoleProgress={str(sys.stderr.isatty()).lower()}", *conf)),
+            str(script), *args]
+
+
+def _submit(master: str, driver_memory: str, driver_java: str, conf: tuple[str, ...]) -> list[str]:
+    """spark-submit with the connector's jars, a loopback-only driver without a web UI, and `conf`."""
+    cmd = [str(pyspark_home() / "bin" / "spark-submit"), "--master", master, "--driver-memory", driver_memory,
+           "--jars", ",".join(str(j) for j in connector_jars()), "--driver-java-options", driver_java,
+           "--conf", "spark.ui.enabled=false",
+           "--conf", "spark.driver.bindAddress=127.0.0.1", "--conf", "spark.driver.host=127.0.0.1"]
     for item in conf:
         cmd += ["--conf", item]
-    return cmd + [str(script), *args]
+    return cmd
+
+
+CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"   # in PySpark's own jars
+
+
+def connect_server_command(master: str, port: int, driver_memory: str = "4g") -> list[str]:
+    """A Spark Connect server (the job's engine for `txnlab verify --remote`): the verification job's Spark
+    (connector jars, quiet logging, loopback driver) listening on 127.0.0.1:port, no console progress bar."""
+    return [*_submit(master, driver_memory, f"-Dlog4j2.configurationFile=file:{HERE / 'log4j2.properties'}",
+                     ("spark.ui.showConsoleProgress=false", "spark.connect.grpc.binding.address=127.0.0.1",
+                      f"spark.connect.grpc.binding.port={port}")),
+            "--class", CONNECT_SERVER_CLASS, "--name", "txnlab-verify-connect"]
 
 
 def environment(conn: ConnectionSettings | None) -> dict[str, str]:
@@ -162,14 +180,28 @@ def check_reachable(runs: list[Path], conn: ConnectionSettings | None) -> None:
             checked.add(settings)
 
 
-def run(run_dirs: Path | list[Path], conn: ConnectionSettings | None, **options) -> int:
+REMOTE_ENV = "TXNLAB_SPARK_REMOTE"
+
+
+def remote_from_env() -> str | None:
+    """The Spark Connect server verify uses when none is given: $TXNLAB_SPARK_REMOTE, None when unset or empty."""
+    return os.environ.get(REMOTE_ENV) or None
+
+
+def run(run_dirs: Path | list[Path], conn: ConnectionSettings | None, remote: str | None = None, **options) -> int:
     """Run the job over one or several runs (one Spark session); its progress and Spark's warnings go to our
-    stderr. Returns its exit code (for several runs the worst)."""
+    stderr. Returns its exit code (for several runs the worst). With `remote` (sc://host:port; None: that of
+    $TXNLAB_SPARK_REMOTE, "": none) the job runs
+    here as a client of that Spark Connect server: no JVM starts; the server reads the run's files by the same
+    paths, so it must see this machine's files (the servers `txnlab spark up --connect` starts do)."""
     runs = [Path(run_dirs)] if isinstance(run_dirs, (str, Path)) else [Path(r) for r in run_dirs]
     for run_dir in runs:
         if not (run_dir / "history").is_dir():
             raise SetupError(f"{run_dir} is not a run directory (no history/)")
     check_reachable(runs, conn)
+    remote = remote_from_env() if remote is None else remote
+    if remote:
+        return _run_remote(runs, conn, remote, **options)
     archive = class_archive()
     writing = None if archive.exists() else archive.with_name(f"{archive.stem}.{os.getpid()}.tmp")
     if writing is not None:
@@ -185,3 +217,13 @@ def run(run_dirs: Path | list[Path], conn: ConnectionSettings | None, **options)
     finally:
         if writing is not None:
             writing.unlink(missing_ok=True)
+
+
+def _run_remote(runs: list[Path], conn: ConnectionSettings | None, remote: str, master: str | None = None,
+                driver_memory: str | None = None, out: Path | None = None, examples: int = 10,
+                conf: tuple[str, ...] = ()) -> int:
+    """The job in this process, a Connect client of `remote` (master and driver memory are the server's)."""
+    from spark_analysis import job
+    argv = [*map(str, runs), "--remote", remote, "--examples", str(examples), *(["--out", str(out)] if out else []),
+            *(f"--conf={item}" for item in conf)]
+    return job.main(argv, conn)

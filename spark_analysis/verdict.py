@@ -125,8 +125,18 @@ def run_checks(frames: Frames, examples: int, progress: Callable[[str], None] = 
     Acknowledged offsets the log no longer holds (checks.holes) are missing evidence: every check unknown,
     with the holes as `gaps`. `present`: the kinds of workloads the run has (NEEDS; None: all); a check
     needing another is not run (`applies: false`)."""
-    for df in (frames.committed, frames.uncommitted, frames.writes):
+    persisted = [frames.committed, frames.uncommitted, frames.writes]
+    for df in persisted:
         df.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        return _checks(frames, examples, progress, present, persisted)
+    finally:                                     # a shared server (Spark Connect) serves the next run: let go
+        for df in persisted:
+            df.unpersist()
+
+
+def _checks(frames: Frames, examples: int, progress: Callable[[str], None], present: set[str] | None,
+            persisted: list[DataFrame]) -> dict:
     polls = applies("polls", present)                  # the consumers' streams are a sort of both views
     streams = checks.consumer_positions(frames.polls, frames.seeks, frames.committed, frames.uncommitted) \
         if polls else None
@@ -134,6 +144,7 @@ def run_checks(frames: Frames, examples: int, progress: Callable[[str], None] = 
                     positions=checks.position_index(frames.committed, frames.uncommitted, frames.acked)
                     .persist(StorageLevel.MEMORY_AND_DISK),
                     streams=streams, skips=checks.poll_skips(streams) if polls else None)
+    persisted += [shared.index, shared.positions]
     views = frames.committed.groupBy().agg(F.lit("read_committed").alias("view"), F.count(F.lit(1)).alias("n")) \
         .unionByName(frames.uncommitted.groupBy().agg(F.lit("read_uncommitted").alias("view"),
                                                        F.count(F.lit(1)).alias("n")))

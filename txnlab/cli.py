@@ -267,8 +267,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     outs = [args.out or run_dir / "verify" for run_dir in args.run_dirs]
     for out in outs:
         (out / "report.json").unlink(missing_ok=True)  # a stale report must not stand in for this run's
-    code = submit.run(args.run_dirs, conn, master=args.master, driver_memory=args.driver_memory, out=args.out,
-                      examples=args.examples, conf=tuple(args.conf or ()))
+    code = submit.run(args.run_dirs, conn, remote=args.remote, master=args.master, driver_memory=args.driver_memory,
+                      out=args.out, examples=args.examples, conf=tuple(args.conf or ()))
     reports = [out / "report.json" for out in outs]
     found = [json.loads(r.read_text()) for r in reports if r.exists()]
     if args.json and found:
@@ -287,6 +287,10 @@ def _add_verify_command(sub) -> None:
     verify.add_argument("--master", default=os.environ.get("TXNLAB_SPARK_MASTER", "local[*]"),
                         help="Spark master: local[*] (default, or $TXNLAB_SPARK_MASTER) or spark://host:port (e.g. "
                         "of `txnlab spark up`)")
+    verify.add_argument("--remote", default=None, metavar="sc://HOST:PORT",
+                        help="run as a client of this Spark Connect server (default $TXNLAB_SPARK_REMOTE; e.g. of "
+                        "`txnlab spark up --connect`; '' for none): no JVM starts here, --master and --driver-memory "
+                        "are the server's; the server must read this machine's run directories by the same paths")
     verify.add_argument("--driver-memory", default="4g", help="the driver's heap (in local mode also the executors')")
     verify.add_argument("--out", type=Path, default=None, help="where report.json and report.html go "
                         "(default RUN_DIR/verify)")
@@ -302,13 +306,14 @@ def _spark_cluster(args: argparse.Namespace):
     from cluster.spark_layout import StandalonePlan
     from spark_analysis.standalone import StandaloneCluster
     plan = StandalonePlan(base_port=args.base_port, workers=args.workers, worker_cores=args.worker_cores,
-                          worker_memory=args.worker_memory) if args.action == "up" else None
+                          worker_memory=args.worker_memory, connect=args.connect or args.local, local=args.local,
+                          connect_memory=args.connect_memory) if args.action == "up" else None
     return StandaloneCluster(args.state_dir, plan)
 
 
 def cmd_spark_up(args: argparse.Namespace) -> int:
     plan = _spark_cluster(args).up()
-    print(plan.master_url)
+    print(plan.connect_url or plan.master_url)
     return 0
 
 
@@ -323,8 +328,11 @@ def cmd_spark_status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(status, indent=2))
     else:
-        print(f"{status['master']}  {status['status']}  web UI {status['web_ui']}  "
-              f"{status['applications']} running application(s)")
+        if status["web_ui"]:
+            print(f"{status['master']}  {status['status']}  web UI {status['web_ui']}  "
+                  f"{status['applications']} running application(s)")
+        if status["connect"]:
+            print(f"{status['connect']}  {status['connect_status']}  Spark Connect server (master {status['master']})")
         for name, pid in status["processes"].items():
             print(f"  {name:10} {'pid ' + str(pid) if pid else 'not running'}")
         for worker in status["workers"]:
@@ -336,9 +344,17 @@ def cmd_spark_status(args: argparse.Namespace) -> int:
 def _add_spark_commands(sub) -> None:
     from cluster.spark_layout import DEFAULT_BASE_PORT
     spark = sub.add_parser("spark", help="a Spark standalone cluster on this machine (master and workers on "
-                           "127.0.0.1) for `txnlab verify --master spark://...`")
+                           "127.0.0.1) for `txnlab verify --master spark://...`, and a Spark Connect server for "
+                           "`txnlab verify --remote sc://...`")
     ssub = spark.add_subparsers(dest="action", required=True)
-    up = ssub.add_parser("up", help="start a master and N workers; prints the master URL (no-op when running)")
+    up = ssub.add_parser("up", help="start a master and N workers, and with --connect a Spark Connect server on "
+                         "them; prints the master URL, or the server's sc:// URL (no-op when running)")
+    up.add_argument("--connect", action="store_true", help="also a Spark Connect server (base port +30) whose "
+                    "master is this cluster's")
+    up.add_argument("--local", action="store_true", help="only a Spark Connect server, on local[*] (no master "
+                    "nor workers)")
+    up.add_argument("--connect-memory", default="4g", help="the Connect server's driver heap (on local[*] also "
+                    "its executors')")
     up.add_argument("--workers", type=int, default=2)
     up.add_argument("--worker-cores", type=int, default=1)
     up.add_argument("--worker-memory", default="2g", help="memory a worker offers its executors (e.g. 2g)")

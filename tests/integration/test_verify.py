@@ -8,11 +8,14 @@ consumer moved past committed records) each show as exactly their own anomaly; t
 to the recorded end offsets, an acknowledged offset the log lacks, and incomplete evidence (an emptied or
 cut history part, no group offsets, a written topic without end offsets, an invoke without its completion)
 make the verdict unknown with the reason, never valid. The clean run and every planted copy are verified in
-ONE `txnlab verify` call (one Spark session), as a user verifies many runs; the clean run and the anomalies
-again on a real Spark standalone cluster (`txnlab spark up`: a master and 2 workers), with the same reports."""
+ONE `txnlab verify` call (one Spark session), as a user verifies many runs, through the session's Spark Connect
+server (conftest.py); the clean run and the anomalies again by spark-submit on local[*], and through a Connect
+server on a real Spark standalone cluster (`txnlab spark up --connect`: a master and 2 workers), with the same
+reports."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -505,29 +508,50 @@ def comparable(report: dict):
     return norm(report)
 
 
-def test_a_standalone_spark_cluster_gives_the_local_reports_and_leaves_no_process(verified, tmp_path):
-    """`txnlab spark up` (a master and 2 workers), the clean run and the planted anomalies verified there
-    (executors on both workers): report.json equal to local[*]'s, every planted duplicate counted once; `down`
-    leaves no process of the cluster (nor an executor)."""
+def test_without_a_connect_server_spark_submit_gives_the_same_reports(verified, tmp_path):
+    """The session verifies through its shared Spark Connect server (conftest.py); the clean run and the
+    planted anomalies verified again by spark-submit on local[*] (`--remote ''`): report.json identical but
+    for the run's path and the seconds."""
+    reports, _, log = verified
+    assert os.environ.get("TXNLAB_SPARK_REMOTE", "").startswith("sc://127.0.0.1:"), "no shared Connect server"
+    assert "Spark did not start" not in log
+    runs = {name: copy_run(Path(reports[name]["run"]), tmp_path / name) for name in ("clean", "anomalies")}
+    proc = subprocess.run([sys.executable, "-m", "txnlab.cli", "verify", *map(str, runs.values()), "--remote", "",
+                           "--examples", "50"], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 1, proc.stderr[-4000:]
+    for name, run in runs.items():
+        submitted = json.loads((run / "verify" / "report.json").read_text())
+        assert {k: v for k, v in submitted.items() if k not in ("run", "seconds")} == \
+            {k: v for k, v in reports[name].items() if k not in ("run", "seconds")}, name
+
+
+def test_a_connect_server_on_a_standalone_spark_cluster_gives_the_local_reports_and_leaves_no_process(
+        verified, tmp_path):
+    """`txnlab spark up --connect` (a master, 2 workers and a Spark Connect server on them), the clean run and
+    the planted anomalies verified through it (executors on both workers): report.json equal to local[*]'s,
+    every planted duplicate counted once; `down` leaves no process of the cluster (nor an executor)."""
     import psutil
     from cluster.spark_layout import StandalonePlan
     from spark_analysis.standalone import StandaloneCluster, alive_workers, master_state
     reports, expected, log = verified
     runs = {name: copy_run(Path(reports[name]["run"]), tmp_path / name) for name in ("clean", "anomalies")}
-    spark = StandaloneCluster(tmp_path / "spark", StandalonePlan(base_port=SPARK_BASE_PORT, workers=2))
+    spark = StandaloneCluster(tmp_path / "spark", StandalonePlan(base_port=SPARK_BASE_PORT, workers=2, connect=True))
     stopped = []
     try:
         spark.up()
         state = master_state(spark.plan)
         assert state["status"] == "ALIVE" and len(alive_workers(state)) == 2, state
+        status = subprocess.run([sys.executable, "-m", "txnlab.cli", "spark", "status", "--json", "--state-dir",
+                                 str(spark.state_dir)], capture_output=True, text=True, timeout=60)
+        assert status.returncode == 0 and json.loads(status.stdout)["connect_status"] == "ALIVE", status.stdout
         proc = subprocess.run([sys.executable, "-m", "txnlab.cli", "verify", *map(str, runs.values()),
-                               "--master", spark.plan.master_url, "--examples", "50"],
+                               "--remote", spark.plan.connect_url, "--examples", "50"],
                               capture_output=True, text=True, timeout=900)
-        apps = master_state(spark.plan)["completedapps"]
+        apps = master_state(spark.plan)["activeapps"]
     finally:
         stopped = spark.down()
     assert proc.returncode == 1, proc.stderr[-4000:]                     # the anomalies: the worst of the two
-    assert len(apps) == 1 and apps[0]["state"] == "FINISHED", apps
+    assert [a["name"] for a in apps] == ["txnlab-verify-connect"], apps   # the server is the one application
     for i in range(2):                                                   # an executor ran on each worker
         assert list((spark.state_dir / f"work-{i}").glob("app-*/*/stderr")), f"no executor on worker {i}"
     standalone = {name: json.loads((run / "verify" / "report.json").read_text()) for name, run in runs.items()}

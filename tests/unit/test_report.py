@@ -99,7 +99,7 @@ def stored_run(root: Path, name: str, tv: int, valid=True, with_prometheus=True)
         "valid": valid, "checks": {"duplicate": check}, "evidence": {"complete": True, "gaps": []},
         "counts": {"records": {"read_committed": 9}}, "seconds": 3.0}))
     if with_prometheus:
-        ops = [json.loads(line) for p in sorted((run_dir / "history").iterdir()) for line in p.read_text().splitlines()]
+        ops = [json.loads(line) for p in sorted((run_dir / "history").glob("part-*.jsonl")) for line in p.read_text().splitlines()]
         start = ops[0]["wall"]
         points = [[start + i, float(i % 3)] for i in range(10)]
         data = {"prometheus": "http://127.0.0.1:9", "start": start - 5, "end": start + 20, "step": 2, "tag": "r",

@@ -38,3 +38,66 @@ def test_the_spark_commands_parse():
     args = build_parser().parse_args(["spark", "up", "--workers", "3", "--base-port", "31500"])
     assert (args.workers, args.base_port, args.worker_cores, args.worker_memory) == (3, 31500, 1, "2g")
     assert build_parser().parse_args(["spark", "status", "--json"]).json
+
+
+def test_a_connect_server_listens_on_loopback_at_base_plus_30_on_the_cluster_or_on_local(monkeypatch):
+    from pathlib import Path
+    from spark_analysis import submit
+    from spark_analysis.standalone import StandaloneCluster
+    monkeypatch.setattr(submit, "connector_jars", lambda: [Path("/j/kafka.jar")])
+    on_cluster = StandalonePlan(base_port=31400, connect=True)
+    alone = StandalonePlan(base_port=31400, connect=True, local=True)
+    assert on_cluster.connect_url == alone.connect_url == "sc://127.0.0.1:31430"
+    assert on_cluster.connect_master == "spark://127.0.0.1:31400" and alone.connect_master == "local[*]"
+    assert StandalonePlan().connect_url is None
+    cmd = submit.connect_server_command(alone.connect_master, alone.connect_port, "3g")
+    assert cmd[cmd.index("--class") + 1].endswith("connect.service.SparkConnectServer")
+    assert "spark.connect.grpc.binding.address=127.0.0.1" in cmd and "spark.connect.grpc.binding.port=31430" in cmd
+    assert "spark.driver.bindAddress=127.0.0.1" in cmd and cmd[cmd.index("--driver-memory") + 1] == "3g"
+    assert cmd[cmd.index("--jars") + 1] == "/j/kafka.jar" and cmd[cmd.index("--master") + 1] == "local[*]"
+    assert StandaloneCluster("/tmp/x", alone).names() == ["connect"]
+    assert StandaloneCluster("/tmp/x", on_cluster).names() == ["master", "worker-0", "worker-1", "connect"]
+    with pytest.raises(SparkClusterError, match="needs connect"):
+        StandalonePlan(local=True)
+
+
+def test_verify_takes_a_remote_from_its_option_or_the_environment(monkeypatch, tmp_path):
+    from spark_analysis import job, submit
+    run = tmp_path / "run"
+    (run / "history").mkdir(parents=True)
+    called = []
+    monkeypatch.setattr(job, "main", lambda argv, conn=None: called.append(argv) or 0)
+    monkeypatch.setattr(submit, "check_reachable", lambda runs, conn: None)
+    monkeypatch.setenv("TXNLAB_SPARK_REMOTE", "sc://127.0.0.1:31430")
+    assert submit.run([run], None, conf=("spark.sql.shuffle.partitions=3",)) == 0
+    assert called[-1][called[-1].index("--remote") + 1] == "sc://127.0.0.1:31430"
+    assert "--conf=spark.sql.shuffle.partitions=3" in called[-1]
+    submit.run([run], None, remote="sc://127.0.0.1:1")
+    assert called[-1][called[-1].index("--remote") + 1] == "sc://127.0.0.1:1"
+    monkeypatch.setattr(submit.subprocess, "run", lambda *a, **k: called.append("spark-submit") or
+                        type("P", (), {"returncode": 0})())
+    monkeypatch.setattr(submit, "class_archive", lambda: tmp_path / "a.jsa")
+    monkeypatch.setattr(submit, "command", lambda *a, **k: ["spark-submit"])
+    (tmp_path / "a.jsa").write_text("x")
+    submit.run([run], None, remote="")                                 # '' : no remote, spark-submit as before
+    assert called[-1] == "spark-submit" and len(called) == 3
+    assert build_parser().parse_args(["verify", "r", "--remote", "sc://h:1"]).remote == "sc://h:1"
+    assert job.given_conf(job.parse_args(["r", "--conf", "a.b=1", "--conf=c=d=e"])) == {"a.b": "1", "c": "d=e"}
+    with pytest.raises(ValueError, match="KEY=VALUE"):
+        job.given_conf(job.parse_args(["r", "--conf", "nothing"]))
+
+
+def test_a_shared_server_that_cannot_start_says_so_and_verify_falls_back_to_spark_submit(monkeypatch, tmp_path):
+    from spark_analysis.standalone import SharedConnect
+    monkeypatch.delenv("TXNLAB_SPARK_REMOTE", raising=False)
+    said = []
+    shared = SharedConnect(tmp_path / "s", 31900, said.append)
+
+    def refuse(progress=None):
+        raise SparkClusterError("port 31930 is taken")
+    monkeypatch.setattr(shared.cluster, "up", refuse)
+    assert shared.start().remote() == "" and "port 31930 is taken" in said[0] and "spark-submit" in said[0]
+    monkeypatch.setenv("TXNLAB_SPARK_REMOTE", "sc://127.0.0.1:31830")
+    given = SharedConnect(tmp_path / "t", 31900, said.append).start()
+    assert given.remote() == "sc://127.0.0.1:31830" and given._thread is None      # that server, none started
+    given.stop()

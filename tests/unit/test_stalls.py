@@ -236,3 +236,26 @@ def test_a_stalled_process_whose_restart_failed_is_not_recovered_and_why_says_so
     [f] = found["faults"]
     assert f["recovered"] is False and f["stalls"][0]["restart_error"] == "OSError: gone"
     assert any("its restart failed: OSError: gone" in w for w in f["why"])
+
+
+def test_a_process_restarted_late_is_awaited_until_it_commits_again(tmp_path):
+    from chaos.recovery import COMMIT_F
+    from chaos.run import Run
+    the_run = Run(conn=None, run_dir=tmp_path, run_tag="r1", seed=1, name="t")
+    try:
+        the_run.supervisor.start("eos-0", [sys.executable, "-c", "import time; time.sleep(30)"], tmp_path / "l.log")
+        the_run.history.record("eos-0", "ok", "process", {"attempt": "r1.eos-0.0"})       # before its stall
+        the_run.restarted_at["eos-0"] = the_run.history.record("eos-0", "ok", "restart", {"reason": "stall"})["time"]
+        the_run.pending_restarts.add("eos-1")                                               # about to restart
+        assert the_run.awaiting_restart(COMMIT_F) == ["eos-0", "eos-1"]
+        the_run.history.record("eos-0", "invoke", "process", {"attempt": "r1.eos-0.1000000000"})
+        the_run.history.record("eos-0", "ok", "process", {"attempt": "r1.eos-0.1000000000"})
+        the_run.pending_restarts.discard("eos-1")
+        assert the_run.awaiting_restart(COMMIT_F) == []
+        assert the_run.history.last_ok("eos-0", "process") is not None and the_run.history.last_ok("eos-0", "txn") is None
+        the_run.restarted_at["eos-0"] = the_run.history.record("eos-0", "ok", "restart", {"reason": "stall"})["time"]
+        the_run.supervisor.kill("eos-0")
+        assert the_run.awaiting_restart(COMMIT_F) == []         # restarted again but gone: nothing to wait for
+    finally:
+        the_run.supervisor.kill("eos-0")
+        the_run.history.close()

@@ -145,30 +145,26 @@ def test_a_run_without_any_bootstrap_is_a_one_line_error_not_a_crash(tmp_path, m
 
 
 class _FakeSpark:
-    class sparkContext:                      # noqa: N801 - mirrors SparkSession.sparkContext
-        @staticmethod
-        def setLogLevel(level):              # noqa: N802 - Spark's name
-            pass
-
     def stop(self):
         pass
 
 
-def test_a_crashing_job_exits_2_never_1(monkeypatch, tmp_path):
+def test_a_crashing_job_exits_2_never_1(monkeypatch, tmp_path, capsys):
     from spark_analysis import job
 
-    def boom(spark, run_dir, args):
+    def boom(spark, run_dir, args, conn=None):
         raise RuntimeError("spark fell over")
-    monkeypatch.setattr(job, "session", _FakeSpark)
+    monkeypatch.setattr(job, "session", lambda remote, conf: _FakeSpark())
     monkeypatch.setattr(job, "verify", boom)
     assert job.main([str(tmp_path)]) == 2
+    assert "spark fell over" in capsys.readouterr().err
 
 
 def test_several_runs_share_one_session_and_exit_with_the_worst(monkeypatch, tmp_path):
     from spark_analysis import job
     sessions, seen = [], []
 
-    def fake_verify(spark, run_dir, args):
+    def fake_verify(spark, run_dir, args, conn=None):
         seen.append((spark, run_dir.name))
         if run_dir.name == "broken":
             raise job.JobError("no history")
@@ -176,7 +172,7 @@ def test_several_runs_share_one_session_and_exit_with_the_worst(monkeypatch, tmp
         check = {"valid": good, "count": 0 if good else 1, "description": "one id at two offsets", "examples": []}
         return {"run": str(run_dir), "valid": good, "topics": ["t"], "seconds": 1.0, "counts": {"records": 3},
                 "evidence": {"complete": True, "gaps": []}, "checks": {"duplicates": check}}
-    monkeypatch.setattr(job, "session", lambda: sessions.append(_FakeSpark()) or sessions[-1])
+    monkeypatch.setattr(job, "session", lambda remote, conf: sessions.append(_FakeSpark()) or sessions[-1])
     monkeypatch.setattr(job, "verify", fake_verify)
     runs = [tmp_path / name for name in ("good", "bad", "broken")]
     assert job.main([str(r) for r in runs[:2]]) == 1

@@ -1,0 +1,77 @@
+"""The history's columnar twin (chaos/columnar.py): one per sealed part, holding its lines as Spark's JSON
+reader reads them, none for a part with a line that does not fit; a reader takes it only while its part is
+unchanged (spark_analysis/load.py twin_of); the twin's schema and Spark's HISTORY are one contract."""
+from __future__ import annotations
+
+import json
+import os
+
+import pyarrow.parquet as pq
+
+from chaos.columnar import arrow_schema, write_twin
+from chaos.history import HistoryWriter
+from spark_analysis.load import history_parts, twin_of
+
+
+def test_the_twin_schema_is_sparks_history_schema():
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from spark_analysis.schemas import HISTORY, HISTORY_COLUMNS
+    assert to_arrow_schema(HISTORY_COLUMNS).equals(arrow_schema())
+    assert [f.name for f in HISTORY.fields] == [*(f.name for f in HISTORY_COLUMNS.fields), "_corrupt_record"]
+
+
+def written(tmp_path, ops: int, roll: int):
+    writer = HistoryWriter(tmp_path, roll_lines=roll)
+    for i in range(ops):
+        writer.record(f"txp-{i % 2}", "invoke" if i % 2 == 0 else "ok", "txn",
+                      {"attempt": f"a{i // 2}", "writes": [{"topic": "t", "partition": i % 3, "id": f"r.{i}"}],
+                       "offsets": [i], "stack": ["not in the schema: ignored"]})
+    writer.close()
+    return history_parts(tmp_path)
+
+
+def test_every_sealed_part_gets_a_twin_of_all_its_lines_seal_included(tmp_path):
+    parts = written(tmp_path, 7, roll=3)
+    assert [p.name for p in parts] == ["part-00000.jsonl", "part-00001.jsonl", "part-00002.jsonl"]
+    for part in parts:
+        twin = twin_of(part)
+        lines = [json.loads(line) for line in part.read_text().splitlines()]
+        assert twin is not None and twin["rows"] == twin["lines"] == len(lines) and twin["seals"] == 1
+        assert json.loads(twin["last_line"]) == lines[-1] and lines[-1]["f"] == "seal"
+        rows = pq.read_table(twin["path"]).to_pylist()
+        assert [(r["time"], r["process"], r["type"], r["f"]) for r in rows] == \
+            [(o["time"], o["process"], o["type"], o["f"]) for o in lines]
+        for row, line in zip(rows, lines):
+            if line["f"] == "txn":
+                assert row["value"]["attempt"] == line["value"]["attempt"]
+                assert row["value"]["writes"] == [w | {"input": None} for w in line["value"]["writes"]]
+                assert row["value"]["offsets"] == line["value"]["offsets"]
+
+
+def test_a_part_changed_after_its_twin_is_read_as_json(tmp_path):
+    part = written(tmp_path, 4, roll=100)[0]
+    assert twin_of(part) is not None
+    stat = part.stat()
+    with open(part, "ab") as out:                     # a line appended: another size
+        out.write(b'{"time": 1}\n')
+    assert twin_of(part) is None
+    part.write_bytes(part.read_bytes()[:stat.st_size])
+    os.utime(part, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1))        # the same bytes, touched: still stale
+    assert twin_of(part) is None
+    os.utime(part, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert twin_of(part) is not None
+    part.with_suffix(".parquet").write_bytes(b"not parquet")
+    assert twin_of(part) is None
+
+
+def test_a_part_with_a_line_that_does_not_fit_gets_no_twin(tmp_path):
+    history = tmp_path / "history"
+    history.mkdir()
+    for name, line in (("damaged", b'{"time": 1, "process": "p", "type": "ok", "f": "txn"\n'),
+                       ("other-type", b'{"time": 1, "process": "p", "type": "ok", "f": "txn", "value": {"attempt": 5}}\n'),
+                       ("fits", b'{"time": 1, "process": "p", "type": "ok", "f": "txn", "value": {"attempt": "5"}}\n')):
+        part = history / f"{name}.jsonl"
+        part.write_bytes(line)
+        assert (write_twin(part) is not None) == (name == "fits"), name
+        assert part.with_suffix(".parquet").exists() == (name == "fits")
+    assert not list(history.glob(".*tmp"))
