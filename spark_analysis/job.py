@@ -155,11 +155,11 @@ def verify(spark: SparkSession, run_dir: Path, args: argparse.Namespace,
     conn = conn or connection(run_dir, args.bootstrap)
     progress(f"run {run_dir.name}: checking the evidence against {conn.describe()}")
     evidence = gather_evidence(run_dir, conn)
-    ops = load.read_history(spark, run_dir).persist(StorageLevel.DISK_ONLY)   # parsed once; big, so not in heap
+    ops = load.keep(load.read_history(spark, run_dir), StorageLevel.DISK_ONLY)   # read once; big, so not in heap
     try:
         return _verify(spark, run_dir, args, conn, ops, evidence, started)
     finally:
-        ops.unpersist()                          # a shared server (Spark Connect) serves the next run
+        load.let_go(ops)                         # a shared server (Spark Connect) serves the next run
 
 
 def _verify(spark: SparkSession, run_dir: Path, args: argparse.Namespace, conn: ConnectionSettings, ops: DataFrame,

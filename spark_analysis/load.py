@@ -31,6 +31,22 @@ COPIER_TOOL = "TransactionalMessageCopier"
 PRODUCER_TOOL = "VerifiableProducer"
 
 
+# ---- frames read more than once ---------------------------------------------------------------------------
+def keep(df: DataFrame, level) -> DataFrame:
+    """`df` computed once for the queries that read it: persisted at `level`; on Spark Connect a lazy local
+    checkpoint at `level` instead, which the queries then name by an id (a Connect client sends a persisted
+    frame's whole plan again in every query that reads it, and the server analyses it again each time).
+    Use the frame returned; `let_go` it when done."""
+    if type(df).__module__.startswith("pyspark.sql.connect"):
+        return df.localCheckpoint(eager=False, storageLevel=level)
+    return df.persist(level)
+
+
+def let_go(df: DataFrame) -> None:
+    """Free what keep() holds (a shared Connect server serves the next run)."""
+    df.unpersist()
+
+
 # ---- the history --------------------------------------------------------------------------------------
 TWIN_KEY = b"txnlab.twin"          # chaos/columnar.py: the twin's Parquet metadata, about its source part
 

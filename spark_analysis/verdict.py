@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import reduce
 from typing import Any, Callable
 
@@ -19,7 +19,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from spark_analysis import checks
+from spark_analysis import checks, load
 
 UNKNOWN = "unknown"
 UNRECOGNISED = "unrecognised"       # collected with the checks: records no txnlab workload wrote
@@ -125,14 +125,14 @@ def run_checks(frames: Frames, examples: int, progress: Callable[[str], None] = 
     Acknowledged offsets the log no longer holds (checks.holes) are missing evidence: every check unknown,
     with the holes as `gaps`. `present`: the kinds of workloads the run has (NEEDS; None: all); a check
     needing another is not run (`applies: false`)."""
+    frames = replace(frames, **{name: load.keep(getattr(frames, name), StorageLevel.MEMORY_AND_DISK)
+                                for name in ("committed", "uncommitted", "writes")})
     persisted = [frames.committed, frames.uncommitted, frames.writes]
-    for df in persisted:
-        df.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         return _checks(frames, examples, progress, present, persisted)
     finally:                                     # a shared server (Spark Connect) serves the next run: let go
         for df in persisted:
-            df.unpersist()
+            load.let_go(df)
 
 
 def _checks(frames: Frames, examples: int, progress: Callable[[str], None], present: set[str] | None,
@@ -140,9 +140,9 @@ def _checks(frames: Frames, examples: int, progress: Callable[[str], None], pres
     polls = applies("polls", present)                  # the consumers' streams are a sort of both views
     streams = checks.consumer_positions(frames.polls, frames.seeks, frames.committed, frames.uncommitted) \
         if polls else None
-    shared = Shared(index=checks.id_index(frames.committed, frames.writes).persist(StorageLevel.MEMORY_AND_DISK),
-                    positions=checks.position_index(frames.committed, frames.uncommitted, frames.acked)
-                    .persist(StorageLevel.MEMORY_AND_DISK),
+    shared = Shared(index=load.keep(checks.id_index(frames.committed, frames.writes), StorageLevel.MEMORY_AND_DISK),
+                    positions=load.keep(checks.position_index(frames.committed, frames.uncommitted, frames.acked),
+                                        StorageLevel.MEMORY_AND_DISK),
                     streams=streams, skips=checks.poll_skips(streams) if polls else None)
     persisted += [shared.index, shared.positions]
     views = frames.committed.groupBy().agg(F.lit("read_committed").alias("view"), F.count(F.lit(1)).alias("n")) \
