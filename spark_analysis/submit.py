@@ -86,14 +86,19 @@ def driver_java_options(run_dirs: Path | list[Path]) -> str:
     return " ".join(options)
 
 
+CLASS_SET = "2: the history's Parquet twins"   # what the job loads; changed when it loads other classes, so that
+                                              # an archive made without them is not mapped (and a new one written)
+
+
 def class_archive() -> Path:
     """The driver JVM's class archive (AppCDS, Java's dynamic archive of the classes a verification loads),
     named by what it was made from (the JDK, PySpark's jars, the connector's): a JVM that maps it instead of
     loading and verifying ~20,000 classes from the jars starts the job and plans its first queries faster (a
-    5,000-record run: 24-29 s -> 19.5-21 s wall). The first verification writes it on exit (~20 s more, once);
+    5,000-record run: 24-29 s -> 19.5-21 s wall). Its name also carries CLASS_SET. The first verification
+    writes it on exit (~20 s more, once);
     a stale or foreign archive is never used (its name would differ, and Java checks it and ignores it)."""
     java = Path(java_binary()).resolve()
-    made_of = [str(java), *(f"{j.name}:{j.stat().st_size}" for j in sorted((pyspark_home() / "jars").glob("*.jar"))),
+    made_of = [str(java), CLASS_SET, *(f"{j.name}:{j.stat().st_size}" for j in sorted((pyspark_home() / "jars").glob("*.jar"))),
                *(j.name for j in connector_jars())]
     key = hashlib.sha256("\n".join(made_of).encode()).hexdigest()[:16]
     return txnlab_home() / "spark" / f"verify-classes-{key}.jsa"
@@ -157,6 +162,8 @@ def environment(conn: ConnectionSettings | None) -> dict[str, str]:
         env = {k: v for k, v in env.items() if not k.startswith("TXNLAB_KAFKA_")} | conn.to_env()
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
     env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    for key in CONNECT_MODE_ENV:             # spark-submit's job is a classic session, whatever ran before here
+        env.pop(key, None)
     env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     # The job drives Spark from one Python thread, so it needs no thread pinning; Py4J's plain gateway answers
     # its ~7,000 calls of plan building faster (a 5,000-record run: 37-38 s -> 33-35 s wall)
@@ -181,6 +188,7 @@ def check_reachable(runs: list[Path], conn: ConnectionSettings | None) -> None:
 
 
 REMOTE_ENV = "TXNLAB_SPARK_REMOTE"
+CONNECT_MODE_ENV = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")   # PySpark's own marks
 
 
 def remote_from_env() -> str | None:
@@ -222,8 +230,19 @@ def run(run_dirs: Path | list[Path], conn: ConnectionSettings | None, remote: st
 def _run_remote(runs: list[Path], conn: ConnectionSettings | None, remote: str, master: str | None = None,
                 driver_memory: str | None = None, out: Path | None = None, examples: int = 10,
                 conf: tuple[str, ...] = ()) -> int:
-    """The job in this process, a Connect client of `remote` (master and driver memory are the server's)."""
+    """The job in this process, a Connect client of `remote` (master and driver memory are the server's).
+    PySpark marks the process as a Connect client in its environment (CONNECT_MODE_ENV) when a remote session
+    is made; that is undone after the job, or a classic session made later in this process (a test's), and
+    every spark-submit started from it, would try to be a Connect client too."""
     from spark_analysis import job
     argv = [*map(str, runs), "--remote", remote, "--examples", str(examples), *(["--out", str(out)] if out else []),
             *(f"--conf={item}" for item in conf)]
-    return job.main(argv, conn)
+    saved = {key: os.environ.get(key) for key in CONNECT_MODE_ENV}
+    try:
+        return job.main(argv, conn)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value

@@ -2,6 +2,8 @@
 the master's view read as data. (Starting one is tests/integration/test_verify.py.)"""
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from cluster.spark_layout import SparkClusterError, StandalonePlan
@@ -66,12 +68,21 @@ def test_verify_takes_a_remote_from_its_option_or_the_environment(monkeypatch, t
     run = tmp_path / "run"
     (run / "history").mkdir(parents=True)
     called = []
-    monkeypatch.setattr(job, "main", lambda argv, conn=None: called.append(argv) or 0)
+    def as_a_client(argv, conn=None):                  # PySpark marks the process when it makes a remote session
+        os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
+        called.append(argv)
+        return 0
+    monkeypatch.setattr(job, "main", as_a_client)
+    monkeypatch.delenv("SPARK_CONNECT_MODE_ENABLED", raising=False)
     monkeypatch.setattr(submit, "check_reachable", lambda runs, conn: None)
     monkeypatch.setenv("TXNLAB_SPARK_REMOTE", "sc://127.0.0.1:31430")
     assert submit.run([run], None, conf=("spark.sql.shuffle.partitions=3",)) == 0
     assert called[-1][called[-1].index("--remote") + 1] == "sc://127.0.0.1:31430"
     assert "--conf=spark.sql.shuffle.partitions=3" in called[-1]
+    assert "SPARK_CONNECT_MODE_ENABLED" not in os.environ          # undone: later classic sessions stay classic
+    monkeypatch.setenv("SPARK_CONNECT_MODE_ENABLED", "1")
+    assert "SPARK_CONNECT_MODE_ENABLED" not in submit.environment(None)    # spark-submit's job is classic
+    monkeypatch.delenv("SPARK_CONNECT_MODE_ENABLED")
     submit.run([run], None, remote="sc://127.0.0.1:1")
     assert called[-1][called[-1].index("--remote") + 1] == "sc://127.0.0.1:1"
     monkeypatch.setattr(submit.subprocess, "run", lambda *a, **k: called.append("spark-submit") or

@@ -107,6 +107,7 @@ def test_the_driver_class_archive_is_written_once_then_mapped_and_never_half_wri
     monkeypatch.setattr(submit, "connector_jars", lambda: [Path("/j/spark-sql-kafka.jar")])
     monkeypatch.setattr(submit, "txnlab_home", lambda: tmp_path / "home")
     monkeypatch.setattr(submit, "check_reachable", lambda runs, conn: None)
+    monkeypatch.delenv("TXNLAB_SPARK_REMOTE", raising=False)     # spark-submit's path (the suite's server is not)
     archive = submit.class_archive()
     (jars / "spark-sql.jar").write_text("y")
     assert submit.class_archive() != archive                 # other jars, another archive
