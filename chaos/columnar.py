@@ -9,7 +9,7 @@ source in its Parquet metadata (`txnlab.twin`, a JSON object): the JSON part's n
 The JSON lines stay the history (human-readable, what every other reader reads); a twin is only a faster form
 of them: written after the part was sealed and fsynced, under a temporary name then renamed, never when a line
 does not fit the schema exactly (then Spark reads that part's JSON, whose PERMISSIVE parsing counts damaged
-lines); a reader uses it only while its source is unchanged (spark_analysis/evidence.py twin_of), otherwise it
+lines); a reader uses it only while its source is unchanged (spark_analysis/load.py twin_of), otherwise it
 reads the JSON.
 Must not: be needed: without pyarrow (the lab's install without verify) no twin is written.
 """
@@ -56,7 +56,7 @@ def source_stamp(part: Path) -> dict:
     return {"source": Path(part).name, "bytes": st.st_size, "mtime_ns": st.st_mtime_ns}
 
 
-def write_twin(part: Path, seal_process: str = "history", seal_f: str = "seal") -> Path | None:
+def write_twin(part: Path) -> Path | None:
     """part-NNNNN.parquet from the sealed part-NNNNN.jsonl; None (and no file) when pyarrow is missing or a line
     does not fit the schema exactly (a damaged line, a field of another type): the JSON part is then read."""
     try:
@@ -74,9 +74,10 @@ def write_twin(part: Path, seal_process: str = "history", seal_f: str = "seal") 
     except Exception as exc:  # noqa: BLE001 - pyarrow's errors (ArrowInvalid, OSError): the JSON stays the only form
         log.info("no columnar twin of %s: %s", part, exc)
         return None
-    is_seal = pc.and_(pc.equal(table["process"], seal_process), pc.equal(table["f"], seal_f))
+    from chaos.history import SEAL_F, SEAL_PROCESS      # history.py writes twins: imported here, not at the top
+    is_seal = pc.and_(pc.equal(table["process"], SEAL_PROCESS), pc.equal(table["f"], SEAL_F))
     seals = int(pc.sum(pc.cast(pc.fill_null(is_seal, False), "int64")).as_py() or 0)
-    with open(part, "rb") as source:                # its last line, the seal a reader compares with the JSON's
+    with open(part, "rb") as source:                # its last line (the part's seal), for a reader of the twin alone
         source.seek(max(0, stamp["bytes"] - 4096))
         last = source.read().rstrip(b"\n").rsplit(b"\n", 1)[-1].decode(errors="replace")
     meta = {**stamp, "lines": table.num_rows, "seals": seals, "last_line": last}

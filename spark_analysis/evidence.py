@@ -73,7 +73,7 @@ def load_run_files(run_dir: Path) -> Evidence:
     evidence.has_group_offsets = groups is not None
     spec = _read_json(Path(run_dir) / "spec.json", evidence)
     evidence.run_tag = spec.get("run_tag") if isinstance(spec, dict) else None
-    if not list((Path(run_dir) / "history").glob("part-*.jsonl")):
+    if not load.history_parts(run_dir):
         evidence.gaps.append("no history under history/")
     return evidence
 
@@ -124,7 +124,7 @@ class Part:
 def read_parts(run_dir: Path) -> list[Part]:
     """Every part file's number, size and last line (read from its tail: never the whole file)."""
     parts = []
-    for path in sorted((Path(run_dir) / "history").glob("part-*.jsonl")):
+    for path in load.history_parts(run_dir):
         match = PART_NAME.search(path.name)
         if match is None:
             continue

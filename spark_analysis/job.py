@@ -116,7 +116,7 @@ def shuffle_partitions(spark: SparkSession, evidence: Evidence, given: dict[str,
     """Shuffle partitions sized to the run (its records, from the recorded HWMs): a demo-size run pays no
     per-task overhead of 64 or 200 nearly empty partitions, 10^7 records get about 50. A value given
     (`--conf spark.sql.shuffle.partitions=N`, to spark-submit or to the job with --remote) is kept."""
-    if SHUFFLE_SET_BY_USER in given or (not is_remote(spark) and spark.sparkContext.getConf().contains(SHUFFLE_SET_BY_USER)):
+    if SHUFFLE_SET_BY_USER in given or (not load.is_connect(spark) and spark.sparkContext.getConf().contains(SHUFFLE_SET_BY_USER)):
         return int(spark.conf.get(SHUFFLE_SET_BY_USER))
     records = sum(o["hwm"] for parts in evidence.end_offsets.values() for o in parts.values())
     n = sized_partitions(records, default_parallelism(spark))
@@ -124,15 +124,10 @@ def shuffle_partitions(spark: SparkSession, evidence: Evidence, given: dict[str,
     return n
 
 
-def is_remote(spark: SparkSession) -> bool:
-    """A Spark Connect session (no SparkContext on this side)."""
-    return type(spark).__module__.startswith("pyspark.sql.connect")
-
-
 def default_parallelism(spark: SparkSession) -> int:
     """The cores Spark schedules on: the SparkContext's, or for a Connect session the partitions Spark gives a
     range without a count (its default parallelism), asked of the server."""
-    if not is_remote(spark):
+    if not load.is_connect(spark):
         return spark.sparkContext.defaultParallelism
     from pyspark.sql import functions as F
     return int(spark.range(0, 1 << 16).select(F.spark_partition_id().alias("p")).agg(F.max("p")).first()[0]) + 1

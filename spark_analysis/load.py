@@ -32,12 +32,17 @@ PRODUCER_TOOL = "VerifiableProducer"
 
 
 # ---- frames read more than once ---------------------------------------------------------------------------
+def is_connect(obj) -> bool:
+    """A Spark Connect session or frame (no SparkContext on this side)."""
+    return type(obj).__module__.startswith("pyspark.sql.connect")
+
+
 def keep(df: DataFrame, level) -> DataFrame:
     """`df` computed once for the queries that read it: persisted at `level`; on Spark Connect a lazy local
     checkpoint at `level` instead, which the queries then name by an id (a Connect client sends a persisted
     frame's whole plan again in every query that reads it, and the server analyses it again each time).
     Use the frame returned; `let_go` it when done."""
-    if type(df).__module__.startswith("pyspark.sql.connect"):
+    if is_connect(df):
         return df.localCheckpoint(eager=False, storageLevel=level)
     return df.persist(level)
 

@@ -156,6 +156,10 @@ def connect_server_command(master: str, port: int, driver_memory: str = "4g") ->
             "--class", CONNECT_SERVER_CLASS, "--name", "txnlab-verify-connect"]
 
 
+REMOTE_ENV = "TXNLAB_SPARK_REMOTE"
+CONNECT_MODE_ENV = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")   # PySpark's own marks
+
+
 def environment(conn: ConnectionSettings | None) -> dict[str, str]:
     env = dict(os.environ)
     if conn is not None:                     # these settings replace any TXNLAB_KAFKA_* we were given
@@ -187,8 +191,6 @@ def check_reachable(runs: list[Path], conn: ConnectionSettings | None) -> None:
             checked.add(settings)
 
 
-REMOTE_ENV = "TXNLAB_SPARK_REMOTE"
-CONNECT_MODE_ENV = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")   # PySpark's own marks
 
 
 def remote_from_env() -> str | None:
