@@ -27,7 +27,8 @@ CONNECT_PORT_OFFSET = 30
 class StandalonePlan:
     """Ports and sizes of one standalone cluster: master at base_port, its UI at +1; worker i at +10+i, UI +20+i;
     with `connect`, a Spark Connect server at +30 whose master is this cluster's, or local[*] when `local` (then
-    no master nor workers: the server alone)."""
+    no master nor workers: the server alone). The server's JIT is C1 only (quick to warm: demo-size runs) unless
+    `connect_c2` (C2 too: slower to warm, faster on runs of millions of records in local mode)."""
     base_port: int = DEFAULT_BASE_PORT
     workers: int = 2
     worker_cores: int = 1
@@ -36,6 +37,7 @@ class StandalonePlan:
     connect: bool = False
     local: bool = False
     connect_memory: str = "4g"
+    connect_c2: bool = False
 
     def __post_init__(self) -> None:
         if not 1 <= self.workers <= MAX_WORKERS:

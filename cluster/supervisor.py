@@ -136,13 +136,16 @@ class Supervisor:
         self.signal(name, signal.SIGKILL)
         self.wait_gone(name, timeout)
 
-    def stop(self, name: str, timeout: float = 30.0) -> None:
-        """SIGCONT (a paused process cannot exit) then SIGTERM; SIGKILL after timeout."""
+    def stop(self, name: str, timeout: float = 30.0) -> bool:
+        """SIGCONT (a paused process cannot exit) then SIGTERM; SIGKILL after timeout. True when it exited by
+        itself (or was not running), False when it had to be killed."""
         if not self.signal(name, signal.SIGCONT):
-            return
+            return True
         self.signal(name, signal.SIGTERM)
         if not self.wait_gone(name, timeout, raise_on_timeout=False):
             self.kill(name)
+            return False
+        return True
 
     def forget(self, name: str) -> None:
         (self.pid_dir / f"{name}.json").unlink(missing_ok=True)

@@ -1,7 +1,6 @@
 """Wiring of the exporter process: config -> access layer -> service -> collectors -> HTTP server.
 
-Owns: the exporter's command-line flags (shared by `txnlab exporter` and `python -m exporter`),
-building the pieces from one ExporterConfig, and running until SIGINT/SIGTERM.
+Owns: building the pieces from one ExporterConfig, and running until SIGINT/SIGTERM.
 Must not: hold logic of its own beyond wiring.
 """
 from __future__ import annotations
@@ -19,6 +18,7 @@ from importlib.metadata import PackageNotFoundError, version as package_version
 from prometheus_client import CollectorRegistry, generate_latest
 
 from cluster.connection import install_log_redaction
+from exporter.arguments import FLAGS, add_arguments
 from exporter.collectors import TxnCollector
 from exporter.config import ConfigError, ExporterConfig, load_config
 from exporter.kafka_access import KafkaAccess
@@ -27,31 +27,12 @@ from exporter.web import MetricsServer
 
 log = logging.getLogger("txnlab.exporter")
 
-FLAGS = {  # flag -> config key
-    "bootstrap": "kafka.bootstrap", "listen_address": "web.listen_address", "port": "web.port",
-    "interval": "collection.interval_seconds", "granularity": "metrics.granularity",
-    "topic_allow": "filters.topic_allow", "topic_deny": "filters.topic_deny",
-}
-
 
 def txnlab_version() -> str:
     try:
         return package_version("txnlab")
     except PackageNotFoundError:
         return "dev"
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", help="YAML config file (reference: exporter/txnlab-exporter.yaml; "
-                   "also $TXNLAB_EXPORTER_CONFIG)")
-    p.add_argument("--bootstrap", help="Kafka bootstrap servers host:port[,...]")
-    p.add_argument("--listen-address", help="address to serve on (default 127.0.0.1)")
-    p.add_argument("--port", type=int, help="port to serve on (default 19800; 0 picks a free one)")
-    p.add_argument("--interval", type=float, help="background collection interval in seconds (default 15)")
-    p.add_argument("--granularity", choices=("partition", "topic"))
-    p.add_argument("--topic-allow", help="regex of topics to watch (default .*)")
-    p.add_argument("--topic-deny", help="regex of topics to skip (default ^__transaction_state$)")
-    p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
 
 
 def config_from_args(args: argparse.Namespace) -> ExporterConfig:

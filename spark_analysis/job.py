@@ -20,6 +20,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from typing import Callable
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
@@ -109,19 +110,37 @@ def build_frames(spark: SparkSession, ops: DataFrame, evidence: Evidence, summar
 
 RECORDS_PER_SHUFFLE_PARTITION = 200_000
 SHUFFLE_PARTITIONS_MAX = 200
-SHUFFLE_SET_BY_USER = "spark.sql.shuffle.partitions"
+ONE_PARTITION_BELOW = 50_000        # records: a smaller run is checked in one shuffle partition
+SHUFFLE = "spark.sql.shuffle.partitions"
+# Whole-stage code generation and generated expressions, off for small runs (< submit.SMALL_RUNS_RECORDS): a few
+# thousand records spent seconds compiling generated Java in a cold JVM, and little running it (a 5,000-record
+# run through a new Connect server: first verification 14.5 -> 10.0-10.7 s, the next 7.3 -> 5.0-5.3 s)
+CODEGEN = {False: {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"},
+           True: {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK"}}
 
 
-def shuffle_partitions(spark: SparkSession, evidence: Evidence, given: dict[str, str]) -> int:
-    """Shuffle partitions sized to the run (its records, from the recorded HWMs): a demo-size run pays no
-    per-task overhead of 64 or 200 nearly empty partitions, 10^7 records get about 50. A value given
-    (`--conf spark.sql.shuffle.partitions=N`, to spark-submit or to the job with --remote) is kept."""
-    if SHUFFLE_SET_BY_USER in given or (not load.is_connect(spark) and spark.sparkContext.getConf().contains(SHUFFLE_SET_BY_USER)):
-        return int(spark.conf.get(SHUFFLE_SET_BY_USER))
+def sized_settings(records: int, parallelism: Callable[[], int]) -> dict[str, str]:
+    """The Spark SQL settings of a run of `records` records: its shuffle partitions (sized_partitions; one below
+    ONE_PARTITION_BELOW, where a task per core costs more than it shares) and code generation (off for small
+    runs). `parallelism` is asked only when needed (on Spark Connect it is a query)."""
+    from spark_analysis.submit import SMALL_RUNS_RECORDS
+    partitions = 1 if records < ONE_PARTITION_BELOW else sized_partitions(records, parallelism())
+    return {SHUFFLE: str(partitions), **CODEGEN[records >= SMALL_RUNS_RECORDS]}
+
+
+def size_session(spark: SparkSession, evidence: Evidence, given: dict[str, str]) -> dict[str, str]:
+    """Set the session's sized_settings for this run (its records, from the recorded HWMs: every run of a shared
+    session gets its own); a value given (`--conf KEY=VALUE` to spark-submit, or to the job with --remote) is
+    kept. Returns the settings in force."""
     records = sum(o["hwm"] for parts in evidence.end_offsets.values() for o in parts.values())
-    n = sized_partitions(records, default_parallelism(spark))
-    spark.conf.set(SHUFFLE_SET_BY_USER, str(n))
-    return n
+    settings = sized_settings(records, lambda: default_parallelism(spark))
+    submitted = {} if load.is_connect(spark) else dict(spark.sparkContext.getConf().getAll())
+    for key, value in settings.items():
+        if key in given or key in submitted:
+            settings[key] = spark.conf.get(key)
+        else:
+            spark.conf.set(key, value)
+    return settings
 
 
 def default_parallelism(spark: SparkSession) -> int:
@@ -150,23 +169,25 @@ def verify(spark: SparkSession, run_dir: Path, args: argparse.Namespace,
     conn = conn or connection(run_dir, args.bootstrap)
     progress(f"run {run_dir.name}: checking the evidence against {conn.describe()}")
     evidence = gather_evidence(run_dir, conn)
+    settings = size_session(spark, evidence, given_conf(args))
     ops = load.keep(load.read_history(spark, run_dir), StorageLevel.DISK_ONLY)   # read once; big, so not in heap
     try:
-        return _verify(spark, run_dir, args, conn, ops, evidence, started)
+        return _verify(spark, run_dir, args, conn, ops, evidence, settings, started)
     finally:
         load.let_go(ops)                         # a shared server (Spark Connect) serves the next run
 
 
 def _verify(spark: SparkSession, run_dir: Path, args: argparse.Namespace, conn: ConnectionSettings, ops: DataFrame,
-            evidence: Evidence, started: float) -> dict:
+            evidence: Evidence, settings: dict[str, str], started: float) -> dict:
     summary = check_history(spark, run_dir, ops, evidence)
     counts = history_counts(summary)
     progress(f"history: {counts['operations']} operations, attempts {counts['attempts']}; seals, pairing and "
              f"offsets checked")
     if evidence.complete:
-        partitions = shuffle_partitions(spark, evidence, given_conf(args))
+        partitions = int(settings[SHUFFLE])
         progress(f"reading the topics (read_committed and read_uncommitted) and running the checks "
-                 f"({partitions} shuffle partitions)")
+                 f"({partitions} shuffle partition{'s' * (partitions != 1)}, code generation "
+                 f"{'on' if settings['spark.sql.codegen.wholeStage'] == 'true' else 'off'})")
         frames = build_frames(spark, ops, evidence, summary, conn, partitions)
         results = verdict.run_checks(frames, args.examples, progress, workload_kinds(summary))
         evidence.gaps += results.get("gaps", [])

@@ -12,6 +12,7 @@ data: the history and the record values).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -228,6 +229,18 @@ def kafka_options(java_properties: dict[str, str]) -> dict[str, str]:
     return {f"kafka.{k}": v for k, v in java_properties.items()}
 
 
+def consumer_group(options: dict[str, str], isolation: str) -> str:
+    """The group id of a view's consumers: the same for the same connection and isolation level, so that a
+    long-lived Spark (a Connect server) reuses the consumers its Kafka connector pooled for an earlier
+    verification (its pool is keyed by group id and partition only: a new group id per query, the connector's
+    default, connected a new consumer to every partition each time: ~0.1 s per partition and view). The
+    settings are hashed without the password; the connector's own prefix keeps ACLs written for it valid.
+    The consumers never join the group nor commit (assign mode, no auto commit)."""
+    said = {k: re.sub(r'password="[^"]*"', "", v) for k, v in sorted(options.items())}
+    digest = hashlib.sha256(json.dumps([said, isolation]).encode()).hexdigest()[:16]
+    return f"spark-kafka-relation-txnlab-{digest}"
+
+
 VIEWS = (("read_committed", "lso"), ("read_uncommitted", "hwm"))       # each view is read up to its end offset
 
 
@@ -251,6 +264,7 @@ def read_view(spark: SparkSession, options: dict[str, str], ends: dict[str, dict
         .option("endingOffsets", json.dumps({t: {str(p): int(o) for p, o in parts.items()}
                                              for t, parts in ends.items()})) \
         .option("kafka.isolation.level", isolation) \
+        .option("kafka.group.id", consumer_group(options, isolation)) \
         .option("kafka.fetch.max.wait.ms", str(FETCH_MAX_WAIT_MS)) \
         .option("includeHeaders", "true") \
         .option("failOnDataLoss", "false") \

@@ -59,6 +59,7 @@ def _artifact(jar: Path) -> str:
 
 
 SMALL_RUNS_RECORDS = 200_000       # below this many recorded records in all, the driver's JIT is C1 only
+C1_ONLY = "-XX:TieredStopAtLevel=1"
 
 
 def recorded_records(run_dirs: Path | list[Path]) -> int | None:
@@ -82,7 +83,7 @@ def driver_java_options(run_dirs: Path | list[Path]) -> str:
     options = [f"-Dlog4j2.configurationFile=file:{HERE / 'log4j2.properties'}"]
     records = recorded_records(run_dirs)
     if records is not None and records < SMALL_RUNS_RECORDS:
-        options.append("-XX:TieredStopAtLevel=1")
+        options.append(C1_ONLY)
     return " ".join(options)
 
 
@@ -90,18 +91,20 @@ CLASS_SET = "2: the history's Parquet twins"   # what the job loads; changed whe
                                               # an archive made without them is not mapped (and a new one written)
 
 
-def class_archive() -> Path:
+def class_archive(kind: str = "verify") -> Path:
     """The driver JVM's class archive (AppCDS, Java's dynamic archive of the classes a verification loads),
     named by what it was made from (the JDK, PySpark's jars, the connector's): a JVM that maps it instead of
     loading and verifying ~20,000 classes from the jars starts the job and plans its first queries faster (a
     5,000-record run: 24-29 s -> 19.5-21 s wall). Its name also carries CLASS_SET. The first verification
     writes it on exit (~20 s more, once);
-    a stale or foreign archive is never used (its name would differ, and Java checks it and ignores it)."""
+    a stale or foreign archive is never used (its name would differ, and Java checks it and ignores it).
+    `kind`: whose archive: "verify" (spark-submit's driver) or "connect" (a Connect server's JVM, written when
+    the first server stops: standalone.py)."""
     java = Path(java_binary()).resolve()
     made_of = [str(java), CLASS_SET, *(f"{j.name}:{j.stat().st_size}" for j in sorted((pyspark_home() / "jars").glob("*.jar"))),
                *(j.name for j in connector_jars())]
     key = hashlib.sha256("\n".join(made_of).encode()).hexdigest()[:16]
-    return txnlab_home() / "spark" / f"verify-classes-{key}.jsa"
+    return txnlab_home() / "spark" / f"{kind}-classes-{key}.jsa"
 
 
 CLASS_ARCHIVE_QUIET = "-Xlog:cds*=off"         # Java's notes on classes it cannot archive are not the user's concern
@@ -147,10 +150,13 @@ def _submit(master: str, driver_memory: str, driver_java: str, conf: tuple[str, 
 CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"   # in PySpark's own jars
 
 
-def connect_server_command(master: str, port: int, driver_memory: str = "4g") -> list[str]:
+def connect_server_command(master: str, port: int, driver_memory: str = "4g",
+                           java_options: tuple[str, ...] = ()) -> list[str]:
     """A Spark Connect server (the job's engine for `txnlab verify --remote`): the verification job's Spark
-    (connector jars, quiet logging, loopback driver) listening on 127.0.0.1:port, no console progress bar."""
-    return [*_submit(master, driver_memory, f"-Dlog4j2.configurationFile=file:{HERE / 'log4j2.properties'}",
+    (connector jars, quiet logging, loopback driver) listening on 127.0.0.1:port, no console progress bar;
+    `java_options` for its JVM (its class archive, its JIT)."""
+    return [*_submit(master, driver_memory, " ".join([f"-Dlog4j2.configurationFile=file:{HERE / 'log4j2.properties'}",
+                                                      *java_options]),
                      ("spark.ui.showConsoleProgress=false", "spark.connect.grpc.binding.address=127.0.0.1",
                       f"spark.connect.grpc.binding.port={port}")),
             "--class", CONNECT_SERVER_CLASS, "--name", "txnlab-verify-connect"]

@@ -186,9 +186,8 @@ def collect_all(frames: dict[str, DataFrame], examples: int,
     and ranked per name. A job per check and per count cost about a second of scheduling each on a small run;
     only counts and the kept rows reach the driver."""
     every_row = every_row or {}
-    as_json = [df.select(F.lit(name).alias("frame"), F.to_json(F.struct(*[F.col(f"`{c}`") for c in df.columns]),
-                                                               {"ignoreNullFields": "false"}).alias("row"))
-               for name, df in {**frames, **every_row}.items()]
+    as_json = [df.select(F.lit(name).alias("frame"), F.to_json(F.struct("*"), {"ignoreNullFields": "false"}).alias("row"))
+               for name, df in {**frames, **every_row}.items()]     # struct("*"): no schema asked of a Connect server
     per_frame = Window.partitionBy("frame")
     kept = reduce(DataFrame.unionByName, as_json) \
         .withColumn("count", F.count(F.lit(1)).over(per_frame)) \

@@ -307,7 +307,7 @@ def _spark_cluster(args: argparse.Namespace):
     from spark_analysis.standalone import StandaloneCluster
     plan = StandalonePlan(base_port=args.base_port, workers=args.workers, worker_cores=args.worker_cores,
                           worker_memory=args.worker_memory, connect=args.connect or args.local, local=args.local,
-                          connect_memory=args.connect_memory) if args.action == "up" else None
+                          connect_memory=args.connect_memory, connect_c2=args.c2) if args.action == "up" else None
     return StandaloneCluster(args.state_dir, plan)
 
 
@@ -355,6 +355,8 @@ def _add_spark_commands(sub) -> None:
                     "nor workers)")
     up.add_argument("--connect-memory", default="4g", help="the Connect server's driver heap (on local[*] also "
                     "its executors')")
+    up.add_argument("--c2", action="store_true", help="the Connect server's JIT compiles with C2 too (default C1 "
+                    "only: warm in seconds for demo-size runs; C2 is faster on millions of records on local[*])")
     up.add_argument("--workers", type=int, default=2)
     up.add_argument("--worker-cores", type=int, default=1)
     up.add_argument("--worker-memory", default="2g", help="memory a worker offers its executors (e.g. 2g)")
@@ -625,7 +627,7 @@ def build_parser() -> argparse.ArgumentParser:
     smoke.add_argument("--transactions", type=int, default=20)
     smoke.set_defaults(func=cmd_smoke)
     exporter = sub.add_parser("exporter", help="the Prometheus exporter: /metrics, /healthz, /ready")
-    from exporter.app import add_arguments
+    from exporter.arguments import add_arguments
     add_arguments(exporter)
     exporter.set_defaults(func=cmd_exporter)
     _add_txn_commands(sub)

@@ -61,6 +61,42 @@ def test_a_connect_server_listens_on_loopback_at_base_plus_30_on_the_cluster_or_
     assert StandaloneCluster("/tmp/x", on_cluster).names() == ["master", "worker-0", "worker-1", "connect"]
     with pytest.raises(SparkClusterError, match="needs connect"):
         StandalonePlan(local=True)
+    java = submit.connect_server_command("local[*]", 31430, "4g", ("-XX:TieredStopAtLevel=1",))
+    assert "-XX:TieredStopAtLevel=1" in java[java.index("--driver-java-options") + 1].split()
+
+
+def test_a_connect_server_maps_its_class_archive_or_writes_it_when_it_stops(monkeypatch, tmp_path):
+    """The first server writes the archive at its exit (to a name of its own); down() puts it in place only when
+    the server exited by itself; a later server maps it; C1 unless the plan asks for C2."""
+    from spark_analysis import standalone, submit
+    from spark_analysis.standalone import StandaloneCluster
+    archive = tmp_path / "connect-classes-k.jsa"
+    monkeypatch.setattr(submit, "class_archive", lambda kind="verify": archive if kind == "connect" else None)
+    monkeypatch.setattr(submit, "connect_server_command", lambda master, port, memory, java: ["java", *java])
+    started = []
+    cluster = StandaloneCluster(tmp_path / "a", StandalonePlan(base_port=31400, connect=True, local=True))
+    monkeypatch.setattr(cluster.supervisor, "start", lambda name, argv, log, env: started.append(argv))
+    monkeypatch.setattr(standalone, "port_open", lambda port, host: True)
+    monkeypatch.setattr(cluster.supervisor, "is_running", lambda name: True)
+    cluster._start_connect(cluster.plan, {}, tmp_path, lambda line: None)
+    writing = cluster.archive_writing(archive)
+    assert f"-XX:ArchiveClassesAtExit={writing}" in started[-1] and "-XX:TieredStopAtLevel=1" in started[-1]
+    assert writing.name.startswith("connect-classes-k.") and writing != \
+        StandaloneCluster(tmp_path / "b").archive_writing(archive)          # two servers never write one file
+
+    writing.write_bytes(b"cut")
+    standalone._put_in_place(writing, exited=False)                           # killed while writing: not used
+    assert not writing.exists() and not archive.exists()
+    writing.write_bytes(b"archive")
+    standalone._put_in_place(writing, exited=True)
+    assert archive.read_bytes() == b"archive" and not writing.exists()
+
+    c2 = StandaloneCluster(tmp_path / "c", StandalonePlan(base_port=31400, connect=True, local=True, connect_c2=True))
+    monkeypatch.setattr(c2.supervisor, "start", lambda name, argv, log, env: started.append(argv))
+    monkeypatch.setattr(c2.supervisor, "is_running", lambda name: True)
+    c2._start_connect(c2.plan, {}, tmp_path, lambda line: None)
+    assert f"-XX:SharedArchiveFile={archive}" in started[-1] and "-XX:TieredStopAtLevel=1" not in started[-1]
+    assert build_parser().parse_args(["spark", "up", "--local", "--c2"]).c2
 
 
 def test_verify_takes_a_remote_from_its_option_or_the_environment(monkeypatch, tmp_path):

@@ -30,9 +30,18 @@ def test_start_pause_resume_stop(supervisor, tmp_path):
     supervisor.resume("sleeper")
     wait_until(lambda: not supervisor.is_paused("sleeper"), 5, "running state")
     supervisor.pause("sleeper")
-    supervisor.stop("sleeper", timeout=5)          # a paused process is continued, then terminated
+    assert supervisor.stop("sleeper", timeout=5)   # a paused process is continued, then terminated: by itself
     assert not supervisor.is_running("sleeper")
     assert not psutil.pid_exists(rec.pid)          # exited and reaped, not a zombie
+
+
+def test_stop_says_when_a_process_had_to_be_killed(supervisor, tmp_path):
+    deaf = [sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+            "print('ready', flush=True); time.sleep(60)"]
+    supervisor.start("deaf", deaf, tmp_path / "deaf.log")
+    wait_until(lambda: "ready" in (tmp_path / "deaf.log").read_text(), 10, "the SIGTERM handler")
+    assert supervisor.stop("deaf", timeout=0.5) is False and not supervisor.is_running("deaf")
+    assert supervisor.stop("deaf") is True                      # not running: nothing to kill
 
 
 def test_second_start_of_a_running_name_is_refused(supervisor, tmp_path):

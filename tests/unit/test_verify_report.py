@@ -192,3 +192,34 @@ def test_shuffle_partitions_are_sized_to_the_run():
     assert sized_partitions(10_000_000, 2) == -(-10_000_000 // RECORDS_PER_SHUFFLE_PARTITION) == 50
     assert sized_partitions(0, 4) == 4
     assert sized_partitions(10**12, 2) == SHUFFLE_PARTITIONS_MAX
+
+
+def test_a_small_run_is_checked_in_one_partition_without_code_generation_and_a_large_one_with_both():
+    from spark_analysis.job import CODEGEN, ONE_PARTITION_BELOW, SHUFFLE, sized_settings
+    from spark_analysis.submit import SMALL_RUNS_RECORDS
+
+    def never() -> int:
+        raise AssertionError("a small run needs no parallelism (a query on Spark Connect)")
+    small = sized_settings(5_000, never)
+    assert small[SHUFFLE] == "1" and small == {SHUFFLE: "1", **CODEGEN[False]}
+    assert small["spark.sql.codegen.wholeStage"] == "false"
+    assert sized_settings(ONE_PARTITION_BELOW, lambda: 2)[SHUFFLE] == "2"
+    middle = sized_settings(SMALL_RUNS_RECORDS - 1, lambda: 2)
+    assert middle == {SHUFFLE: "2", **CODEGEN[False]}
+    large = sized_settings(10_000_000, lambda: 2)
+    assert large == {SHUFFLE: "50", "spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK"}
+
+
+def test_the_views_consumers_share_a_group_per_connection_and_isolation_never_naming_the_password():
+    from spark_analysis.load import consumer_group
+    plain = {"kafka.bootstrap.servers": "127.0.0.1:1", "kafka.security.protocol": "PLAINTEXT"}
+    sasl = {"kafka.bootstrap.servers": "127.0.0.1:1", "kafka.security.protocol": "SASL_PLAINTEXT",
+            "kafka.sasl.jaas.config": 'x required username="u" password="s3cret";'}
+    assert consumer_group(plain, "read_committed") == consumer_group(dict(plain), "read_committed")
+    assert consumer_group(plain, "read_committed") != consumer_group(plain, "read_uncommitted")   # one pool per view
+    assert consumer_group(plain, "read_committed") != consumer_group(sasl, "read_committed")
+    other_password = {**sasl, "kafka.sasl.jaas.config": 'x required username="u" password="other";'}
+    other_user = {**sasl, "kafka.sasl.jaas.config": 'x required username="v" password="s3cret";'}
+    assert consumer_group(sasl, "read_committed") == consumer_group(other_password, "read_committed")
+    assert consumer_group(sasl, "read_committed") != consumer_group(other_user, "read_committed")
+    assert consumer_group(sasl, "read_committed").startswith("spark-kafka-relation-")   # the connector's ACL prefix
