@@ -118,7 +118,7 @@ class StandaloneCluster:
             archive.parent.mkdir(parents=True, exist_ok=True)
             progress(f"[spark] first Connect server with this Spark and Java: its class archive is written when it "
                      f"stops ({archive}), later ones start faster")
-        java = (*archive_options(archive, writing), *(() if plan.connect_c2 else (C1_ONLY,)))
+        java = (*archive_options(archive, writing), *(() if plan.connect_c2 else C1_ONLY))
         self.supervisor.start("connect", connect_server_command(plan.connect_master, plan.connect_port,
                                                                 plan.connect_memory, java), logs / "connect.log", env=env)
 

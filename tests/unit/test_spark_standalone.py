@@ -80,7 +80,8 @@ def test_a_connect_server_maps_its_class_archive_or_writes_it_when_it_stops(monk
     monkeypatch.setattr(cluster.supervisor, "is_running", lambda name: True)
     cluster._start_connect(cluster.plan, {}, tmp_path, lambda line: None)
     writing = cluster.archive_writing(archive)
-    assert f"-XX:ArchiveClassesAtExit={writing}" in started[-1] and "-XX:TieredStopAtLevel=1" in started[-1]
+    assert f"-XX:ArchiveClassesAtExit={writing}" in started[-1] and "-XX:TieredStopAtLevel=1" in started[-1] \
+        and "-XX:ReservedCodeCacheSize=240m" in started[-1]
     assert writing.name.startswith("connect-classes-k.") and writing != \
         StandaloneCluster(tmp_path / "b").archive_writing(archive)          # two servers never write one file
 
