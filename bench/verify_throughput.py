@@ -29,7 +29,8 @@ repeatable), in order:
          floor under verify's job time in Spark on this machine;
      (c') `txnlab verify RUN_DIR --remote sc://...` through a Spark Connect server on local[*] the benchmark
          starts for this N (port 31530; stopped after): cold = the server's start + the first verification,
-         warm = the median of 9 more (1 more from 200,000 records); the job's progress lines give when the history was read and checked (`phases`).
+         warm = the median of 9 more (1 more from 200,000 records); the job's progress lines give when the
+         history was read and checked (`phases`).
          (c) itself runs spark-submit (`--remote ''`) even with $TXNLAB_SPARK_REMOTE set;
      (e) with --standalone, (c) again on a Spark standalone cluster the benchmark starts (1 master, 2 workers
          of 1 core, 3g executors; stopped at the end): the JVM driver's RSS holds no executor there.

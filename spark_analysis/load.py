@@ -48,6 +48,17 @@ def keep(df: DataFrame, level) -> DataFrame:
     return df.persist(level)
 
 
+def keep_all(frames: list[DataFrame], level) -> list[DataFrame]:
+    """keep() of each frame, all at once on Spark Connect: a lazy checkpoint is a round trip in which the server
+    plans the frame (and, with adaptive execution, runs the shuffles under it), so the frames' round trips
+    overlap from a thread each."""
+    if len(frames) < 2 or not is_connect(frames[0]):
+        return [keep(df, level) for df in frames]
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(len(frames), thread_name_prefix="keep") as pool:
+        return list(pool.map(lambda df: keep(df, level), frames))
+
+
 def let_go(df: DataFrame) -> None:
     """Free what keep() holds (a shared Connect server serves the next run)."""
     df.unpersist()

@@ -125,8 +125,9 @@ def run_checks(frames: Frames, examples: int, progress: Callable[[str], None] = 
     Acknowledged offsets the log no longer holds (checks.holes) are missing evidence: every check unknown,
     with the holes as `gaps`. `present`: the kinds of workloads the run has (NEEDS; None: all); a check
     needing another is not run (`applies: false`)."""
-    frames = replace(frames, **{name: load.keep(getattr(frames, name), StorageLevel.MEMORY_AND_DISK)
-                                for name in ("committed", "uncommitted", "writes")})
+    names = ("committed", "uncommitted", "writes")
+    frames = replace(frames, **dict(zip(names, load.keep_all([getattr(frames, n) for n in names],
+                                                             StorageLevel.MEMORY_AND_DISK))))
     persisted = [frames.committed, frames.uncommitted, frames.writes]
     try:
         return _checks(frames, examples, progress, present, persisted)
@@ -140,9 +141,10 @@ def _checks(frames: Frames, examples: int, progress: Callable[[str], None], pres
     polls = applies("polls", present)                  # the consumers' streams are a sort of both views
     streams = checks.consumer_positions(frames.polls, frames.seeks, frames.committed, frames.uncommitted) \
         if polls else None
-    shared = Shared(index=load.keep(checks.id_index(frames.committed, frames.writes), StorageLevel.MEMORY_AND_DISK),
-                    positions=load.keep(checks.position_index(frames.committed, frames.uncommitted, frames.acked),
-                                        StorageLevel.MEMORY_AND_DISK),
+    index, positions = load.keep_all([checks.id_index(frames.committed, frames.writes),
+                                      checks.position_index(frames.committed, frames.uncommitted, frames.acked)],
+                                     StorageLevel.MEMORY_AND_DISK)
+    shared = Shared(index=index, positions=positions,
                     streams=streams, skips=checks.poll_skips(streams) if polls else None)
     persisted += [shared.index, shared.positions]
     views = frames.committed.groupBy().agg(F.lit("read_committed").alias("view"), F.count(F.lit(1)).alias("n")) \
