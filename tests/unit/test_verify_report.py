@@ -98,8 +98,8 @@ def test_small_runs_get_a_c1_only_driver_and_large_or_unreadable_ones_do_not(tmp
 
 
 def test_the_driver_class_archive_is_written_once_then_mapped_and_never_half_written(tmp_path, monkeypatch):
-    """First verification: the JVM writes the archive to a temporary name, renamed when the job ended with
-    one of its exit codes; later ones map it; a killed job leaves none. Its name follows what it is made of."""
+    """First verification: the JVM writes the archive to a temporary name, renamed when the job ran its checks
+    (exit 0 or 1); later ones map it; a killed job, or one that may have ended early (exit 2), leaves none. Its name follows what it is made of."""
     jars = tmp_path / "pyspark" / "jars"
     jars.mkdir(parents=True)
     (jars / "spark-core.jar").write_text("x")
@@ -128,12 +128,15 @@ def test_the_driver_class_archive_is_written_once_then_mapped_and_never_half_wri
     monkeypatch.setattr(submit.subprocess, "run", spark_submit(-9))
     assert submit.run(run, None) == -9
     assert not archive.exists() and not list(archive.parent.glob("*.tmp"))
+    monkeypatch.setattr(submit.subprocess, "run", spark_submit(2))     # may have ended before its checks ran
+    assert submit.run(run, None) == 2
+    assert not archive.exists() and not list(archive.parent.glob("*.tmp"))
     monkeypatch.setattr(submit.subprocess, "run", spark_submit(1))
     assert submit.run(run, None) == 1
     assert archive.read_bytes() == b"classes" and not list(archive.parent.glob("*.tmp"))
-    assert seen[1][0].startswith("-XX:ArchiveClassesAtExit=") and seen[1][0].endswith(".tmp")
+    assert seen[2][0].startswith("-XX:ArchiveClassesAtExit=") and seen[2][0].endswith(".tmp")
     assert submit.run(run, None) == 1
-    assert seen[2] == [f"-XX:SharedArchiveFile={archive}"]
+    assert seen[3] == [f"-XX:SharedArchiveFile={archive}"]
 
 
 def test_a_run_without_any_bootstrap_is_a_one_line_error_not_a_crash(tmp_path, monkeypatch):
