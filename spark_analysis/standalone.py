@@ -162,22 +162,33 @@ class StandaloneCluster:
     def down(self, progress: Progress = print) -> list[int]:
         """Stop the Connect server, the workers, then the master, by their recorded pids, and any executor a worker
         left behind. Returns the pids that were stopped. A Connect server writing the class archive at its exit
-        is given ARCHIVE_EXIT_S; the archive is put in place only when it exited by itself."""
+        is given ARCHIVE_EXIT_S; the archive is put in place only when it exited by itself and had served a
+        verification that ran its checks (else it would hold the classes of its start alone)."""
         stopped = []
         for name in sorted(self.supervisor.names(), key=lambda n: (n != "connect", n == "master")):  # its clients first
             proc = self.supervisor.process(name)
             if proc is not None:
                 descendants = _descendants(proc)
                 writing = self._archive_written_by(proc) if name == "connect" else None
-                if writing is not None:
+                useful = writing is not None and self._verified_since(proc)
+                if useful:
                     progress(f"[spark] {name}: writing its class archive as it stops (once)")
                 exited = self.supervisor.stop(name, timeout=ARCHIVE_EXIT_S if writing else 30.0)
                 if writing is not None:
-                    _put_in_place(writing, exited)
+                    _put_in_place(writing, exited and useful)
                 stopped += [proc.pid, *_stop_all(descendants)]
                 progress(f"[spark] {name} stopped (pid {proc.pid})")
             self.supervisor.forget(name)
         return stopped
+
+    def _verified_since(self, proc: psutil.Process) -> bool:
+        """Whether a verification ran its checks through this cluster's Connect server since it started
+        (submit.served_mark)."""
+        from spark_analysis.submit import served_mark
+        try:
+            return served_mark(self.plan.connect_port).stat().st_mtime >= proc.create_time()
+        except (OSError, psutil.Error):
+            return False
 
     @staticmethod
     def _archive_written_by(proc: psutil.Process) -> Path | None:
@@ -207,11 +218,11 @@ class StandaloneCluster:
 ARCHIVE_EXIT_S = 90.0      # a JVM writing its class archive (~230 MB) at its exit: 17 s measured on 2 idle cores
 
 
-def _put_in_place(writing: Path, exited: bool) -> None:
-    """The archive a Connect server wrote at its exit becomes the one later servers map; one cut short (the
-    server was killed) is deleted."""
+def _put_in_place(writing: Path, keep: bool) -> None:
+    """The archive a Connect server wrote at its exit becomes the one later servers map when `keep`; one cut
+    short (the server was killed) or of a server that verified nothing is deleted."""
     archive = writing.with_name(writing.name.split(".")[0] + ".jsa")
-    if exited and writing.exists() and writing.stat().st_size > 0:
+    if keep and writing.exists() and writing.stat().st_size > 0:
         os.replace(writing, archive)
     else:
         writing.unlink(missing_ok=True)

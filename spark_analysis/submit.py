@@ -241,6 +241,21 @@ def run(run_dirs: Path | list[Path], conn: ConnectionSettings | None, remote: st
             writing.unlink(missing_ok=True)
 
 
+def served_mark(port: int) -> Path:
+    """A file a verification through a local Connect server on `port` touches once it ran its checks: the
+    server's class archive, written when it stops, is kept only when the server did that since it started
+    (standalone.py), else it holds the classes of its start alone and every later server would map that."""
+    return txnlab_home() / "spark" / f"connect-served-{port}"
+
+
+def mark_served(remote: str) -> None:
+    host, _, port = remote.removeprefix("sc://").split("/")[0].partition(":")
+    if host in ("127.0.0.1", "localhost") and port.isdigit():
+        mark = served_mark(int(port))
+        mark.parent.mkdir(parents=True, exist_ok=True)
+        mark.touch()
+
+
 def _run_remote(runs: list[Path], conn: ConnectionSettings | None, remote: str, master: str | None = None,
                 driver_memory: str | None = None, out: Path | None = None, examples: int = 10,
                 conf: tuple[str, ...] = ()) -> int:
@@ -253,7 +268,10 @@ def _run_remote(runs: list[Path], conn: ConnectionSettings | None, remote: str, 
             *(f"--conf={item}" for item in conf)]
     saved = {key: os.environ.get(key) for key in CONNECT_MODE_ENV}
     try:
-        return job.main(argv, conn)
+        code = job.main(argv, conn)
+        if code in (0, 1):
+            mark_served(remote)
+        return code
     finally:
         for key, value in saved.items():
             if value is None:

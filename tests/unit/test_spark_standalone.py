@@ -86,11 +86,22 @@ def test_a_connect_server_maps_its_class_archive_or_writes_it_when_it_stops(monk
         StandaloneCluster(tmp_path / "b").archive_writing(archive)          # two servers never write one file
 
     writing.write_bytes(b"cut")
-    standalone._put_in_place(writing, exited=False)                           # killed while writing: not used
+    standalone._put_in_place(writing, keep=False)           # killed while writing, or it verified nothing
     assert not writing.exists() and not archive.exists()
     writing.write_bytes(b"archive")
-    standalone._put_in_place(writing, exited=True)
+    standalone._put_in_place(writing, keep=True)
     assert archive.read_bytes() == b"archive" and not writing.exists()
+
+    # kept only from a server through which a verification ran its checks since it started
+    import psutil
+    monkeypatch.setattr(submit, "txnlab_home", lambda: tmp_path / "home")
+    server = psutil.Process()                                  # started before the marks below
+    assert not cluster._verified_since(server)
+    submit.mark_served("sc://10.0.0.1:31430")                 # not ours: no mark
+    submit.mark_served("sc://127.0.0.1:31999")                # another server's port
+    assert not cluster._verified_since(server)
+    submit.mark_served("sc://127.0.0.1:31430")
+    assert cluster._verified_since(server) and submit.served_mark(31430).exists()
 
     c2 = StandaloneCluster(tmp_path / "c", StandalonePlan(base_port=31400, connect=True, local=True, connect_c2=True))
     monkeypatch.setattr(c2.supervisor, "start", lambda name, argv, log, env: started.append(argv))
@@ -112,8 +123,10 @@ def test_verify_takes_a_remote_from_its_option_or_the_environment(monkeypatch, t
     monkeypatch.setattr(job, "main", as_a_client)
     monkeypatch.delenv("SPARK_CONNECT_MODE_ENABLED", raising=False)
     monkeypatch.setattr(submit, "check_reachable", lambda runs, conn: None)
+    monkeypatch.setattr(submit, "txnlab_home", lambda: tmp_path / "home")
     monkeypatch.setenv("TXNLAB_SPARK_REMOTE", "sc://127.0.0.1:31430")
     assert submit.run([run], None, conf=("spark.sql.shuffle.partitions=3",)) == 0
+    assert submit.served_mark(31430).exists()          # the server's class archive is worth keeping now
     assert called[-1][called[-1].index("--remote") + 1] == "sc://127.0.0.1:31430"
     assert "--conf=spark.sql.shuffle.partitions=3" in called[-1]
     assert "SPARK_CONNECT_MODE_ENABLED" not in os.environ          # undone: later classic sessions stay classic
