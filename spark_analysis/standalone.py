@@ -109,16 +109,17 @@ class StandaloneCluster:
 
     def _start_connect(self, plan: StandalonePlan, env: dict[str, str], logs: Path, progress: Progress) -> None:
         """The Connect server, its master this cluster's (or local[*]); ready once its gRPC port listens (it opens
-        it after its SparkContext started). Its JVM maps the Connect class archive, or writes it when it stops
-        (to archive_writing, put in place by down()); its JIT is C1 only unless the plan says C2."""
+        it after its SparkContext started). Its JVM maps the Connect class archive, or, on local[*], writes it
+        when it stops (to archive_writing, put in place by down()); its JIT is C1 only unless the plan says C2."""
         from spark_analysis.submit import C1_ONLY, archive_options, class_archive, connect_server_command
-        archive = class_archive("connect")
-        writing = None if archive.exists() else self.archive_writing(archive)
+        archive = class_archive("connect")      # written by a server on local[*] (its JVM runs the tasks too)
+        writing = None if archive.exists() or not plan.local else self.archive_writing(archive)
         if writing is not None:
             archive.parent.mkdir(parents=True, exist_ok=True)
             progress(f"[spark] first Connect server with this Spark and Java: its class archive is written when it "
                      f"stops ({archive}), later ones start faster")
-        java = (*archive_options(archive, writing), *(() if plan.connect_c2 else C1_ONLY))
+        java = (*(archive_options(archive, writing) if archive.exists() or writing else ()),
+                *(() if plan.connect_c2 else C1_ONLY))
         self.supervisor.start("connect", connect_server_command(plan.connect_master, plan.connect_port,
                                                                 plan.connect_memory, java), logs / "connect.log", env=env)
 

@@ -103,6 +103,14 @@ def test_a_connect_server_maps_its_class_archive_or_writes_it_when_it_stops(monk
     submit.mark_served("sc://127.0.0.1:31430")
     assert cluster._verified_since(server) and submit.served_mark(31430).exists()
 
+    on_cluster = StandaloneCluster(tmp_path / "d", StandalonePlan(base_port=31400, connect=True))
+    monkeypatch.setattr(on_cluster.supervisor, "start", lambda name, argv, log, env: started.append(argv))
+    monkeypatch.setattr(on_cluster.supervisor, "is_running", lambda name: True)
+    archive.unlink()
+    on_cluster._start_connect(on_cluster.plan, {}, tmp_path, lambda line: None)   # a driver only: it writes none
+    assert not [o for o in started[-1] if "Archive" in o] and "-XX:TieredStopAtLevel=1" in started[-1]
+    archive.write_bytes(b"archive")
+
     c2 = StandaloneCluster(tmp_path / "c", StandalonePlan(base_port=31400, connect=True, local=True, connect_c2=True))
     monkeypatch.setattr(c2.supervisor, "start", lambda name, argv, log, env: started.append(argv))
     monkeypatch.setattr(c2.supervisor, "is_running", lambda name: True)
