@@ -28,9 +28,9 @@ repeatable), in order:
          else (no parsing, no checks); its own seconds (the read job, without the session's start) are the
          floor under verify's job time in Spark on this machine;
      (c') `txnlab verify RUN_DIR --remote sc://...` through a Spark Connect server on local[*] the benchmark
-         starts for this N (port 31530; stopped after): cold = the server's start + the first verification,
-         warm = the median of 9 more (1 more from 200,000 records); the job's progress lines give when the
-         history was read and checked (`phases`).
+         starts for this N (port 31530, C2 too from 200,000 records; stopped after): cold = the server's start
+         + the first verification, warm = the median of 9 more (1 more from 200,000 records); the job's
+         progress lines give when the history was read and checked (`phases`).
          (c) itself runs spark-submit (`--remote ''`) even with $TXNLAB_SPARK_REMOTE set;
      (e) with --standalone, (c) again on a Spark standalone cluster the benchmark starts (1 master, 2 workers
          of 1 core, 3g executors; stopped at the end): the JVM driver's RSS holds no executor there.
@@ -53,6 +53,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import multiprocessing as mp
@@ -559,11 +560,13 @@ WARM_RUNS_SMALL = 9          # warm verifications of a run below SMALL_RUNS_RECO
 
 
 def verify_connect(gen: dict, env: dict, workdir: Path) -> dict:
-    """(c') through a Spark Connect server on local[*] started for this N (CONNECT_PLAN, stopped after):
+    """(c') through a Spark Connect server on local[*] started for this N (CONNECT_PLAN, with C2 from
+    SMALL_RUNS_RECORDS as `txnlab spark up --local --c2` for large runs; stopped after):
     `cold` is its start plus the first verification; then the same run verified again, WARM_RUNS_SMALL times
     for a small run (1 for a larger one): `warm` is the median of those, `warm_seconds` all of them in order."""
     from spark_analysis.submit import SMALL_RUNS_RECORDS
-    server = StandaloneCluster(HOME / "spark-connect", CONNECT_PLAN)
+    plan = dataclasses.replace(CONNECT_PLAN, connect_c2=gen["records"] >= SMALL_RUNS_RECORDS)
+    server = StandaloneCluster(HOME / "spark-connect", plan)
     started = time.monotonic()
     try:
         server.up(progress=lambda m: say(f"  {m}"))
@@ -578,7 +581,8 @@ def verify_connect(gen: dict, env: dict, workdir: Path) -> dict:
         cold["records_per_s"] = round(gen["records"] / cold["seconds_with_server_start"])
     ok = sorted((w for w in warms if w.get("ok")), key=lambda w: w["seconds"])
     warm = ok[(len(ok) - 1) // 2] if len(ok) == len(warms) else next(w for w in warms if not w.get("ok"))
-    return {"server_start_s": start_s, "cold": cold, "warm": warm, "warm_seconds": [w.get("seconds") for w in warms]}
+    return {"server_start_s": start_s, "jit": "C1 and C2" if plan.connect_c2 else "C1", "cold": cold, "warm": warm,
+            "warm_seconds": [w.get("seconds") for w in warms]}
 
 
 def spark_reads(gen: dict, conn: ConnectionSettings, workdir: Path) -> dict:
