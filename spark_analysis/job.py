@@ -119,13 +119,21 @@ CODEGEN = {False: {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.f
            True: {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK"}}
 
 
+# Rows of the history's Parquet twin a task's vectorized reader holds at once: an operation can carry thousands of
+# record ids (a 5,000-record transaction's), and Spark's 4,096 rows of them are a column vector of ~600 MB per
+# task: a Connect server verifying a 10^6-record run died of it ("Cannot reserve additional contiguous bytes in
+# the vectorized reader", OutOfMemoryError, 4g heap)
+HISTORY_BATCH_ROWS = {"spark.sql.parquet.columnarReaderBatchSize": "256"}
+
+
 def sized_settings(records: int, parallelism: Callable[[], int]) -> dict[str, str]:
     """The Spark SQL settings of a run of `records` records: its shuffle partitions (sized_partitions; one below
-    ONE_PARTITION_BELOW, where a task per core costs more than it shares) and code generation (off for small
-    runs). `parallelism` is asked only when needed (on Spark Connect it is a query)."""
+    ONE_PARTITION_BELOW, where a task per core costs more than it shares), code generation (off for small
+    runs) and the history reader's batch (HISTORY_BATCH_ROWS). `parallelism` is asked only when needed (on
+    Spark Connect it is a query)."""
     from spark_analysis.submit import SMALL_RUNS_RECORDS
     partitions = 1 if records < ONE_PARTITION_BELOW else sized_partitions(records, parallelism())
-    return {SHUFFLE: str(partitions), **CODEGEN[records >= SMALL_RUNS_RECORDS]}
+    return {SHUFFLE: str(partitions), **CODEGEN[records >= SMALL_RUNS_RECORDS], **HISTORY_BATCH_ROWS}
 
 
 def size_session(spark: SparkSession, evidence: Evidence, given: dict[str, str]) -> dict[str, str]:

@@ -220,6 +220,7 @@ def run(run_dirs: Path | list[Path], conn: ConnectionSettings | None, remote: st
     check_reachable(runs, conn)
     remote = remote_from_env() if remote is None else remote
     if remote:
+        require_connect_server(remote)
         return _run_remote(runs, conn, remote, **options)
     archive = class_archive()
     writing = None if archive.exists() else archive.with_name(f"{archive.stem}.{os.getpid()}.tmp")
@@ -241,6 +242,24 @@ def run(run_dirs: Path | list[Path], conn: ConnectionSettings | None, remote: st
             writing.unlink(missing_ok=True)
 
 
+class ConnectServerUnreachable(TxnlabError, RuntimeError):
+    """Nothing answers at the Spark Connect server's address (verify's exit 2, one line)."""
+
+
+def require_connect_server(remote: str) -> None:
+    """ConnectServerUnreachable unless something listens at the sc:// address: PySpark's client retries a
+    refused connection for minutes (a verification through a server that had died sat 3 minutes silent)."""
+    from cluster.waiting import port_open
+    address = connect_address(remote)
+    if address is None:
+        raise ConnectServerUnreachable(f"{remote}: not sc://HOST:PORT")
+    host, port = address
+    if not port_open(port, host):
+        raise ConnectServerUnreachable(f"the Spark Connect server {remote} does not answer (nothing listens on "
+                                       f"{host}:{port}: `txnlab spark up --local` starts one, `--remote ''` "
+                                       "verifies with spark-submit)")
+
+
 def served_mark(port: int) -> Path:
     """A file a verification through a local Connect server on `port` touches once it ran its checks: the
     server's class archive, written when it stops, is kept only when the server did that since it started
@@ -248,10 +267,16 @@ def served_mark(port: int) -> Path:
     return txnlab_home() / "spark" / f"connect-served-{port}"
 
 
-def mark_served(remote: str) -> None:
+def connect_address(remote: str) -> tuple[str, int] | None:
+    """(host, port) of sc://HOST:PORT[/;params], None when it names no port."""
     host, _, port = remote.removeprefix("sc://").split("/")[0].partition(":")
-    if host in ("127.0.0.1", "localhost") and port.isdigit():
-        mark = served_mark(int(port))
+    return (host or "127.0.0.1", int(port)) if port.isdigit() else None
+
+
+def mark_served(remote: str) -> None:
+    address = connect_address(remote)
+    if address is not None and address[0] in ("127.0.0.1", "localhost"):
+        mark = served_mark(address[1])
         mark.parent.mkdir(parents=True, exist_ok=True)
         mark.touch()
 

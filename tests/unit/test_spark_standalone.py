@@ -132,6 +132,14 @@ def test_verify_takes_a_remote_from_its_option_or_the_environment(monkeypatch, t
     monkeypatch.delenv("SPARK_CONNECT_MODE_ENABLED", raising=False)
     monkeypatch.setattr(submit, "check_reachable", lambda runs, conn: None)
     monkeypatch.setattr(submit, "txnlab_home", lambda: tmp_path / "home")
+    import socket
+    with socket.socket() as nobody:                     # a port nothing listens on: refused at once, no retries
+        nobody.bind(("127.0.0.1", 0))
+        free = nobody.getsockname()[1]
+    with pytest.raises(submit.ConnectServerUnreachable, match=f"does not answer.*127.0.0.1:{free}"):
+        submit.run([run], None, remote=f"sc://127.0.0.1:{free}")
+    assert not called
+    monkeypatch.setattr(submit, "require_connect_server", lambda remote: None)
     monkeypatch.setenv("TXNLAB_SPARK_REMOTE", "sc://127.0.0.1:31430")
     assert submit.run([run], None, conf=("spark.sql.shuffle.partitions=3",)) == 0
     assert submit.served_mark(31430).exists()          # the server's class archive is worth keeping now

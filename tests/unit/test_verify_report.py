@@ -198,19 +198,20 @@ def test_shuffle_partitions_are_sized_to_the_run():
 
 
 def test_a_small_run_is_checked_in_one_partition_without_code_generation_and_a_large_one_with_both():
-    from spark_analysis.job import CODEGEN, ONE_PARTITION_BELOW, SHUFFLE, sized_settings
+    from spark_analysis.job import CODEGEN, HISTORY_BATCH_ROWS, ONE_PARTITION_BELOW, SHUFFLE, sized_settings
     from spark_analysis.submit import SMALL_RUNS_RECORDS
 
     def never() -> int:
         raise AssertionError("a small run needs no parallelism (a query on Spark Connect)")
     small = sized_settings(5_000, never)
-    assert small[SHUFFLE] == "1" and small == {SHUFFLE: "1", **CODEGEN[False]}
+    assert small[SHUFFLE] == "1" and small == {SHUFFLE: "1", **CODEGEN[False], **HISTORY_BATCH_ROWS}
     assert small["spark.sql.codegen.wholeStage"] == "false"
     assert sized_settings(ONE_PARTITION_BELOW, lambda: 2)[SHUFFLE] == "2"
     middle = sized_settings(SMALL_RUNS_RECORDS - 1, lambda: 2)
-    assert middle == {SHUFFLE: "2", **CODEGEN[False]}
+    assert middle == {SHUFFLE: "2", **CODEGEN[False], **HISTORY_BATCH_ROWS}
     large = sized_settings(10_000_000, lambda: 2)
-    assert large == {SHUFFLE: "50", "spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK"}
+    assert large == {SHUFFLE: "50", "spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK",
+                     "spark.sql.parquet.columnarReaderBatchSize": "256"}
 
 
 def test_the_views_consumers_share_a_group_per_connection_and_isolation_never_naming_the_password():
