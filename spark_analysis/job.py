@@ -140,8 +140,7 @@ def size_session(spark: SparkSession, evidence: Evidence, given: dict[str, str])
     """Set the session's sized_settings for this run (its records, from the recorded HWMs: every run of a shared
     session gets its own); a value given (`--conf KEY=VALUE` to spark-submit, or to the job with --remote) is
     kept. Returns the settings in force."""
-    records = sum(o["hwm"] for parts in evidence.end_offsets.values() for o in parts.values())
-    settings = sized_settings(records, lambda: default_parallelism(spark))
+    settings = sized_settings(run_records(evidence), lambda: default_parallelism(spark))
     submitted = {} if load.is_connect(spark) else dict(spark.sparkContext.getConf().getAll())
     for key, value in settings.items():
         if key in given or key in submitted:
@@ -149,6 +148,16 @@ def size_session(spark: SparkSession, evidence: Evidence, given: dict[str, str])
         else:
             spark.conf.set(key, value)
     return settings
+
+
+def run_records(evidence: Evidence) -> int:
+    """The run's records as its recorded high watermarks count them (0 when none were recorded)."""
+    return sum(o["hwm"] for parts in evidence.end_offsets.values() for o in parts.values())
+
+
+def small_run(evidence: Evidence) -> bool:
+    from spark_analysis.submit import SMALL_RUNS_RECORDS
+    return run_records(evidence) < SMALL_RUNS_RECORDS
 
 
 def default_parallelism(spark: SparkSession) -> int:
@@ -178,7 +187,8 @@ def verify(spark: SparkSession, run_dir: Path, args: argparse.Namespace,
     progress(f"run {run_dir.name}: checking the evidence against {conn.describe()}")
     evidence = gather_evidence(run_dir, conn)
     settings = size_session(spark, evidence, given_conf(args))
-    ops = load.keep(load.read_history(spark, run_dir), StorageLevel.DISK_ONLY)   # read once; big, so not in heap
+    ops = load.keep(load.read_history(spark, run_dir), StorageLevel.DISK_ONLY,   # read once; big, so not in heap
+                    checkpoint=small_run(evidence))
     try:
         return _verify(spark, run_dir, args, conn, ops, evidence, settings, started)
     finally:
@@ -197,7 +207,8 @@ def _verify(spark: SparkSession, run_dir: Path, args: argparse.Namespace, conn: 
                  f"({partitions} shuffle partition{'s' * (partitions != 1)}, code generation "
                  f"{'on' if settings['spark.sql.codegen.wholeStage'] == 'true' else 'off'})")
         frames = build_frames(spark, ops, evidence, summary, conn, partitions)
-        results = verdict.run_checks(frames, args.examples, progress, workload_kinds(summary))
+        results = verdict.run_checks(frames, args.examples, progress, workload_kinds(summary),
+                                     checkpoint=small_run(evidence))
         evidence.gaps += results.get("gaps", [])
         counts["records"] = results.pop("records", None)
     else:

@@ -38,22 +38,26 @@ def is_connect(obj) -> bool:
     return type(obj).__module__.startswith("pyspark.sql.connect")
 
 
-def keep(df: DataFrame, level) -> DataFrame:
-    """`df` computed once for the queries that read it: persisted at `level`; on Spark Connect a lazy local
-    checkpoint at `level` instead, which the queries then name by an id (a Connect client sends a persisted
-    frame's whole plan again in every query that reads it, and the server analyses it again each time).
+def keep(df: DataFrame, level, checkpoint: bool = True) -> DataFrame:
+    """`df` computed once for the queries that read it: persisted at `level`; on Spark Connect, for a small run
+    (`checkpoint`), a lazy local checkpoint at `level` instead, which the queries then name by an id (a Connect
+    client sends a persisted frame's whole plan again in every query that reads it, and the server analyses it
+    again each time: seconds on a small run, little on a large one). A checkpoint's blocks are freed only when
+    the server's JVM collects it after the session ends, a persisted frame's by `let_go`: a Connect server
+    checkpointing a 10^6-record run's frames ran out of memory in its checks (and the next verification in
+    its history read), where persisted ones are the classic job's way at every size.
     Use the frame returned; `let_go` it when done."""
-    if is_connect(df):
+    if checkpoint and is_connect(df):
         return df.localCheckpoint(eager=False, storageLevel=level)
     return df.persist(level)
 
 
-def keep_all(frames: list[DataFrame], level) -> list[DataFrame]:
-    """keep() of each frame, all at once on Spark Connect: a lazy checkpoint is a round trip in which the server
-    plans the frame (and, with adaptive execution, runs the shuffles under it), so the frames' round trips
-    overlap from a thread each."""
-    if len(frames) < 2 or not is_connect(frames[0]):
-        return [keep(df, level) for df in frames]
+def keep_all(frames: list[DataFrame], level, checkpoint: bool = True) -> list[DataFrame]:
+    """keep() of each frame; checkpoints on Spark Connect all at once: a lazy checkpoint is a round trip in which
+    the server plans the frame (and, with adaptive execution, runs the shuffles under it), so the frames'
+    round trips overlap from a thread each."""
+    if len(frames) < 2 or not checkpoint or not is_connect(frames[0]):
+        return [keep(df, level, checkpoint) for df in frames]
     from concurrent.futures import ThreadPoolExecutor
     with ThreadPoolExecutor(len(frames), thread_name_prefix="keep") as pool:
         return list(pool.map(lambda df: keep(df, level), frames))

@@ -119,31 +119,32 @@ def applies(needs: str | None, present: set[str] | None) -> bool:
 
 
 def run_checks(frames: Frames, examples: int, progress: Callable[[str], None] = lambda m: None,
-               present: set[str] | None = None) -> dict:
+               present: set[str] | None = None, checkpoint: bool = True) -> dict:
     """Every check over complete evidence: {name: {valid, count, examples, description}} plus the info
     resolutions, unrecognised records and the views' record counts, in two Spark jobs (collect_all).
     Acknowledged offsets the log no longer holds (checks.holes) are missing evidence: every check unknown,
     with the holes as `gaps`. `present`: the kinds of workloads the run has (NEEDS; None: all); a check
-    needing another is not run (`applies: false`)."""
+    needing another is not run (`applies: false`). `checkpoint`: on Spark Connect the shared frames are lazy
+    local checkpoints (load.keep: small runs), else persisted."""
     names = ("committed", "uncommitted", "writes")
     frames = replace(frames, **dict(zip(names, load.keep_all([getattr(frames, n) for n in names],
-                                                             StorageLevel.MEMORY_AND_DISK))))
+                                                             StorageLevel.MEMORY_AND_DISK, checkpoint))))
     persisted = [frames.committed, frames.uncommitted, frames.writes]
     try:
-        return _checks(frames, examples, progress, present, persisted)
+        return _checks(frames, examples, progress, present, persisted, checkpoint)
     finally:                                     # a shared server (Spark Connect) serves the next run: let go
         for df in persisted:
             load.let_go(df)
 
 
 def _checks(frames: Frames, examples: int, progress: Callable[[str], None], present: set[str] | None,
-            persisted: list[DataFrame]) -> dict:
+            persisted: list[DataFrame], checkpoint: bool) -> dict:
     polls = applies("polls", present)                  # the consumers' streams are a sort of both views
     streams = checks.consumer_positions(frames.polls, frames.seeks, frames.committed, frames.uncommitted) \
         if polls else None
     index, positions = load.keep_all([checks.id_index(frames.committed, frames.writes),
                                       checks.position_index(frames.committed, frames.uncommitted, frames.acked)],
-                                     StorageLevel.MEMORY_AND_DISK)
+                                     StorageLevel.MEMORY_AND_DISK, checkpoint)
     shared = Shared(index=index, positions=positions,
                     streams=streams, skips=checks.poll_skips(streams) if polls else None)
     persisted += [shared.index, shared.positions]
