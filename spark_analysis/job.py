@@ -187,8 +187,9 @@ def verify(spark: SparkSession, run_dir: Path, args: argparse.Namespace,
     progress(f"run {run_dir.name}: checking the evidence against {conn.describe()}")
     evidence = gather_evidence(run_dir, conn)
     settings = size_session(spark, evidence, given_conf(args))
-    ops = load.keep(load.read_history(spark, run_dir), StorageLevel.DISK_ONLY,   # read once; big, so not in heap
-                    checkpoint=small_run(evidence))
+    # read once; big, so not in heap: on Spark Connect a checkpoint at every size (rows written straight to disk; a
+    # persisted frame's cache builds columns in the heap first, which a 10^6-record run's history overflowed)
+    ops = load.keep(load.read_history(spark, run_dir), StorageLevel.DISK_ONLY)
     try:
         return _verify(spark, run_dir, args, conn, ops, evidence, settings, started)
     finally:
