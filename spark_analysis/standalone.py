@@ -120,6 +120,9 @@ class StandaloneCluster:
                      f"stops ({archive}), later ones start faster")
         java = (*(archive_options(archive, writing) if archive.exists() or writing else ()),
                 *(() if plan.connect_c2 else C1_ONLY))
+        # Spark's launcher gives a Connect server (like the Thrift server) SPARK_DAEMON_MEMORY over --driver-memory:
+        # with the daemons' 512m every server ran on a 512 MB heap and died verifying 10^6 records
+        env = {**env, "SPARK_DAEMON_MEMORY": plan.connect_memory}
         self.supervisor.start("connect", connect_server_command(plan.connect_master, plan.connect_port,
                                                                 plan.connect_memory, java), logs / "connect.log", env=env)
 

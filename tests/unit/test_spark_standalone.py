@@ -75,10 +75,12 @@ def test_a_connect_server_maps_its_class_archive_or_writes_it_when_it_stops(monk
     monkeypatch.setattr(submit, "connect_server_command", lambda master, port, memory, java: ["java", *java])
     started = []
     cluster = StandaloneCluster(tmp_path / "a", StandalonePlan(base_port=31400, connect=True, local=True))
-    monkeypatch.setattr(cluster.supervisor, "start", lambda name, argv, log, env: started.append(argv))
+    envs = []
+    monkeypatch.setattr(cluster.supervisor, "start", lambda name, argv, log, env: started.append(argv) or envs.append(env))
     monkeypatch.setattr(standalone, "port_open", lambda port, host: True)
     monkeypatch.setattr(cluster.supervisor, "is_running", lambda name: True)
-    cluster._start_connect(cluster.plan, {}, tmp_path, lambda line: None)
+    cluster._start_connect(cluster.plan, {"SPARK_DAEMON_MEMORY": "512m"}, tmp_path, lambda line: None)
+    assert envs[-1]["SPARK_DAEMON_MEMORY"] == "4g"          # the launcher's heap for a Connect server: its own
     writing = cluster.archive_writing(archive)
     assert f"-XX:ArchiveClassesAtExit={writing}" in started[-1] and "-XX:TieredStopAtLevel=1" in started[-1] \
         and "-XX:ReservedCodeCacheSize=240m" in started[-1]
