@@ -29,6 +29,7 @@ from cluster.connection import ConnectionSettings
 from spark_analysis import load, page, verdict
 from spark_analysis.evidence import (Evidence, HistorySummary, check_history, check_topics, load_run_files,
                                     workload_kinds)
+from spark_analysis.submit import hwm_records, small_run
 
 class JobError(Exception):
     """A run this job cannot verify at all (exit 2, one line)."""
@@ -131,9 +132,8 @@ def sized_settings(records: int, parallelism: Callable[[], int]) -> dict[str, st
     ONE_PARTITION_BELOW, where a task per core costs more than it shares), code generation (off for small
     runs) and the history reader's batch (HISTORY_BATCH_ROWS). `parallelism` is asked only when needed (on
     Spark Connect it is a query)."""
-    from spark_analysis.submit import SMALL_RUNS_RECORDS
     partitions = 1 if records < ONE_PARTITION_BELOW else sized_partitions(records, parallelism())
-    return {SHUFFLE: str(partitions), **CODEGEN[records >= SMALL_RUNS_RECORDS], **HISTORY_BATCH_ROWS}
+    return {SHUFFLE: str(partitions), **CODEGEN[not small_run(records)], **HISTORY_BATCH_ROWS}
 
 
 def size_session(spark: SparkSession, evidence: Evidence, given: dict[str, str]) -> dict[str, str]:
@@ -152,12 +152,7 @@ def size_session(spark: SparkSession, evidence: Evidence, given: dict[str, str])
 
 def run_records(evidence: Evidence) -> int:
     """The run's records as its recorded high watermarks count them (0 when none were recorded)."""
-    return sum(o["hwm"] for parts in evidence.end_offsets.values() for o in parts.values())
-
-
-def small_run(evidence: Evidence) -> bool:
-    from spark_analysis.submit import SMALL_RUNS_RECORDS
-    return run_records(evidence) < SMALL_RUNS_RECORDS
+    return hwm_records(evidence.end_offsets)
 
 
 def default_parallelism(spark: SparkSession) -> int:
@@ -209,7 +204,7 @@ def _verify(spark: SparkSession, run_dir: Path, args: argparse.Namespace, conn: 
                  f"{'on' if settings['spark.sql.codegen.wholeStage'] == 'true' else 'off'})")
         frames = build_frames(spark, ops, evidence, summary, conn, partitions)
         results = verdict.run_checks(frames, args.examples, progress, workload_kinds(summary),
-                                     checkpoint=small_run(evidence))
+                                     checkpoint=small_run(run_records(evidence)))
         evidence.gaps += results.get("gaps", [])
         counts["records"] = results.pop("records", None)
     else:

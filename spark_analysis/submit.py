@@ -65,6 +65,17 @@ SMALL_RUNS_RECORDS = 200_000       # below this many recorded records in all, th
 C1_ONLY = ("-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m")
 
 
+def hwm_records(ends: dict) -> int:
+    """The records an end_offsets.json content records: the sum of its high watermarks."""
+    return sum(int(o["hwm"]) for parts in ends.values() for o in parts.values())
+
+
+def small_run(records: int) -> bool:
+    """Whether a run of `records` is small (< SMALL_RUNS_RECORDS): C1 for its driver, no code generation, lazy
+    checkpoints on Spark Connect."""
+    return records < SMALL_RUNS_RECORDS
+
+
 def recorded_records(run_dirs: Path | list[Path]) -> int | None:
     """The records the runs' end_offsets.json files record (their high watermarks), None when one cannot be
     read (the job itself reports that as missing evidence)."""
@@ -72,7 +83,7 @@ def recorded_records(run_dirs: Path | list[Path]) -> int | None:
     for run in [run_dirs] if isinstance(run_dirs, Path) else run_dirs:
         try:
             ends = json.loads((Path(run) / "end_offsets.json").read_text())
-            total += sum(int(o["hwm"]) for parts in ends.values() for o in parts.values())
+            total += hwm_records(ends)
         except (OSError, ValueError, TypeError, KeyError, AttributeError):
             return None
     return total
@@ -85,7 +96,7 @@ def driver_java_options(run_dirs: Path | list[Path]) -> str:
     against 96.8-99.0 s: the work itself wants C2). In local mode the executors share the driver's JVM."""
     options = [f"-Dlog4j2.configurationFile=file:{HERE / 'log4j2.properties'}"]
     records = recorded_records(run_dirs)
-    if records is not None and records < SMALL_RUNS_RECORDS:
+    if records is not None and small_run(records):
         options += C1_ONLY
     return " ".join(options)
 
