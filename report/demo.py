@@ -226,7 +226,7 @@ def verify_runs(suite: dict, key: str, what: str, run_dirs: list[Path], master: 
     say(f"verifying {len(run_dirs)} run(s) of {what} with Spark (one session{', ' + remote if remote else ''})")
     try:
         code = submit.run(run_dirs, None, remote=remote, master=master)
-    except submit.SetupError as exc:
+    except (submit.SetupError, submit.ConnectServerUnreachable) as exc:     # no verdict: unknown, said
         code = 2
         suite["errors"].append(f"verification of {what} did not run: {exc}")
     suite["verify_exit"][key] = code
