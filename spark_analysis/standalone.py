@@ -111,14 +111,16 @@ class StandaloneCluster:
         """The Connect server, its master this cluster's (or local[*]); ready once its gRPC port listens (it opens
         it after its SparkContext started). Its JVM maps the Connect class archive, or, on local[*], writes it
         when it stops (to archive_writing, put in place by down()); its JIT is C1 only unless the plan says C2."""
-        from spark_analysis.submit import C1_ONLY, archive_options, class_archive, connect_server_command
+        from spark_analysis.submit import (C1_ONLY, archive_options, class_archive, connect_server_command,
+                                           writes_class_archives)
         archive = class_archive("connect")      # written by a server on local[*] (its JVM runs the tasks too)
-        writing = None if archive.exists() or not plan.local else self.archive_writing(archive)
+        writing = None if archive.exists() or not plan.local or not writes_class_archives() else \
+            self.archive_writing(archive)
         if writing is not None:
             archive.parent.mkdir(parents=True, exist_ok=True)
             progress(f"[spark] first Connect server with this Spark and Java: its class archive is written when it "
                      f"stops ({archive}), later ones start faster")
-        java = (*(archive_options(archive, writing) if archive.exists() or writing else ()),
+        java = (*archive_options(archive, writing),
                 *(() if plan.connect_c2 else C1_ONLY))
         # Spark's launcher gives a Connect server (like the Thrift server) SPARK_DAEMON_MEMORY over --driver-memory:
         # with the daemons' 512m every server ran on a 512 MB heap and died verifying 10^6 records

@@ -1,9 +1,13 @@
-"""Test-suite wide rules: in CI a skipped integration test is a failure."""
+"""Test-suite wide rules: in CI a skipped integration test is a failure; JVMs map the class archives that exist and
+write none (spark_analysis/submit.py writes_class_archives: on a clean clone each write cost 40-75 s at a JVM's
+exit, for nothing after it in the session to map; the unit tests of the archives set "write" themselves)."""
 from __future__ import annotations
 
 import os
 
 import pytest
+
+os.environ.setdefault("TXNLAB_CLASS_ARCHIVES", "map")
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -73,6 +73,7 @@ def test_a_connect_server_maps_its_class_archive_or_writes_it_when_it_stops(monk
     archive = tmp_path / "connect-classes-k.jsa"
     monkeypatch.setattr(submit, "class_archive", lambda kind="verify": archive if kind == "connect" else None)
     monkeypatch.setattr(submit, "connect_server_command", lambda master, port, memory, java: ["java", *java])
+    monkeypatch.setenv("TXNLAB_CLASS_ARCHIVES", "write")          # the suite's own JVMs only map (tests/conftest.py)
     started = []
     cluster = StandaloneCluster(tmp_path / "a", StandalonePlan(base_port=31400, connect=True, local=True))
     envs = []
@@ -111,6 +112,9 @@ def test_a_connect_server_maps_its_class_archive_or_writes_it_when_it_stops(monk
     archive.unlink()
     on_cluster._start_connect(on_cluster.plan, {}, tmp_path, lambda line: None)   # a driver only: it writes none
     assert not [o for o in started[-1] if "Archive" in o] and "-XX:TieredStopAtLevel=1" in started[-1]
+    monkeypatch.setenv("TXNLAB_CLASS_ARCHIVES", "map")
+    cluster._start_connect(cluster.plan, {}, tmp_path, lambda line: None)      # told to write none
+    assert not [o for o in started[-1] if "Archive" in o]
     archive.write_bytes(b"archive")
 
     c2 = StandaloneCluster(tmp_path / "c", StandalonePlan(base_port=31400, connect=True, local=True, connect_c2=True))

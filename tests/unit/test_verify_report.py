@@ -108,6 +108,7 @@ def test_the_driver_class_archive_is_written_once_then_mapped_and_never_half_wri
     monkeypatch.setattr(submit, "txnlab_home", lambda: tmp_path / "home")
     monkeypatch.setattr(submit, "check_reachable", lambda runs, conn: None)
     monkeypatch.delenv("TXNLAB_SPARK_REMOTE", raising=False)     # spark-submit's path (the suite's server is not)
+    monkeypatch.setenv("TXNLAB_CLASS_ARCHIVES", "write")          # the suite's own JVMs only map (tests/conftest.py)
     archive = submit.class_archive()
     (jars / "spark-sql.jar").write_text("y")
     assert submit.class_archive() != archive                 # other jars, another archive
@@ -137,6 +138,13 @@ def test_the_driver_class_archive_is_written_once_then_mapped_and_never_half_wri
     assert seen[2][0].startswith("-XX:ArchiveClassesAtExit=") and seen[2][0].endswith(".tmp")
     assert submit.run(run, None) == 1
     assert seen[3] == [f"-XX:SharedArchiveFile={archive}"]
+    monkeypatch.setenv("TXNLAB_CLASS_ARCHIVES", "map")           # map what exists, write nothing
+    assert submit.run(run, None) == 1 and seen[4] == [f"-XX:SharedArchiveFile={archive}"]
+    archive.unlink()
+    assert submit.run(run, None) == 1 and seen[5] == [] and not list(archive.parent.iterdir())
+    monkeypatch.setenv("TXNLAB_CLASS_ARCHIVES", "yes")
+    with pytest.raises(submit.SetupError, match="TXNLAB_CLASS_ARCHIVES is 'yes': write"):
+        submit.run(run, None)
 
 
 def test_a_run_without_any_bootstrap_is_a_one_line_error_not_a_crash(tmp_path, monkeypatch):
