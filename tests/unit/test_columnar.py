@@ -75,3 +75,24 @@ def test_a_part_with_a_line_that_does_not_fit_gets_no_twin(tmp_path):
         assert (write_twin(part) is not None) == (name == "fits"), name
         assert part.with_suffix(".parquet").exists() == (name == "fits")
     assert not list(history.glob(".*tmp"))
+
+
+def test_a_large_part_is_split_into_row_groups_of_about_row_group_bytes(tmp_path, monkeypatch):
+    """Spark splits a Parquet file between tasks only at its row groups: a part of big operations (thousands of
+    record ids each) gets groups of ~ROW_GROUP_BYTES, not one; a small part stays one group."""
+    from chaos import columnar
+    writer = HistoryWriter(tmp_path / "big")
+    for i in range(40):
+        writer.record("txp-0", "invoke", "txn", {"attempt": f"a{i}", "writes": [
+            {"topic": "t", "partition": j % 6, "id": f"r.txp-0.{i}.{j}"} for j in range(2_000)]})
+    writer.close()
+    [part] = history_parts(tmp_path / "big")
+    monkeypatch.setattr(columnar, "ROW_GROUP_BYTES", 256 << 10)
+    meta = pq.read_metadata(columnar.write_twin(part))
+    groups = [meta.row_group(i) for i in range(meta.num_row_groups)]
+    assert meta.num_rows == 42 and len(groups) >= 6, [g.num_rows for g in groups]   # the format line, 40, the seal
+    assert max(g.total_byte_size for g in groups) <= 2 * columnar.ROW_GROUP_BYTES
+    [small] = written(tmp_path / "small", 7, roll=100)
+    assert pq.read_metadata(twin_of(small)["path"]).num_row_groups == 1
+    assert columnar.row_group_rows(10, columnar.ROW_GROUP_BYTES // 2) == columnar.ROW_GROUP_ROWS
+    assert columnar.row_group_rows(10, columnar.ROW_GROUP_BYTES * 100) == 1

@@ -330,11 +330,13 @@ def test_records_of_takes_ids_from_headers_before_the_value(spark):
         ("t", 0, 1, json.dumps({"id": "r.q.0.0", "attempt": "r.q.0", "producer": "q"}).encode(), [("k", b"v")]),
         # a repeated header: the first counts; a header without a value: null
         ("t", 0, 2, b"{}", [("k", b"v"), ("txnlab.id", b"r.p.2.0"), ("txnlab.id", b"r.p.9.9"), ("txnlab.attempt", None),
-                            ("txnlab.producer", b"p"), ("txnlab.producer", b"z")])],
+                            ("txnlab.producer", b"p"), ("txnlab.producer", b"z")]),
+        # a header at the place a txnlab workload writes it (load.HEADER_AT) is not the first of its name
+        ("t", 0, 3, b"{}", [("txnlab.attempt", b"r.p.4"), ("txnlab.attempt", b"r.p.x"), ("txnlab.id", b"r.p.4.0")])],
         RAW_COLS)
     got = {r["offset"]: (r["id"], r["attempt"], r["producer"], r["kind"]) for r in load.records_of(raw, "c").collect()}
     assert got == {0: ("r.p.1.0", "r.p.1", "p", "txnlab"), 1: ("r.q.0.0", "r.q.0", "q", "txnlab"),
-                   2: ("r.p.2.0", None, "p", "txnlab")}
+                   2: ("r.p.2.0", None, "p", "txnlab"), 3: ("r.p.4.0", "r.p.4", None, "txnlab")}
 
 
 def test_only_a_well_formed_id_of_this_run_makes_a_record_txnlab(spark):
