@@ -128,7 +128,7 @@ def test_a_failed_heal_step_skips_nothing_and_stays_journaled_until_it_succeeds(
     cluster.supervisor.stop("toxiproxy", timeout=10)                   # by its recorded pid
     assert not cluster.supervisor.is_running("toxiproxy")
 
-    failed = chaos_heal(str(run_dir), "--timeout", "30")      # no Toxiproxy: the waits can only time out
+    failed = chaos_heal(str(run_dir), "--timeout", "10")      # no Toxiproxy: the waits can only time out
     assert failed.returncode == 1
     assert "NOT healed" in failed.stdout and "remove-toxics" in failed.stdout
     assert cluster.supervisor.is_running(cluster.node_name(1))          # resumed all the same (the brokers
