@@ -182,13 +182,25 @@ def verify(spark: SparkSession, run_dir: Path, args: argparse.Namespace,
     progress(f"run {run_dir.name}: checking the evidence against {conn.describe()}")
     evidence = gather_evidence(run_dir, conn)
     settings = size_session(spark, evidence, given_conf(args))
-    # read once; big, so not in heap: on Spark Connect a checkpoint at every size (rows written straight to disk; a
-    # persisted frame's cache builds columns in the heap first, which a 10^6-record run's history overflowed)
-    ops = load.keep(load.read_history(spark, run_dir), StorageLevel.DISK_ONLY)
+    ops, kept = history_frame(spark, run_dir, run_records(evidence))
     try:
         return _verify(spark, run_dir, args, conn, ops, evidence, settings, started)
     finally:
-        load.let_go(ops)                         # a shared server (Spark Connect) serves the next run
+        if kept:
+            load.let_go(ops)                     # a shared server (Spark Connect) serves the next run
+
+
+def history_frame(spark: SparkSession, run_dir: Path, records: int) -> tuple[DataFrame, bool]:
+    """The history's operations for the checks, and whether they are kept (let_go them after). A large run's
+    history that is all columnar twins is not kept: each query reads only the twin's columns it needs (the
+    history's checks no record id, the writes' frame once), where a kept copy wrote and read back every id
+    (~100 MB for 10^6 records). Otherwise read once and kept; big, so not in heap: on Spark Connect a checkpoint
+    at every size (rows written straight to disk; a persisted frame's cache builds columns in the heap first,
+    which a 10^6-record run's history overflowed)."""
+    history = load.read_history(spark, run_dir)
+    if not small_run(records) and load.history_is_columnar(run_dir):
+        return history, False
+    return load.keep(history, StorageLevel.DISK_ONLY), True
 
 
 def _verify(spark: SparkSession, run_dir: Path, args: argparse.Namespace, conn: ConnectionSettings, ops: DataFrame,

@@ -96,6 +96,12 @@ def twin_of(part: Path) -> dict | None:
     return {**said, "path": str(twin), "rows": meta.num_rows}
 
 
+def history_is_columnar(run_dir: Path) -> bool:
+    """Every part of the history has a current columnar twin (Spark reads no JSON of it)."""
+    parts = history_parts(run_dir)
+    return bool(parts) and all(twin_of(part) is not None for part in parts)
+
+
 def read_history(spark: SparkSession, run_dir: Path) -> DataFrame:
     """Every line of every part: from its columnar twin where it has a current one (no JSON parsing), else
     from its JSON lines with the explicit schema (PERMISSIVE: a damaged line is a `_corrupt_record`)."""

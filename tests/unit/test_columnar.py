@@ -96,3 +96,26 @@ def test_a_large_part_is_split_into_row_groups_of_about_row_group_bytes(tmp_path
     assert pq.read_metadata(twin_of(small)["path"]).num_row_groups == 1
     assert columnar.row_group_rows(10, columnar.ROW_GROUP_BYTES // 2) == columnar.ROW_GROUP_ROWS
     assert columnar.row_group_rows(10, columnar.ROW_GROUP_BYTES * 100) == 1
+
+
+def test_a_large_runs_columnar_history_is_read_where_needed_and_never_kept(tmp_path, spark):
+    """job.history_frame: a large run whose parts all have current twins is read straight from them by each query
+    (not kept: a kept copy wrote and read back every record id); a small run's history, or one with a part Spark
+    must read as JSON, is kept (and let go after)."""
+    from pyspark import StorageLevel
+    from spark_analysis import job, load
+    parts = written(tmp_path, 6, roll=4)
+    lines = sum(len(p.read_text().splitlines()) for p in parts)
+    assert len(parts) == 2 and load.history_is_columnar(tmp_path)
+    ops, kept = job.history_frame(spark, tmp_path, 10_000_000)
+    assert not kept and ops.storageLevel == StorageLevel(False, False, False, False, 1) and ops.count() == lines
+    ops, kept = job.history_frame(spark, tmp_path, 5_000)
+    assert kept and ops.storageLevel.useDisk and ops.count() == lines
+    load.let_go(ops)
+    with open(parts[1], "ab") as out:                 # a part changed after its twin: its JSON is read
+        out.write(b'{"time": 1}\n')
+    assert not load.history_is_columnar(tmp_path)
+    ops, kept = job.history_frame(spark, tmp_path, 10_000_000)
+    assert kept and ops.count() == lines + 1
+    load.let_go(ops)
+    assert not load.history_is_columnar(tmp_path / "nothing")
