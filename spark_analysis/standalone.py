@@ -111,11 +111,10 @@ class StandaloneCluster:
         """The Connect server, its master this cluster's (or local[*]); ready once its gRPC port listens (it opens
         it after its SparkContext started). Its JVM maps the Connect class archive, or, on local[*], writes it
         when it stops (to archive_writing, put in place by down()); its JIT is C1 only unless the plan says C2."""
-        from spark_analysis.submit import (C1_ONLY, archive_options, class_archive, connect_server_command,
-                                           writes_class_archives)
+        from spark_analysis.submit import (C1_ONLY, archive_options, archive_to_write, class_archive,
+                                           connect_server_command)
         archive = class_archive("connect")      # written by a server on local[*] (its JVM runs the tasks too)
-        writing = None if archive.exists() or not plan.local or not writes_class_archives() else \
-            self.archive_writing(archive)
+        writing = self.archive_writing(archive) if plan.local and archive_to_write(archive) else None
         if writing is not None:
             archive.parent.mkdir(parents=True, exist_ok=True)
             progress(f"[spark] first Connect server with this Spark and Java: its class archive is written when it "

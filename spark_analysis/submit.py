@@ -132,6 +132,11 @@ def writes_class_archives() -> bool:
     return value == "write"
 
 
+def archive_to_write(archive: Path) -> bool:
+    """Whether a JVM started now writes `archive` at its exit: none exists yet and writes_class_archives."""
+    return not archive.exists() and writes_class_archives()
+
+
 CLASS_ARCHIVE_QUIET = "-Xlog:cds*=off"         # Java's notes on classes it cannot archive are not the user's concern
 
 
@@ -246,8 +251,7 @@ def run(run_dirs: Path | list[Path], conn: ConnectionSettings | None, remote: st
         require_connect_server(remote)
         return _run_remote(runs, conn, remote, **options)
     archive = class_archive()
-    writing = None if archive.exists() or not writes_class_archives() else \
-        archive.with_name(f"{archive.stem}.{os.getpid()}.tmp")
+    writing = archive.with_name(f"{archive.stem}.{os.getpid()}.tmp") if archive_to_write(archive) else None
     if writing is not None:
         archive.parent.mkdir(parents=True, exist_ok=True)
         print(f"txnlab verify: first verification with this Spark and Java: the driver's class archive is written "
