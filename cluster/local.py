@@ -122,13 +122,21 @@ class LocalCluster:
                 self.supervisor.forget(name)
 
     def down(self, purge: bool = False, progress: Progress = print) -> None:
-        """Stop every process this cluster started (pid records only); purge also wipes its data."""
+        """Stop every process this cluster started (pid records only); purge also wipes its data, so its
+        processes are killed (SIGKILL) instead: nothing a clean shutdown would write is kept (three brokers'
+        controlled shutdown took ~7 s, paid by every test cluster)."""
         nodes = [self.node_name(n) for n in self.layout.node_ids]
-        self.supervisor.stop("exporter", timeout=10)
+
+        def stop(name: str, timeout: float) -> None:
+            if purge:
+                self.supervisor.kill(name, timeout)
+            else:
+                self.supervisor.stop(name, timeout)
+        stop("exporter", 10)
         with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
-            list(pool.map(lambda name: self.supervisor.stop(name, timeout=20), nodes))
+            list(pool.map(lambda name: stop(name, 20), nodes))
         for name in ("prometheus", "toxiproxy"):
-            self.supervisor.stop(name, timeout=10)
+            stop(name, 10)
         for name in self.supervisor.names():
             if not self.supervisor.is_running(name):
                 self.supervisor.forget(name)

@@ -606,7 +606,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "lists active faults (txnlab chaos heal --cluster heals them)")
     up.set_defaults(func=cmd_cluster_up)
     down = csub.add_parser("down", help="stop every process the cluster started")
-    down.add_argument("--purge", action="store_true", help="also delete the cluster's data")
+    down.add_argument("--purge", action="store_true",
+                      help="also delete the cluster's data (its processes are then killed, not shut down cleanly)")
     down.set_defaults(func=cmd_cluster_down)
     status = csub.add_parser("status", help="per node pid, ports, health, active controller")
     status.add_argument("--json", action="store_true")
