@@ -460,7 +460,7 @@ def kafka_consume(conn: ConnectionSettings, gen: dict, workdir: Path, isolation:
     committed = gen["records_by_outcome"]["ok"] if isolation == "read_committed" else gen["records"]
     config = workdir / f"consumer-perf-{isolation}.properties"
     config.write_text("".join(f"{k}={v}\n" for k, v in {**conn.java_properties(), "isolation.level": isolation}.items()))
-    argv = [java_binary(), *PERF_JVM, f"-Dlog4j2.configurationFile={TEMPLATES / 'log4j2-tools.yaml'}",
+    argv = [java_binary(), *PERF_JVM, f"-Dlog4j2.configurationFile={TEMPLATES / 'log4j2-tools.properties'}",
             "-cp", f"{require_kafka_libs()}/*", "org.apache.kafka.tools.ConsumerPerformance",
             "--bootstrap-server", conn.bootstrap, "--include", "^(" + "|".join(map(re.escape, gen["topics"])) + ")$",
             "--num-records", str(committed), "--command-config", str(config),

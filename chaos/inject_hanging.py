@@ -25,6 +25,10 @@ from cluster.errors import TxnlabError
 
 VERIFICATION_CONFIG = "transaction.partition.verification.enable"
 MAX_TIMEOUT_CONFIG = "transaction.max.timeout.ms"
+# A setting the broker answered about but has none of: its release predates it (Kafka 3.5 has no partition
+# verification). It is left out of the answer, or, when a server.properties line names it, reported with
+# config type UNKNOWN (and as sensitive, without its value).
+NO_SUCH_SETTING = "<no such setting>"
 WANTED_TRANSACTION_TIMEOUT_MS = 60000
 INIT_PRODUCER_ID_TIMEOUT_S = 30.0
 
@@ -48,8 +52,9 @@ class InjectedHanging:
 
 
 def verification_blocks_injection(value: str | None) -> bool:
-    """True unless the broker says verification is off: an unknown value counts as on."""
-    return value is None or value.strip().lower() != "false"
+    """True unless the broker says verification is off, or has no such setting (a release before KIP-890 part 1,
+    Kafka 3.6, verifies nothing): an unknown value counts as on."""
+    return value != NO_SUCH_SETTING and (value is None or value.strip().lower() != "false")
 
 
 def transaction_timeout_ms(broker_max_ms: str | None) -> int:
@@ -103,12 +108,16 @@ def _leader(admin: ClusterAdmin, topic: str, partition: int) -> int:
 
 
 def broker_configs(client: KafkaAdminClient, broker_id: int, names: tuple[str, ...]) -> dict[str, str | None]:
-    """The named configs as broker broker_id reports them (DescribeConfigs). Missing ones are left out;
-    kafka-python drops a resource's error (e.g. not authorized): then every name is unknown."""
+    """The named configs as broker broker_id reports them (DescribeConfigs). kafka-python drops a resource's
+    error (e.g. not authorized): an empty answer leaves every name out (unknown). In an answer that names some of
+    them, one the broker left out or typed UNKNOWN is NO_SUCH_SETTING."""
     resource = ConfigResource(ConfigResourceType.BROKER, str(broker_id), list(names))
     described = client.describe_configs([resource], config_filter="all")
     entries = described.get("broker", {}).get(str(broker_id), {})
-    return {name: entries[name].get("value") for name in names if name in entries}
+    if not any(entry.get("config_type") != "UNKNOWN" for entry in entries.values()):
+        return {}
+    return {name: NO_SUCH_SETTING if name not in entries or entries[name].get("config_type") == "UNKNOWN"
+            else entries[name].get("value") for name in names}
 
 
 def init_transactional_producer(admin: ClusterAdmin, transactional_id: str, timeout_ms: int) -> raw.ProducerIdAndEpoch:

@@ -613,6 +613,10 @@ def parse_spec(data: dict[str, Any], source: str = "<spec>", short: bool = False
 #             anomalies on the affected side, or errors (exception class names) a workload recorded there, or
 #             client calls that stalled there (a stall's `call`); alerts it should raise
 #     experiment: {name, workloads, duration_s, schedule, probes, quiescence, restart, short}
+#     variants: {name: {description, fixed_in, affected, fixed}}   other pairs of sides under the same experiment
+#             (`txnlab bugs run ID --variant NAME`): e.g. the bug still reached on a fixed release with its fix
+#             turned off; `affected` and `fixed` are the bug's natural sides (the releases before and after its fix,
+#             with their defaults)
 BUGS_DIR = Path(__file__).with_name("bugs")
 BUG_SIDES = ("affected", "fixed")
 
@@ -654,6 +658,14 @@ class BugExpect(_Strict):
         return self
 
 
+class BugVariant(_Strict):
+    """Another pair of sides for a bug's experiment, and why it is worth running."""
+    description: str = Field(min_length=1)
+    fixed_in: str | None = None         # the bug's own when not given
+    affected: BugSide
+    fixed: BugSide
+
+
 class BugSpec(_Strict):
     id: str = Field(pattern=r"^(KAFKA-\d+|[a-z][a-z0-9-]*-\d+)$")
     title: str = Field(min_length=1)
@@ -666,6 +678,8 @@ class BugSpec(_Strict):
     fixed: BugSide
     expect: BugExpect
     experiment: dict[str, Any]
+    variants: dict[str, BugVariant] = {}
+    variant: str | None = None          # the variant whose sides `affected` and `fixed` are (load_bug), None: natural
 
     @property
     def client_bug(self) -> bool:
@@ -679,9 +693,10 @@ def bug_files() -> dict[str, Path]:
             for path in sorted(BUGS_DIR.glob("*.yaml"))}
 
 
-def load_bug(path_or_id: str | Path) -> BugSpec:
-    """A bug document by file or id (any case), its experiment checked on both sides in both modes;
-    SpecError names every problem."""
+def load_bug(path_or_id: str | Path, variant: str | None = None) -> BugSpec:
+    """A bug document by file or id (any case), its experiment checked on both sides of every pair (the natural
+    one and each variant) in both modes; with `variant`, the bug whose sides are that variant's. SpecError names
+    every problem."""
     path = Path(path_or_id)
     if not path.is_file():
         found = {bug_id.lower(): file for bug_id, file in bug_files().items()}
@@ -695,10 +710,24 @@ def load_bug(path_or_id: str | Path) -> BugSpec:
         raise SpecError(str(path), _problems(exc)) from None
     if "cluster" in bug.experiment:
         raise SpecError(str(path), [("experiment.cluster", "each side brings its own cluster: leave it out")])
-    for side in BUG_SIDES:
-        for short in (False, True):
-            bug_side_spec(bug, side, Path("bug-state"), 20000, short)
-    return bug
+    if bug.variant is not None:
+        raise SpecError(str(path), [("variant", "chosen when the bug is run (--variant), not written in its file")])
+    pairs = {None: bug, **{name: with_variant(bug, name) for name in bug.variants}}
+    for pair in pairs.values():
+        for side in BUG_SIDES:
+            for short in (False, True):
+                bug_side_spec(pair, side, Path("bug-state"), 20000, short)
+    if variant not in pairs:
+        raise SpecError(str(path), [("variant", f"{bug.id} has no variant {variant!r}; its variants: "
+                                                f"{', '.join(bug.variants) or 'none'}")])
+    return pairs[variant]
+
+
+def with_variant(bug: BugSpec, name: str) -> BugSpec:
+    """The bug with a variant's sides (and fix) in place of its natural ones."""
+    chosen = bug.variants[name]
+    return bug.model_copy(update={"affected": chosen.affected, "fixed": chosen.fixed, "variant": name,
+                                  "fixed_in": chosen.fixed_in or bug.fixed_in})
 
 
 def matching_bugs(stall: dict) -> list[BugSpec]:

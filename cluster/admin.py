@@ -15,6 +15,7 @@ from typing import Mapping
 import kafka.errors as Errors
 
 from kafka.admin import KafkaAdminClient
+from kafka.protocol.admin import DescribeQuorumRequest
 from kafka.protocol.metadata import CoordinatorType
 
 from cluster.connection import ConnectionSettings
@@ -107,8 +108,16 @@ class ClusterAdmin:
         self.client.close()
 
     def registered_brokers(self) -> list[int]:
-        return sorted(b["broker_id"] for b in self.client.describe_cluster()["brokers"]
-                      if not b.get("is_fenced"))
+        """The registered, unfenced brokers (DescribeCluster). kafka-python 3.0.12's describe_cluster fails on a
+        broker that answers DescribeCluster below v1 (Kafka before 3.7: KeyError 'endpoint_type', docs/findings.md);
+        there the brokers of a Metadata answer, which in KRaft lists the unfenced ones."""
+        try:
+            return sorted(b["broker_id"] for b in self.client.describe_cluster()["brokers"] if not b.get("is_fenced"))
+        except KeyError as exc:
+            if exc.args != ("endpoint_type",):
+                raise
+        metadata = self.client._manager.run(self.client._get_cluster_metadata, [])
+        return sorted(b["node_id"] for b in metadata["brokers"])
 
     def partitions(self, topic: str, unknown_grace_s: float = 5.0) -> list[PartitionState]:
         """A topic unknown to the broker asked is asked again for a few seconds: brokers apply a new topic's
@@ -158,10 +167,27 @@ class ClusterAdmin:
         self.client.elect_leaders(PREFERRED_ELECTION, raise_errors=False)
 
     def active_controller(self) -> int:
-        """The leader of the KRaft metadata quorum (DescribeQuorum)."""
-        quorum = self.client.describe_metadata_quorum()
-        topic = quorum["topics"][0]["partitions"][0]
-        return int(topic["leader_id"])
+        """The leader of the KRaft metadata quorum (DescribeQuorum). kafka-python 3.0.12's describe_metadata_quorum
+        fails on an answer below v2 (Kafka before 3.8: KeyError 'error_message', docs/findings.md): there the same
+        request is sent and its answer read here."""
+        try:
+            quorum = self.client.describe_metadata_quorum()
+        except KeyError as exc:
+            if exc.args != ("error_message",):
+                raise
+            quorum = self.client._manager.run(self._describe_quorum)
+        return int(quorum["topics"][0]["partitions"][0]["leader_id"])
+
+    async def _describe_quorum(self) -> dict:
+        topic = DescribeQuorumRequest.TopicData
+        request = DescribeQuorumRequest(topics=[topic(topic_name="__cluster_metadata",
+                                                      partitions=[topic.PartitionData(partition_index=0)])])
+        response = await self.client._manager.send(request)
+        errors = [Errors.for_code(response.error_code)] + [Errors.for_code(p.error_code) for t in response.topics
+                                                           for p in t.partitions]
+        if failed := [e for e in errors if e is not Errors.NoError]:
+            raise failed[0]("DescribeQuorum")
+        return response.to_dict()
 
 
 def _leader(leader_id: int) -> int | None:

@@ -46,7 +46,7 @@ def java_command(main: str, args: list[str], heap: str = "256m", jvm: list[str] 
     libs = require_kafka_libs(version)
     entries = [str(entry) for entry in classpath or []] + [f"{libs}/*"]
     return [java_binary(), f"-Xmx{heap}", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-            f"-Dlog4j2.configurationFile={TEMPLATES / 'log4j2-tools.yaml'}", *(jvm or []),
+            f"-Dlog4j2.configurationFile={TEMPLATES / 'log4j2-tools.properties'}", *(jvm or []),
             "-cp", os.pathsep.join(entries), main, *args]
 
 

@@ -54,6 +54,11 @@ BASE_BROKER_CONFIG: dict[str, str] = {
 # create a real hanging transaction. Never for production clusters.
 HANGING_DRILL_BROKER_CONFIG: dict[str, str] = {"transaction.partition.verification.enable": "false"}
 HANGING_DRILL_FEATURES: dict[str, str] = {"transaction.version": "1"}
+# transaction.version (KIP-890 part 2) is a feature from Kafka 4.0 on. An older release has no such feature and
+# behaves as its levels 0 and 1 (no epoch bump per transaction; 3.6-3.9 verify partitions when
+# transaction.partition.verification.enable, KIP-890 part 1, 3.5 does not): those levels are dropped from its
+# storage format, a higher one is refused.
+TRANSACTION_VERSION_SINCE = (4, 0)
 # A drill cluster (the demo's and the tests'): hanging transactions can be injected, and a 15 s
 # transaction.max.timeout.ms lets LSOStuck (stuck for longer than the max timeout) fire within a drill.
 DRILL_TXN_MAX_TIMEOUT_MS = 15000
@@ -99,6 +104,19 @@ class ClusterLayout:
             raise LayoutError(f"nodes must be 1..{MAX_NODES}, got {self.nodes}")
         if not 1024 <= self.base_port <= 64000:
             raise LayoutError(f"base_port must be 1024..64000, got {self.base_port}")
+        tv = str(self.features.get("transaction.version", ""))
+        if tv and versions.release(self.kafka_version) < TRANSACTION_VERSION_SINCE and tv not in ("0", "1"):
+            raise LayoutError(f"Kafka {self.kafka_version} has no transaction.version {tv} (KIP-890 part 2 arrived in "
+                              f"{'.'.join(map(str, TRANSACTION_VERSION_SINCE))}): its transactions are those of levels "
+                              "0 and 1; choose a 4.x release or drop the feature")
+
+    @property
+    def storage_features(self) -> dict[str, str]:
+        """The features the nodes' storage is formatted with (kafka-storage format --feature): `features`, less a
+        transaction.version on a release that has none (its level, 0 or 1, is that release's only behaviour)."""
+        if versions.release(self.kafka_version) < TRANSACTION_VERSION_SINCE:
+            return {k: v for k, v in self.features.items() if k != "transaction.version"}
+        return dict(self.features)
 
     @property
     def node_ids(self) -> list[int]:

@@ -397,7 +397,7 @@ class LocalCluster:
 
     def _format_storage(self, node: int) -> None:
         args = ["format", "-t", str(self.cluster_id), "-c", str(self.layout.properties_file(node)), "--ignore-formatted"]
-        for name, level in sorted(self.layout.features.items()):
+        for name, level in sorted(self.layout.storage_features.items()):
             args += ["--feature", f"{name}={level}"]
         java.run_tool("kafka.tools.StorageTool", args, version=self.layout.kafka_version,
                       secret_args=security.format_arguments(self.secrets) if self.layout.secured else None)
@@ -407,7 +407,7 @@ class LocalCluster:
         agent = f"{versions.jmx_agent_jar(self.layout.kafka_version)}={LOOPBACK}:{self.layout.jmx_port(node)}:{java.TEMPLATES / 'jmx-kafka.yaml'}"
         jvm = [f"-Xms{self.layout.heap}", f"-Xmx{self.layout.heap}", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
                "-XX:InitiatingHeapOccupancyPercent=35", "-Djava.awt.headless=true",
-               f"-Dkafka.logs.dir={logs}", f"-Dlog4j2.configurationFile={java.TEMPLATES / 'log4j2.yaml'}",
+               f"-Dkafka.logs.dir={logs}", f"-Dlog4j2.configurationFile={java.TEMPLATES / 'log4j2.properties'}",
                f"-javaagent:{agent}", f"-Dtxnlab.node={self.layout.state_dir}/node-{node}"]
         return [java.java_binary(), *jvm, "-cp", f"{java.require_kafka_libs(self.layout.kafka_version)}/*", "kafka.Kafka",
                 str(self.layout.properties_file(node))]

@@ -356,6 +356,12 @@ CONFIG_GAUGES = (
 )
 
 
+VERIFICATION_SETTING = "transaction.partition.verification.enable"
+# Features txnlab reads whose absence says something: a cluster whose brokers know no transaction.version (neither
+# supported nor finalized) runs a release before Kafka 4.0, whose transactions are those of its levels 0 and 1
+EXPECTED_FEATURES = ("transaction.version",)
+
+
 def config_families(res: ConfigsResult | None) -> Iterator[Family]:
     if res is None:
         return
@@ -368,9 +374,18 @@ def config_families(res: ConfigsResult | None) -> Iterator[Family]:
     verify = _gauge("broker_transaction_partition_verification_enabled", "Broker setting "
                     "transaction.partition.verification.enable (KIP-890), 1 or 0" + CACHED, ["broker"])
     for broker, configs in sorted(res.configs.items()):
-        if "transaction.partition.verification.enable" in configs:
-            verify.add_metric([str(broker)], 1.0 if configs["transaction.partition.verification.enable"] == "true" else 0.0)
+        if VERIFICATION_SETTING in configs:
+            verify.add_metric([str(broker)], 1.0 if configs[VERIFICATION_SETTING] == "true" else 0.0)
     yield verify
+    absent = _gauge("broker_setting_absent", "1: the broker answered DescribeConfigs without this setting, so its "
+                    "release has none and the setting's family has no series for it (transaction.partition."
+                    "verification.enable arrived in Kafka 3.6, KIP-890 part 1: a 3.5 broker has no partition "
+                    "verification)" + CACHED, ["broker", "setting"])
+    for broker, configs in sorted(res.configs.items()):
+        for key in [key for _, key, _ in CONFIG_GAUGES] + [VERIFICATION_SETTING]:
+            if key not in configs:
+                absent.add_metric([str(broker), key], 1.0)
+    yield absent
 
 
 # ---- consumer groups against the LSO ------------------------------------------------------------------------
@@ -428,6 +443,14 @@ def feature_families(res: FeaturesResult | None) -> Iterator[Family]:
     for name, level in sorted(res.levels.items()):
         family.add_metric([name], level)
     yield family
+    absent = _gauge("cluster_feature_absent", "1: the brokers know no such feature (ApiVersions lists it neither "
+                    "supported nor finalized), so cluster_finalized_feature_level has no series for it: no "
+                    "transaction.version before Kafka 4.0, whose transactions are those of levels 0 and 1 (no "
+                    "epoch bump per transaction)" + CACHED, ["feature"])
+    for name in EXPECTED_FEATURES:
+        if name not in res.levels:
+            absent.add_metric([name], 1.0)
+    yield absent
 
 
 def readable_lag_families(res: ReadableLagResult | None, per_partition: bool) -> Iterator[Family]:

@@ -47,6 +47,7 @@ class BugOptions:
     master: str = "local[*]"
     base_port: int = BUGS_BASE_PORT
     state_root: Path | None = None         # default $TXNLAB_HOME/bugs
+    variant: str | None = None             # another pair of sides of the bug (chaos/spec.py BugVariant); None: natural
 
 
 def expectation(bug: BugSpec) -> str:
@@ -127,25 +128,27 @@ def judge(run_dir: Path, expected: list[str], errors: tuple[str, ...] = (), stal
 
 class BugRun:
     def __init__(self, bug: str | BugSpec, options: BugOptions, progress: Progress = print):
-        self.bug = bug if isinstance(bug, BugSpec) else load_bug(bug)
+        self.bug = bug if isinstance(bug, BugSpec) else load_bug(bug, options.variant)
         if options.tries < 1:
             raise BugRunError(f"tries must be >= 1, got {options.tries}")
         self.options, self.say = options, progress
         self.started = time.time()
-        self.dir = Path(options.runs_dir).resolve() / f"{time.strftime('%Y%m%d-%H%M%S')}-{self.bug.id.lower()}"
+        variant = f"-{self.bug.variant}" if self.bug.variant else ""
+        self.dir = Path(options.runs_dir).resolve() / f"{time.strftime('%Y%m%d-%H%M%S')}-{self.bug.id.lower()}{variant}"
         self.dir.mkdir(parents=True, exist_ok=False)
         self.state_root = options.state_root or txnlab_home() / "bugs"
         levels = [side_label(self.bug, side) for side in BUG_SIDES]
         self.suite = {"id": self.dir.name, "started": self.started, "ended": None, "seed": options.seed,
                       "kafka_version": ", ".join(sorted({getattr(self.bug, s).kafka_version or kafka_version()
                                                          for s in BUG_SIDES})),
-                      "title": f"{self.bug.id}: {self.bug.title}", "experiments": [], "levels": levels,
+                      "title": f"{self.bug.id}{f' ({self.bug.variant})' if self.bug.variant else ''}: {self.bug.title}",
+                      "experiments": [], "levels": levels,
                       "comparison": {"title": f"{self.bug.id}: the affected side beside the fixed side",
                                      "note": f"{self.bug.description.strip()} Fixed in: {self.bug.fixed_in}. "
                                              f"Expected on the affected side: {expectation(self.bug)}; "
                                              f"on the fixed side: none."},
                       "runs": [], "verify_exit": {}, "errors": []}
-        self.outcome = {"bug": self.bug.id, "url": self.bug.url, "links": self.bug.links, "title": self.bug.title, "fixed_in": self.bug.fixed_in,
+        self.outcome = {"bug": self.bug.id, "variant": self.bug.variant, "url": self.bug.url, "links": self.bug.links, "title": self.bug.title, "fixed_in": self.bug.fixed_in,
                         "expected_checks": self.bug.expect.checks, "expected_errors": self.bug.expect.errors,
                         "short": options.short, "tries": options.tries,
                         "sides": {side: {"label": getattr(self.bug, side).label, "runs": []} for side in BUG_SIDES}}

@@ -435,6 +435,10 @@ def cmd_bugs_list(args: argparse.Namespace) -> int:
     for bug_id in bug_files():
         bug = load_bug(bug_id)
         table.add_row(bug.id, bug.title, bug.affected.label, bug.fixed.label, expectation(bug))
+        for name in bug.variants:
+            variant = load_bug(bug_id, name)
+            table.add_row(f"  --variant {name}", bug.variants[name].description, variant.affected.label,
+                          variant.fixed.label, "")
     Console(width=None if sys.stdout.isatty() else 160).print(table)
     return 0
 
@@ -444,7 +448,7 @@ def cmd_bugs_run(args: argparse.Namespace) -> int:
     every fixed one, 1 not so, 2 a try or a verification did not run."""
     from report.bugs import BugOptions, BugRun, exit_code
     options = BugOptions(tries=args.tries, short=not args.full, seed=args.seed, runs_dir=args.runs_dir,
-                         base_port=args.base_port)
+                         base_port=args.base_port, variant=args.variant)
     outcome = BugRun(args.bug, options, progress=lambda msg: print(msg, file=sys.stderr, flush=True)).run()
     _print_summary(outcome["report"])
     print(Path(outcome["report"]["directory"]) / "report.html")
@@ -490,6 +494,8 @@ def _add_demo_commands(sub) -> None:
     brun.add_argument("bug", help="a catalogued bug id (e.g. KAFKA-14402, librdkafka-5456) or a bug file")
     brun.add_argument("--tries", type=int, default=1, help="runs per side (each verified)")
     brun.add_argument("--full", action="store_true", help="the experiment's full mode (default: short)")
+    brun.add_argument("--variant", help="another pair of sides the bug's file names (`txnlab bugs list`; default: "
+                                        "its natural sides, the releases before and after its fix)")
     brun.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where the suite directory goes")
     brun.add_argument("--seed", type=int, default=1)
     brun.add_argument("--base-port", type=int, default=25000, help="the sides' clusters' first port (one at a time)")

@@ -13,6 +13,7 @@ import pytest
 import requests
 from confluent_kafka import Producer
 
+from cluster import versions
 from cluster.waiting import wait_until
 from tests.integration.exporter_helpers import metric, running_exporter, scrape, value
 
@@ -116,8 +117,26 @@ def test_exporter_command_serves_health_ready_and_metrics_and_stops_on_sigterm(c
         assert value(samples, "kafkatxn_up") == 1
         assert value(samples, "kafkatxn_partition_lso_lag", topic=topic, partition=0) == 0
         assert value(samples, "kafkatxn_broker_transaction_max_timeout_seconds", broker=1) == 900
+        assert_what_the_release_lacks_is_named(url)
     finally:
         proc.send_signal(signal.SIGTERM)
         output, _ = proc.communicate(timeout=30)
     assert proc.returncode == 0, output
     assert "serving http://127.0.0.1" in output and "never-shown" not in output
+
+
+def assert_what_the_release_lacks_is_named(url: str) -> None:
+    """Partition verification is a setting from Kafka 3.6 (KIP-890 part 1), transaction.version a feature from
+    4.0: a release without one serves it as absent, one with it serves its value (the shared cluster runs the
+    defaults: verification on)."""
+    release = versions.release()
+    samples = wait_until(lambda: (s := scrape(url)) if value(s, "kafkatxn_cluster_finalized_feature_level",
+                                                               feature="metadata.version") is not None else None,
+                         30, "the features collected")
+    verifying = value(samples, "kafkatxn_broker_transaction_partition_verification_enabled", broker=1)
+    no_setting = value(samples, "kafkatxn_broker_setting_absent", broker=1,
+                       setting="transaction.partition.verification.enable")
+    assert (verifying, no_setting) == ((None, 1) if release < (3, 6) else (1, None)), (release, verifying, no_setting)
+    tv = value(samples, "kafkatxn_cluster_finalized_feature_level", feature="transaction.version")
+    no_feature = value(samples, "kafkatxn_cluster_feature_absent", feature="transaction.version")
+    assert (tv is None, no_feature) == ((True, 1) if release < (4, 0) else (False, None)), (release, tv, no_feature)

@@ -162,6 +162,22 @@ def test_broker_thresholds_in_seconds():
     assert get("kafkatxn_broker_producer_id_expiration_seconds", broker="1") == 86400
     assert get("kafkatxn_broker_transactional_id_expiration_seconds", broker="1") is None
     assert get("kafkatxn_broker_transaction_partition_verification_enabled", broker="1") == 0
+    assert get("kafkatxn_broker_setting_absent", broker="1", setting="transactional.id.expiration.ms") == 1
+    assert get("kafkatxn_broker_setting_absent", broker="1", setting="transaction.max.timeout.ms") is None
+
+
+def test_a_setting_or_feature_the_release_lacks_is_served_as_absent_not_left_out():
+    """Kafka 3.5 knows no partition verification, 3.x no transaction.version: each is named absent."""
+    configs = ConfigsResult(configs={1: {"transaction.max.timeout.ms": "900000", "producer.id.expiration.ms": "1",
+                                         "transactional.id.expiration.ms": "1"}})
+    bg = Background(configs=configs, features=FeaturesResult({"metadata.version": 11}))
+    get, _ = scrape(FakeService(offsets_view(), bg))
+    assert get("kafkatxn_broker_transaction_partition_verification_enabled", broker="1") is None
+    assert get("kafkatxn_broker_setting_absent", broker="1", setting="transaction.partition.verification.enable") == 1
+    assert get("kafkatxn_cluster_feature_absent", feature="transaction.version") == 1
+    assert get("kafkatxn_cluster_finalized_feature_level", feature="metadata.version") == 11
+    get, _ = scrape(FakeService(offsets_view(), Background(features=FeaturesResult({"transaction.version": 0}))))
+    assert get("kafkatxn_cluster_feature_absent", feature="transaction.version") is None      # supported, level 0
 
 
 def test_consumer_group_lag_against_lso_and_hwm():

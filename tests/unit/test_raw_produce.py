@@ -11,7 +11,7 @@ from kafka.record.memory_records import MemoryRecords
 from kafka.structs import TopicPartition
 
 from chaos import _raw_produce as raw
-from chaos.inject_hanging import (broker_configs, transaction_timeout_ms, verification_blocks_injection,
+from chaos.inject_hanging import (NO_SUCH_SETTING, broker_configs, transaction_timeout_ms, verification_blocks_injection,
                            verification_enabled_message)
 from chaos.producer_flood import assign_round_robin, ids_per_partition, produce_requests
 
@@ -82,9 +82,9 @@ def test_producer_id_of_reads_id_and_epoch_or_raises():
 
 @pytest.mark.parametrize("value,blocks", [
     ("false", False), ("FALSE", False), (" false ", False),
-    ("true", True), (None, True), ("", True), ("maybe", True),
+    ("true", True), (None, True), ("", True), ("maybe", True), (NO_SUCH_SETTING, False),
 ])
-def test_only_an_explicit_false_lets_the_injection_through(value, blocks):
+def test_only_an_explicit_false_or_no_such_setting_lets_the_injection_through(value, blocks):
     assert verification_blocks_injection(value) is blocks
 
 
@@ -105,11 +105,15 @@ class _DescribedConfigs:
         return self.answer
 
 
-def test_broker_configs_asks_the_broker_and_leaves_missing_names_out():
-    client = _DescribedConfigs({"broker": {"2": {"a": {"value": "false"}, "other": {"value": "x"}}}})
-    assert broker_configs(client, 2, ("a", "b")) == {"a": "false"}
-    assert client.asked == [([("BROKER", "2", ["a", "b"])], "all")]
+def test_broker_configs_asks_the_broker_and_names_what_it_has_no_setting_for():
+    client = _DescribedConfigs({"broker": {"2": {"a": {"value": "false", "config_type": "BOOLEAN"},
+                                                 "c": {"value": None, "config_type": "UNKNOWN"}}}})
+    assert broker_configs(client, 2, ("a", "b", "c")) == {"a": "false", "b": NO_SUCH_SETTING, "c": NO_SUCH_SETTING}
+    assert client.asked == [([("BROKER", "2", ["a", "b", "c"])], "all")]
     assert broker_configs(_DescribedConfigs({}), 2, ("a",)) == {}      # a refused resource: all unknown
+    # Kafka 3.5 with a server.properties line it does not know: only UNKNOWN entries say nothing of the others
+    unknown_only = _DescribedConfigs({"broker": {"2": {"c": {"value": None, "config_type": "UNKNOWN"}}}})
+    assert broker_configs(unknown_only, 2, ("a", "c")) == {}
 
 
 @pytest.mark.parametrize("broker_max,expected", [("15000", 15000), ("900000", 60000), (None, 60000), ("x", 60000)])

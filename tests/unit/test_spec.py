@@ -109,7 +109,7 @@ def fault(kind: str, at_s: float = 10, duration_s: float = 5, **params) -> dict:
      "workloads[0].options: --request-timeout-s 10 exceeds --transaction-timeout-ms 5000 + 100 ms: the client "
      "refuses it"),
     ({"cluster": {"local": {"kafka_version": "3.5.1"}}},
-     "cluster.local.kafka_version: Kafka 3.5.1 is not supported: choose one of 4.0.2, "),
+     "cluster.local.kafka_version: Kafka 3.5.1 is not supported: choose one of 3.5.2, 3.6.2, "),
 ])
 def test_a_bad_spec_names_the_field(changes, expected):
     assert expected in problems_of(minimal_spec(**changes))
@@ -294,13 +294,37 @@ def test_every_catalogued_bug_loads_with_both_sides_in_both_modes():
             assert spec.cluster.local.state_dir == Path("/tmp/s") and spec.cluster.local.base_port == 24000
 
 
-def test_the_sides_of_kafka_14402_differ_only_in_partition_verification():
+def test_kafka_14402s_natural_sides_are_the_releases_around_its_fix_with_their_defaults():
     bug = load_bug("KAFKA-14402")
+    assert bug.variant is None and set(bug.variants) == {"verification-off"}
+    affected, fixed = (bug_side_spec(bug, side, Path("/s"), 24000, short=False).cluster.local for side in ("affected", "fixed"))
+    assert (affected.kafka_version, fixed.kafka_version) == ("3.5.2", "3.6.2")
+    assert affected.broker_overrides() == fixed.broker_overrides() == {}
+    assert affected.feature_overrides() == fixed.feature_overrides() == {}
+
+
+def test_its_verification_off_variant_differs_only_in_partition_verification():
+    bug = load_bug("KAFKA-14402", "verification-off")
+    assert bug.variant == "verification-off" and bug.fixed_in == load_bug("KAFKA-14402").fixed_in
     affected, fixed = (bug_side_spec(bug, side, Path("/s"), 24000, short=False).cluster.local for side in ("affected", "fixed"))
     assert affected.broker_overrides() == {"transaction.partition.verification.enable": "false"}
     assert fixed.broker_overrides() == {}
     assert affected.feature_overrides() == fixed.feature_overrides() == {"transaction.version": "1"}
     assert affected.kafka_version == fixed.kafka_version == "4.3.1"
+
+
+def test_kafka_17754_is_affected_on_the_newest_3x_and_fixed_by_transaction_version_2():
+    bug = load_bug("KAFKA-17754")
+    affected, fixed = (bug_side_spec(bug, side, Path("/s"), 24000, short=False).cluster.local for side in ("affected", "fixed"))
+    assert (affected.kafka_version, fixed.kafka_version) == ("3.9.1", "4.0.2")
+    assert fixed.feature_overrides() == {"transaction.version": "2"} and affected.feature_overrides() == {}
+    tv1 = load_bug("KAFKA-17754", "tv1")
+    assert tv1.affected.kafka_version == tv1.fixed.kafka_version == "4.3.1"
+
+
+def test_an_unknown_variant_names_the_bugs_variants():
+    with pytest.raises(SpecError, match="KAFKA-14402 has no variant 'off'; its variants: verification-off"):
+        load_bug("KAFKA-14402", "off")
 
 
 @pytest.mark.parametrize("change, expected", [
@@ -309,6 +333,9 @@ def test_the_sides_of_kafka_14402_differ_only_in_partition_verification():
      "KAFKA-14402 (affected side):\n  cluster.local.kafka_version: Kafka 3.5.1 is not supported"),
     (lambda d: d["experiment"].update(cluster={"local": {}}), "experiment.cluster: each side brings its own cluster"),
     (lambda d: d["experiment"]["schedule"]["faults"][0].update(kind="kil-broker"), "schedule.faults[0].kind"),
+    (lambda d: d["variants"]["verification-off"]["fixed"].update(kafka_version="9.9.9"),
+     "KAFKA-14402 (fixed side):\n  cluster.local.kafka_version: Kafka 9.9.9 is not supported"),
+    (lambda d: d.update(variant="verification-off"), "variant: chosen when the bug is run"),
     (lambda d: d.pop("expect"), "expect: Field required"),
     (lambda d: d.update(expect={"checks": []}), "expect: name the checks, the errors or the stalled calls that show the bug"),
 ])

@@ -39,10 +39,27 @@ def test_the_supported_releases_include_the_pin_and_the_variable_chooses_among_t
 
 def test_an_unsupported_release_is_a_clear_user_error(monkeypatch):
     monkeypatch.setenv(versions.KAFKA_VERSION_VARIABLE, "3.5.1")
-    with pytest.raises(TxnlabError, match=r"Kafka 3\.5\.1 is not supported: choose one of 4\.0\.2, .*4\.4\.0"):
+    with pytest.raises(TxnlabError, match=r"Kafka 3\.5\.1 is not supported: choose one of 3\.5\.2, .*3\.9\.1, 4\.0\.2, .*4\.4\.0"):
         versions.kafka_version()
     with pytest.raises(LayoutError, match="Kafka 9.9.9 is not supported"):
         ClusterLayout(state_dir=Path("/tmp/x"), kafka_version="9.9.9")
+
+
+def test_the_kraft_3x_lines_are_supported_beside_4x():
+    supported = versions.supported_kafka_versions()
+    assert {"3.5.2", "3.6.2", "3.7.2", "3.8.1", "3.9.1"} <= set(supported)
+    assert [versions.release(v) for v in supported] == sorted(versions.release(v) for v in supported)   # oldest first
+
+
+def test_transaction_version_is_a_4x_feature(tmp_path):
+    """Before 4.0 no transaction.version exists: levels 0 and 1 are the release's only behaviour (left out of the
+    storage format), a higher level is refused, a 4.x release formats with what was asked."""
+    old = ClusterLayout(state_dir=tmp_path, kafka_version="3.9.1", features={"transaction.version": "1", "x.y": "2"})
+    assert old.storage_features == {"x.y": "2"}
+    new = ClusterLayout(state_dir=tmp_path, kafka_version="4.0.2", features={"transaction.version": "2"})
+    assert new.storage_features == {"transaction.version": "2"}
+    with pytest.raises(LayoutError, match=r"Kafka 3\.5\.2 has no transaction\.version 2 .*KIP-890 part 2.*4\.0"):
+        ClusterLayout(state_dir=tmp_path, kafka_version="3.5.2", features={"transaction.version": "2"})
 
 
 def test_a_layout_runs_the_chosen_release_else_the_variable_else_the_pin(monkeypatch, tmp_path):
