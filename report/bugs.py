@@ -143,10 +143,7 @@ class BugRun:
                                                          for s in BUG_SIDES})),
                       "title": f"{self.bug.id}{f' ({self.bug.variant})' if self.bug.variant else ''}: {self.bug.title}",
                       "experiments": [], "levels": levels,
-                      "comparison": {"title": f"{self.bug.id}: the affected side beside the fixed side",
-                                     "note": f"{self.bug.description.strip()} Fixed in: {self.bug.fixed_in}. "
-                                             f"Expected on the affected side: {expectation(self.bug)}; "
-                                             f"on the fixed side: none."},
+                      "comparison": comparison(self.bug),
                       "runs": [], "verify_exit": {}, "errors": []}
         self.outcome = {"bug": self.bug.id, "variant": self.bug.variant, "url": self.bug.url, "links": self.bug.links, "title": self.bug.title, "fixed_in": self.bug.fixed_in,
                         "expected_checks": self.bug.expect.checks, "expected_errors": self.bug.expect.errors,
@@ -225,9 +222,7 @@ class BugRun:
         return run_dir
 
     def _summarise(self) -> None:
-        affected, fixed = (self.outcome["sides"][s]["runs"] for s in BUG_SIDES)
-        self.outcome["affected_reproduced"] = sum(r["reproduced"] for r in affected)
-        self.outcome["fixed_clean"] = sum(r["clean"] for r in fixed)
+        tally(self.outcome)
         self.outcome["errors"] = self.suite["errors"]
         for side in BUG_SIDES:
             runs = self.outcome["sides"][side]["runs"]
@@ -239,6 +234,46 @@ class BugRun:
                 + (f", recovered {r['recovered']}" if r.get("recovered") is not True else "") for r in runs) or "no run"))
         self._step(f"{self.bug.id}: reproduced on the affected side in {self.outcome['affected_reproduced']} of "
                    f"{self.options.tries}, the fixed side clean in {self.outcome['fixed_clean']} of {self.options.tries}")
+
+
+def comparison(bug: BugSpec) -> dict:
+    """The report's side-by-side heading: the bug, its fix and what shows it."""
+    return {"title": f"{bug.id}: the affected side beside the fixed side",
+            "note": f"{bug.description.strip()} Fixed in: {bug.fixed_in}. Expected on the affected side: "
+                    f"{expectation(bug)}; on the fixed side: none."}
+
+
+def tally(outcome: dict) -> None:
+    """The counts of an outcome from its judged runs."""
+    affected, fixed = (outcome["sides"][s]["runs"] for s in BUG_SIDES)
+    outcome["affected_reproduced"] = sum(r["reproduced"] for r in affected)
+    outcome["fixed_clean"] = sum(r["clean"] for r in fixed)
+
+
+def rejudge(suite_dir: Path, progress: Progress = print) -> dict:
+    """A stored bug suite judged again by the catalog's bug as it is now (what shows a bug can be learnt after its
+    runs): every run from its stored verify report and history, nothing run against a cluster; bug.json and the
+    report rewritten, the outcome (with `rejudged`: when) returned."""
+    suite_dir = Path(suite_dir).resolve()
+    try:
+        outcome = json.loads((suite_dir / "bug.json").read_text())
+        suite = json.loads((suite_dir / build.SUITE_FILE).read_text())
+    except (OSError, ValueError) as exc:
+        raise BugRunError(f"{suite_dir} is not a stored bug suite (bug.json, {build.SUITE_FILE}): {exc}") from None
+    bug = load_bug(outcome["bug"], outcome.get("variant"))
+    for side in BUG_SIDES:
+        outcome["sides"][side]["runs"] = [judge(Path(r["run_dir"]), bug.expect.checks, tuple(bug.expect.errors),
+                                                tuple(bug.expect.stalls)) for r in outcome["sides"][side]["runs"]]
+    tally(outcome)
+    outcome.update(expected_checks=bug.expect.checks, expected_errors=bug.expect.errors, rejudged=time.time())
+    suite["comparison"] = comparison(bug)
+    (suite_dir / build.SUITE_FILE).write_text(json.dumps(suite, indent=2, default=str) + "\n")
+    (suite_dir / "bug.json").write_text(json.dumps(outcome, indent=2, default=str) + "\n")
+    report = build.write(suite_dir)
+    progress(f"{bug.id}: reproduced on the affected side in {outcome['affected_reproduced']} of "
+             f"{len(outcome['sides']['affected']['runs'])}, the fixed side clean in {outcome['fixed_clean']} of "
+             f"{len(outcome['sides']['fixed']['runs'])} (judged again by {', '.join(bug.expect.checks)})")
+    return {**outcome, "report": report}
 
 
 def exit_code(outcome: dict) -> int:

@@ -455,6 +455,15 @@ def cmd_bugs_run(args: argparse.Namespace) -> int:
     return exit_code(outcome)
 
 
+def cmd_bugs_judge(args: argparse.Namespace) -> int:
+    """A stored bug suite judged again by the catalog as it is now; the exit code as `bugs run`'s."""
+    from report.bugs import exit_code, rejudge
+    outcome = rejudge(args.suite, progress=lambda msg: print(msg, file=sys.stderr, flush=True))
+    _print_summary(outcome["report"])
+    print(Path(args.suite) / "report.html")
+    return exit_code(outcome)
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     """Rebuild report.html and report.json from a stored suite or run (no cluster needed)."""
     from report import build
@@ -500,6 +509,10 @@ def _add_demo_commands(sub) -> None:
     brun.add_argument("--seed", type=int, default=1)
     brun.add_argument("--base-port", type=int, default=25000, help="the sides' clusters' first port (one at a time)")
     brun.set_defaults(func=cmd_bugs_run)
+    bjudge = bsub.add_parser("judge", help="judge a stored bug suite again by the catalog as it is now (its runs' "
+                                           "verify reports and histories; nothing runs against a cluster)")
+    bjudge.add_argument("suite", type=Path, help="the suite directory (runs/<stamp>-<bug>)")
+    bjudge.set_defaults(func=cmd_bugs_judge)
     report = sub.add_parser("report", help="rebuild report.html and report.json from a stored suite or run")
     report.add_argument("run_dir", type=Path, help="a suite directory (runs/<id>-demo) or a run directory")
     report.add_argument("--json", action="store_true", help="print report.json")

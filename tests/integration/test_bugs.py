@@ -1,7 +1,10 @@
-"""A catalogued Kafka bug reproduced by faults alone (report/bugs.py, short mode, one try per side), on its
-natural sides: KAFKA-14402 on Kafka 3.5.2 with its defaults (no partition verification exists there) shows the
-anomaly (a transaction no coordinator knows, confirmed hanging by the exporter), on 3.6.2 with its defaults
-(verification on) the same schedule is clean (docs/bugs.md: the reproduction rate in 10 tries per side)."""
+"""A catalogued Kafka bug reproduced by faults alone (report/bugs.py, short mode, one try per side):
+KAFKA-14402's `verification-off` variant, Kafka 4.3.1 with partition verification off, shows the anomaly (a
+transaction no coordinator knows, confirmed hanging by the exporter, or the aborted attempt's records read),
+with verification on the same schedule is clean (docs/bugs.md: 8 of 10 and 10 of 10). Its natural sides,
+Kafka 3.5.2 against 3.6.2 with their defaults, are not run here: 3.6.2's Kafka Streams lost outputs under the same
+faults in 5 of 10 tries, an anomaly of its own whose cause is not named yet (docs/findings.md), so its clean
+side is not one a single try can be asked for."""
 from __future__ import annotations
 
 import json
@@ -19,7 +22,7 @@ BASE_PORT = int(os.environ.get("TXNLAB_TEST_BASE_PORT", "21000")) + 1000     # 2
 
 def run_pair(tmp_path, seed: int) -> dict:
     options = BugOptions(tries=1, short=True, seed=seed, runs_dir=tmp_path, base_port=BASE_PORT,
-                         state_root=txnlab_home() / "test-bugs")
+                         state_root=txnlab_home() / "test-bugs", variant="verification-off")
     return BugRun("KAFKA-14402", options, progress=print).run()
 
 
@@ -34,7 +37,7 @@ def test_kafka_14402_shows_on_the_affected_side_and_not_on_the_fixed_side(tmp_pa
     assert affected["reproduced"], affected
     assert set(affected["anomalies"]) & {"open_at_end", "aborted_read", "torn_transaction"}, affected
     ran = [json.loads((Path(r["run_dir"]) / "cluster.json").read_text())["kafka_version"] for r in (affected, fixed)]
-    assert ran == ["3.5.2", "3.6.2"], ran                    # each side on its own release, as the catalog says
+    assert ran == ["4.3.1", "4.3.1"], ran                    # the variant's release on both sides
     report = outcome["report"]
     affected_run = next(r for r in report["runs"] if r["level"] == report["levels"][0])
     if affected["anomalies"].get("open_at_end"):              # left open: the exporter saw it hang, the alert fired

@@ -81,3 +81,38 @@ def test_the_exit_code_is_0_only_when_every_affected_try_reproduced_and_every_fi
     assert exit_code(outcome([hit, hit], [clean, hit])) == 1
     assert exit_code(outcome([hit], [clean, clean])) == 2                         # a try did not run
     assert exit_code(outcome([hit, hit], [clean, clean], errors=["fixed try 2: boom"])) == 2
+
+
+def test_a_stored_suite_is_judged_again_by_the_catalog_as_it_is_now(tmp_path):
+    """A suite judged when the catalog named fewer checks (here without torn_transaction, which KAFKA-14402's names)
+    counts such a run again, from its stored verify report; nothing else changes."""
+    from report import build
+    from report.bugs import rejudge
+    from tests.unit.test_report import stored_suite
+    suite = stored_suite(tmp_path, versions=(1, 2))
+    data = json.loads((suite / build.SUITE_FILE).read_text())
+    runs = [tmp_path / r["run_dir"] for r in data["runs"]]
+    with_checks(runs[0], torn_transaction=1, open_at_end=0)           # affected: only a torn transaction
+    with_checks(runs[1], open_at_end=2)                                # affected: hanging
+    for run in runs[2:]:
+        with_checks(run, torn_transaction=0, open_at_end=0)            # fixed: clean
+    old = ["open_at_end", "aborted_read"]
+    outcome = {"bug": "KAFKA-14402", "variant": None, "tries": 2, "errors": [],
+               "sides": {"affected": {"runs": [judge(r, old) for r in runs[:2]]},
+                         "fixed": {"runs": [judge(r, old) for r in runs[2:]]}}}
+    assert [r["reproduced"] for r in outcome["sides"]["affected"]["runs"]] == [False, True]
+    (suite / "bug.json").write_text(json.dumps(outcome))
+    got = rejudge(suite, progress=lambda m: None)
+    assert [r["reproduced"] for r in got["sides"]["affected"]["runs"]] == [True, True]
+    assert got["affected_reproduced"] == 2 and got["fixed_clean"] == 2 and exit_code(got) == 0
+    assert "torn_transaction" in got["expected_checks"] and got["rejudged"]
+    stored = json.loads((suite / "bug.json").read_text())
+    assert stored["affected_reproduced"] == 2 and (suite / "report.html").exists()
+    assert "torn_transaction" in json.loads((suite / build.SUITE_FILE).read_text())["comparison"]["note"]
+
+
+def test_judging_a_directory_that_is_no_bug_suite_is_a_clear_error(tmp_path):
+    import pytest
+    from report.bugs import BugRunError, rejudge
+    with pytest.raises(BugRunError, match="is not a stored bug suite"):
+        rejudge(tmp_path)
