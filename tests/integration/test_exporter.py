@@ -130,9 +130,12 @@ def assert_what_the_release_lacks_is_named(url: str) -> None:
     4.0: a release without one serves it as absent, one with it serves its value (the shared cluster runs the
     defaults: verification on)."""
     release = versions.release()
-    samples = wait_until(lambda: (s := scrape(url)) if value(s, "kafkatxn_cluster_finalized_feature_level",
-                                                               feature="metadata.version") is not None else None,
-                         30, "the features collected")
+
+    def features_collected():
+        samples = scrape(url)
+        return samples if value(samples, "kafkatxn_cluster_finalized_feature_level", feature="metadata.version") \
+            is not None else None
+    samples = wait_until(features_collected, 30, "the features collected")
     verifying = value(samples, "kafkatxn_broker_transaction_partition_verification_enabled", broker=1)
     no_setting = value(samples, "kafkatxn_broker_setting_absent", broker=1,
                        setting="transaction.partition.verification.enable")
