@@ -44,7 +44,9 @@ def clean_spec() -> dict:
                                                    "a Kafka Streams application",
             "cluster": {"local": {"state_dir": str(cluster_state_dir()), "base_port": TEST_BASE_PORT}},
             "workloads": [{"workload": "txn-producer", "instances": 2}, {"workload": "processor", "instances": 2},
-                          {"workload": "java-copier", "options": ["--messages", "300"]},
+                          # a copier stopped at the run's end mid-transaction (SIGTERM: Kafka's tool closes its
+                          # producer without aborting) leaves it open until its timeout: 10 s, inside quiescence's 30
+                          {"workload": "java-copier", "options": ["--messages", "300", "--transaction-timeout-ms", "10000"]},
                           {"workload": "streams", "instances": 2}],
             "duration_s": 20, "schedule": {"faults": []}, "quiescence": {"timeout_s": 30}}
 
