@@ -154,8 +154,7 @@ class BugRun:
         self.say(f"[bugs {time.time() - self.started:5.0f}s] {message}")
 
     def _save(self) -> None:
-        (self.dir / build.SUITE_FILE).write_text(json.dumps(self.suite, indent=2, default=str) + "\n")
-        (self.dir / "bug.json").write_text(json.dumps(self.outcome, indent=2, default=str) + "\n")
+        save(self.dir, self.suite, self.outcome)
 
     def run(self) -> dict:
         self._save()
@@ -201,9 +200,7 @@ class BugRun:
             verify_runs(self.suite, side, f"the {side} side", runs, self.options.master, self._step, self.spark)
         finally:
             cluster.down(purge=True, progress=lambda m: None)
-        for run_dir in runs:
-            self.outcome["sides"][side]["runs"].append(judge(run_dir, self.bug.expect.checks,
-                                                             tuple(self.bug.expect.errors), tuple(self.bug.expect.stalls)))
+        self.outcome["sides"][side]["runs"] += [judge_by(self.bug, run_dir) for run_dir in runs]
         self._save()
 
     def _try(self, side: str, attempt: int, cluster: LocalCluster, state: Path) -> Path | None:
@@ -243,6 +240,17 @@ def comparison(bug: BugSpec) -> dict:
                     f"{expectation(bug)}; on the fixed side: none."}
 
 
+def judge_by(bug: BugSpec, run_dir: Path) -> dict:
+    """judge() with what the bug's catalog entry expects."""
+    return judge(run_dir, bug.expect.checks, tuple(bug.expect.errors), tuple(bug.expect.stalls))
+
+
+def save(suite_dir: Path, suite: dict, outcome: dict) -> None:
+    """A bug suite's suite.json and bug.json."""
+    (suite_dir / build.SUITE_FILE).write_text(json.dumps(suite, indent=2, default=str) + "\n")
+    (suite_dir / "bug.json").write_text(json.dumps(outcome, indent=2, default=str) + "\n")
+
+
 def tally(outcome: dict) -> None:
     """The counts of an outcome from its judged runs."""
     affected, fixed = (outcome["sides"][s]["runs"] for s in BUG_SIDES)
@@ -262,13 +270,11 @@ def rejudge(suite_dir: Path, progress: Progress = print) -> dict:
         raise BugRunError(f"{suite_dir} is not a stored bug suite (bug.json, {build.SUITE_FILE}): {exc}") from None
     bug = load_bug(outcome["bug"], outcome.get("variant"))
     for side in BUG_SIDES:
-        outcome["sides"][side]["runs"] = [judge(Path(r["run_dir"]), bug.expect.checks, tuple(bug.expect.errors),
-                                                tuple(bug.expect.stalls)) for r in outcome["sides"][side]["runs"]]
+        outcome["sides"][side]["runs"] = [judge_by(bug, Path(r["run_dir"])) for r in outcome["sides"][side]["runs"]]
     tally(outcome)
     outcome.update(expected_checks=bug.expect.checks, expected_errors=bug.expect.errors, rejudged=time.time())
     suite["comparison"] = comparison(bug)
-    (suite_dir / build.SUITE_FILE).write_text(json.dumps(suite, indent=2, default=str) + "\n")
-    (suite_dir / "bug.json").write_text(json.dumps(outcome, indent=2, default=str) + "\n")
+    save(suite_dir, suite, outcome)
     report = build.write(suite_dir)
     progress(f"{bug.id}: reproduced on the affected side in {outcome['affected_reproduced']} of "
              f"{len(outcome['sides']['affected']['runs'])}, the fixed side clean in {outcome['fixed_clean']} of "
