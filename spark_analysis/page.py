@@ -58,8 +58,9 @@ def render(report: dict) -> str:
                      + table([report["info_attempts"]]))
     for name, c in checks.items():
         if c["examples"]:
-            parts.append(f"<h3>{escape(name)}: {c['count']} anomalies, first {len(c['examples'])}</h3>"
-                         + table(c["examples"]))
+            kinds = ", ".join(f"{escape(k)} {v}" for k, v in sorted(c.get("problems", {}).items()))
+            parts.append(f"<h3>{escape(name)}: {c['count']} anomalies{f' ({kinds})' if kinds else ''}, "
+                         f"first {len(c['examples'])}</h3>" + table(c["examples"]))
     if report.get("unrecognised") and report["unrecognised"]["count"]:
         parts.append(f"<h2>Records no workload wrote: {report['unrecognised']['count']}</h2>"
                      + table(report["unrecognised"]["examples"]))

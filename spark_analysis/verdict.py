@@ -172,34 +172,45 @@ def _checks(frames: Frames, examples: int, progress: Callable[[str], None], pres
             results[check.name] = {"valid": True, "count": 0, "description": check.description, "examples": [],
                                    "applies": False, "why": NEEDS[check.needs]}
             continue
-        count, kept = found[check.name]
+        count, kept, problems = found[check.name]
         results[check.name] = {"valid": count == 0, "count": count, "description": check.description,
-                               "examples": kept}
+                               "examples": kept, **({"problems": problems} if problems else {})}
         progress(f"check {check.name}: {'ok' if count == 0 else f'{count} anomalies'}")
-    count, kept = found[UNRECOGNISED]
+    count, kept, _ = found[UNRECOGNISED]
     info = {"committed": 0, "aborted": 0, "torn": 0} | {r["resolution"]: r["count"] for r in first[INFO][1]}
     return {"checks": results, "info_attempts": info, "unrecognised": {"count": count, "examples": kept},
             "records": records}
 
 
 def collect_all(frames: dict[str, DataFrame], examples: int,
-                every_row: dict[str, DataFrame] | None = None) -> dict[str, tuple[int, list[dict[str, Any]]]]:
-    """Each frame's row count and its first `examples` rows (ordered by their content), and every row of the
+                every_row: dict[str, DataFrame] | None = None) -> dict[str, tuple[int, list[dict[str, Any]], dict[str, int]]]:
+    """Each frame's row count, its first `examples` rows (ordered by their content) and its rows counted per
+    `problem` (a check's kind of anomaly, for frames with that column: {} otherwise), and every row of the
     (small) `every_row` frames, all in ONE Spark job: every row becomes (frame name, the row as JSON), counted
-    and ranked per name. A job per check and per count cost about a second of scheduling each on a small run;
-    only counts and the kept rows reach the driver."""
+    and ranked per name and per problem. A job per check and per count cost about a second of scheduling each on
+    a small run; only counts and the kept rows (the examples and each problem's first) reach the driver."""
     every_row = every_row or {}
     as_json = [df.select(F.lit(name).alias("frame"), F.to_json(F.struct("*"), {"ignoreNullFields": "false"}).alias("row"))
                for name, df in {**frames, **every_row}.items()]     # struct("*"): no schema asked of a Connect server
     per_frame = Window.partitionBy("frame")
+    per_problem = Window.partitionBy("frame", "problem")
     kept = reduce(DataFrame.unionByName, as_json) \
+        .withColumn("problem", F.get_json_object("row", "$.problem")) \
         .withColumn("count", F.count(F.lit(1)).over(per_frame)) \
         .withColumn("n", F.row_number().over(per_frame.orderBy("row"))) \
-        .where((F.col("n") <= max(examples, 1)) | F.col("frame").isin(*every_row))
-    found: dict[str, tuple[int, list]] = {name: (0, []) for name in {**frames, **every_row}}
+        .withColumn("problem_count", F.count(F.lit(1)).over(per_problem)) \
+        .withColumn("problem_n", F.row_number().over(per_problem.orderBy("row"))) \
+        .where((F.col("n") <= max(examples, 1)) | F.col("frame").isin(*every_row)
+               | (F.col("problem").isNotNull() & (F.col("problem_n") == 1)))
+    found: dict[str, tuple[int, list, dict]] = {name: (0, [], {}) for name in {**frames, **every_row}}
     for row in kept.orderBy("frame", "n").collect():
-        found[row["frame"]] = (row["count"], found[row["frame"]][1] + [json.loads(row["row"])])
-    return {name: (count, rows_ if name in every_row else rows_[:examples]) for name, (count, rows_) in found.items()}
+        count, rows_, problems = found[row["frame"]]
+        if row["problem"] is not None:
+            problems = {**problems, row["problem"]: row["problem_count"]}
+        found[row["frame"]] = (row["count"], rows_ + [json.loads(row["row"])] if row["n"] <= max(examples, 1)
+                               or row["frame"] in every_row else rows_, problems)
+    return {name: (count, rows_ if name in every_row else rows_[:examples], problems)
+            for name, (count, rows_, problems) in found.items()}
 
 
 def hole_gaps(found: list[dict[str, Any]]) -> list[str]:

@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -440,6 +441,7 @@ def test_planted_anomalies_are_each_reported_as_exactly_themselves(verified):
             for e in checks["inconsistent_offsets"]["examples"]] == want["inconsistent_offsets"]
     assert [(e["problem"], e["input"], e["outputs"])
             for e in checks["exactly_once_processing"]["examples"]] == want["exactly_once_processing"]
+    assert checks["exactly_once_processing"]["problems"] == dict(Counter(p for p, *_ in want["exactly_once_processing"]))
     assert [(e["id"], e["kind"]) for e in checks["unaccounted"]["examples"]] == want["unaccounted"]
     assert [e["attempt"] for e in checks["torn_transaction"]["examples"]] == want["torn_transaction"]
     assert [e["id"] for e in checks["nonmonotonic_send"]["examples"]] == want["nonmonotonic_send"]

@@ -551,3 +551,19 @@ def test_consumer_polls_and_seeks_from_the_history(spark, tmp_path):
         ("eos-0", RC, "in", 2, 5, "y", 4, 0), ("obs-rc", RC, "t", 0, 0, "x", 2, 0), ("obs-rc", RC, "t", 0, 1, None, 2, 1)]
     assert sorted(tuple(r) for r in load.consumer_seeks(ops).collect()) == [
         ("eos-0", RC, "in", 2, None, 3, "assigned"), ("obs-rc", RC, "t", 0, 0, 1, "start")]
+
+
+# ---- what reaches the driver: counts, examples and counts per problem in one job ----------------------
+def test_collect_all_counts_each_problem_beyond_the_examples(spark):
+    from spark_analysis.verdict import collect_all
+    rows = [("unprocessed", f"in.{i}") for i in range(5)] + [("duplicate-output", "in.9"), ("unprocessed", "in.7")]
+    found = collect_all({"streams": spark.createDataFrame(rows, "problem string, input string"),
+                         "plain": spark.createDataFrame([(1,), (2,)], "id int"),
+                         "none": spark.createDataFrame([], "problem string, input string")}, examples=2,
+                        every_row={"small": spark.createDataFrame([(7,), (8,), (9,)], "n int")})
+    count, kept, problems = found["streams"]
+    assert count == 7 and problems == {"unprocessed": 6, "duplicate-output": 1}
+    assert kept == [{"problem": "duplicate-output", "input": "in.9"}, {"problem": "unprocessed", "input": "in.0"}]
+    assert found["plain"] == (2, [{"id": 1}, {"id": 2}], {})
+    assert found["none"] == (0, [], {})
+    assert found["small"] == (3, [{"n": 7}, {"n": 8}, {"n": 9}], {})
