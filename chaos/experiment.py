@@ -39,6 +39,7 @@ from chaos.plans import plan
 from chaos.spec import ExperimentSpec
 from cluster.errors import TxnlabError
 from cluster.heal import run_steps
+from cluster.install import install_kafka
 from cluster.progress import Progress
 from cluster.waiting import Deadline
 
@@ -171,6 +172,8 @@ class Experiment:
 
     def _run(self) -> ExperimentResult:
         self.backend = self.backend or make_backend(self.spec, self.progress, self.local_stack)
+        if self.spec.java_clients:              # the workloads' Java clients of another release: assembled once
+            install_kafka(self.spec.java_clients, progress=lambda m: self.progress(f"java clients: {m}"))
         tag = new_run_tag()
         run_dir = new_run_dir(self.runs_dir, self.spec.name, tag)
         self.result.run_dir = run_dir
@@ -178,7 +181,7 @@ class Experiment:
         described = self.backend.describe()
         self.journal = Journal(journal_dirs(run_dir, described))
         run = Run(self.backend.connection(), run_dir, tag, self.seed, self.spec.name, self.progress,
-                  kafka_version=described.get("kafka_version"))
+                  kafka_version=described.get("kafka_version"), java_clients=self.spec.java_clients)
         env = FaultEnv.for_run(self.backend, run)
         try:
             self._body(run, env, tag)

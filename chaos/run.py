@@ -85,11 +85,14 @@ class Run:
     """One run against one cluster. Use as a context manager: leaving it always finishes the run."""
 
     def __init__(self, conn: ConnectionSettings, run_dir: Path, run_tag: str, seed: int, name: str,
-                 progress: Progress = lambda msg: None, kafka_version: str | None = None):
-        """kafka_version: the release the cluster runs, when txnlab knows it (a local cluster): recorded in
-        cluster.json, and the Java tools of the workloads run that release's jars."""
+                 progress: Progress = lambda msg: None, kafka_version: str | None = None,
+                 java_clients: str | None = None):
+        """kafka_version: the release the cluster runs, when txnlab knows it (a local cluster); java_clients:
+        the release whose jars the workloads' Java clients and Kafka Streams run, default kafka_version (else
+        the pin). Both recorded in cluster.json."""
         self.conn, self.dir, self.progress = conn, Path(run_dir), progress
         self.kafka_version = kafka_version
+        self.java_clients = java_clients or kafka_version
         self.info = RunInfo(run_tag, seed, name, time.time())
         self.history = HistoryWriter(self.dir)
         self.socket = self.history.serve()
@@ -127,8 +130,8 @@ class Run:
         if self.scratch is None:
             self.scratch = Path(tempfile.mkdtemp(prefix=f"txnlab-run-{self.info.run_tag}-"))
         env = {**_base_env(), **self.conn.to_env(), "TMPDIR": str(self.scratch)}
-        if self.kafka_version:
-            env[KAFKA_VERSION_VARIABLE] = self.kafka_version
+        if self.java_clients:
+            env[KAFKA_VERSION_VARIABLE] = self.java_clients
         self.supervisor.start(spec.process, argv, self.dir / "logs" / f"{spec.process}.log", cwd=REPO_ROOT, env=env)
         self.info.specs.append(asdict(spec))
 
@@ -349,7 +352,7 @@ class Run:
             controller = admin.active_controller()
         return {"connection": self.conn.describe(), "bootstrap": self.conn.bootstrap, "brokers": brokers,
                 "active_controller": controller, "kafka_version": self.kafka_version,
-                "versions": pinned()}
+                "java_clients": self.java_clients, "versions": pinned()}
 
     def _write(self, name: str, data: object) -> None:
         (self.dir / name).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")

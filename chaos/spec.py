@@ -29,6 +29,7 @@ The model:
     quiescence: {timeout_s: 60}           # heal all, let transactions finish, wait for LSO == HWM
     restart: {on_stall: true, delay_s: 2} # a workload whose client call stalled is started again (chaos/run.py)
     short: {duration_s: 45, schedule: ..., workloads: ..., quiescence: ...}   # load_spec(short=True)
+    java_clients: 3.7.2                   # the JVM workloads' Kafka clients and Streams (default: the cluster's)
 
 Meaning:
 - An existing cluster must say `disposable: true`: faults kill, pause and cut off its brokers. Its
@@ -118,6 +119,11 @@ FaultKind = Annotated[str, _one_of("fault", FAULT_KINDS)]
 WorkloadName = Annotated[str, _one_of("workload", WORKLOADS)]
 
 
+def _supported_release(version: str | None) -> str | None:
+    """A release named in a spec: one of versions.env KAFKA_VERSIONS (UnsupportedVersion is a ValueError)."""
+    return None if version is None else kafka_version(version)
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -133,10 +139,7 @@ class LocalClusterSpec(_Strict):
     hanging_drill: bool = False
     kafka_version: str | None = None      # the release a new cluster runs (versions.env KAFKA_VERSIONS)
 
-    @field_validator("kafka_version")
-    @classmethod
-    def _supported(cls, version: str | None) -> str | None:
-        return None if version is None else kafka_version(version)      # UnsupportedVersion is a ValueError
+    _supported = field_validator("kafka_version")(lambda cls, v: _supported_release(v))
 
     def broker_overrides(self) -> dict[str, str]:
         """Per-run broker settings: the drill's (when hanging_drill) under broker_config."""
@@ -370,6 +373,11 @@ class ExperimentSpec(_Strict):
     quiescence: QuiescenceSpec = QuiescenceSpec()
     restart: RestartSpec = RestartSpec()
     short: ShortMode | None = None
+    # the Kafka release whose Java clients and Kafka Streams the JVM workloads run (their jars and the Streams
+    # app built against them); None: the cluster's release (a local cluster), else the pin
+    java_clients: str | None = None
+
+    _java_clients_supported = field_validator("java_clients")(lambda cls, v: _supported_release(v))
 
     @model_validator(mode="after")
     def _consistent(self) -> "ExperimentSpec":
@@ -605,14 +613,19 @@ def parse_spec(data: dict[str, Any], source: str = "<spec>", short: bool = False
 # (without `cluster`) whose faults trigger it; each side runs it on a local cluster of its own.
 #     id: KAFKA-14402 | librdkafka-5456     title, url (the upstream issue), links (related ones), description,
 #     fixed_in
-#     affected: {label, kafka_version, broker_config, features, client, workloads}     fixed: {label, ...}
+#     affected: {label, kafka_version, broker_config, features, client, workloads, java_clients}
+#     fixed: {label, ...}
 #             client: {name, library, version}: the client the side's workloads drive, named as a stall records
 #             it (chaos/workloads/base.py); workloads: the side's own workloads in place of the experiment's
-#             (a client bug's other side is another client under the same faults)
+#             (a client bug's other side is another client under the same faults); java_clients: the release
+#             of Kafka's Java clients and Kafka Streams the JVM workloads run, when not the cluster's (a bug of the
+#             client, not the broker, has sides that differ there)
 #     expect: {checks: [...], errors: [...], stalls: [...], alerts: [...]}   verify checks of which one finds
+#             (check:problem: one kind of a check's anomalies, e.g. streams_processing:duplicate-output)
 #             anomalies on the affected side, or errors (exception class names) a workload recorded there, or
 #             client calls that stalled there (a stall's `call`); alerts it should raise
-#     experiment: {name, workloads, duration_s, schedule, probes, quiescence, restart, short}
+#     experiment: {name, workloads, duration_s, schedule, probes, quiescence, restart, short}, or
+#             {same_as: KAFKA-14402}: another catalogued bug's experiment, when its faults trigger this bug too
 #     variants: {name: {description, fixed_in, affected, fixed}}   other pairs of sides under the same experiment
 #             (`txnlab bugs run ID --variant NAME`): e.g. the bug still reached on a fixed release with its fix
 #             turned off; `affected` and `fixed` are the bug's natural sides (the releases before and after its fix,
@@ -638,6 +651,9 @@ class BugSide(_Strict):
     features: dict[str, KafkaValue] = {}
     client: BugClient | None = None
     workloads: list[WorkloadEntry] | None = Field(None, min_length=1)
+    java_clients: str | None = None     # the release of the JVM workloads' clients, when not the cluster's
+
+    _java_clients_supported = field_validator("java_clients")(lambda cls, v: _supported_release(v))
 
 
 class BugExpect(_Strict):
@@ -646,7 +662,7 @@ class BugExpect(_Strict):
     workload recorded in the history (a client call's failure, a Kafka Streams thread's uncaught exception
     and its causes), or a stall of one of `stalls` (a client call that did not return within twice its own
     timeout: chaos/workloads/base.py)."""
-    checks: list[str] = []
+    checks: list[Annotated[str, Field(pattern=r"^[a-z_]+(:[a-z-]+)?$")]] = []    # check, or check:problem
     errors: list[str] = []
     stalls: list[str] = []
     alerts: list[str] = []          # alerts the affected side's faults should raise (the report marks them expected)
@@ -679,7 +695,13 @@ class BugSpec(_Strict):
     expect: BugExpect
     experiment: dict[str, Any]
     variants: dict[str, BugVariant] = {}
-    variant: str | None = None          # the variant whose sides `affected` and `fixed` are (load_bug), None: natural
+    # the releases whose Java clients (Kafka Streams) have this client bug: a run on one of them whose anomalies
+    # show in expect.checks is named as this bug in its report (matching_anomaly_bugs)
+    affects_java_clients: list[str] = []
+    variant: str | None = None
+
+    _releases_supported = field_validator("affects_java_clients")(
+        lambda cls, versions: [_supported_release(v) for v in versions])          # the variant whose sides `affected` and `fixed` are (load_bug), None: natural
 
     @property
     def client_bug(self) -> bool:
@@ -704,8 +726,11 @@ def load_bug(path_or_id: str | Path, variant: str | None = None) -> BugSpec:
             raise SpecError(str(path_or_id), [("", f"no such file, nor a catalogued bug; the catalog: "
                                                    f"{', '.join(bug_files())}")])
         path = found[str(path_or_id).lower()]
+    data = _read_yaml(path)
+    if isinstance(data.get("experiment"), dict) and "same_as" in data["experiment"]:
+        data["experiment"] = _experiment_of(data["experiment"], path)
     try:
-        bug = BugSpec.model_validate(_read_yaml(path))
+        bug = BugSpec.model_validate(data)
     except ValidationError as exc:
         raise SpecError(str(path), _problems(exc)) from None
     if "cluster" in bug.experiment:
@@ -723,11 +748,43 @@ def load_bug(path_or_id: str | Path, variant: str | None = None) -> BugSpec:
     return pairs[variant]
 
 
+def _experiment_of(reference: dict[str, Any], path: Path) -> dict[str, Any]:
+    """`experiment: {same_as: KAFKA-14402}`: the experiment of another catalogued bug, whose faults also trigger
+    this one (one experiment, written once)."""
+    other = str(reference["same_as"])
+    found = {bug_id.lower(): file for bug_id, file in bug_files().items()}
+    if len(reference) != 1 or other.lower() not in found:
+        raise SpecError(str(path), [("experiment.same_as", f"names a catalogued bug and nothing beside it; the "
+                                                            f"catalog: {', '.join(bug_files())}")])
+    experiment = _read_yaml(found[other.lower()]).get("experiment")
+    if not isinstance(experiment, dict) or "same_as" in experiment:
+        raise SpecError(str(path), [("experiment.same_as", f"{other}'s experiment must be written in its own file")])
+    return experiment
+
+
 def with_variant(bug: BugSpec, name: str) -> BugSpec:
     """The bug with a variant's sides (and fix) in place of its natural ones."""
     chosen = bug.variants[name]
     return bug.model_copy(update={"affected": chosen.affected, "fixed": chosen.fixed, "variant": name,
                                   "fixed_in": chosen.fixed_in or bug.fixed_in})
+
+
+def expected_anomalies(anomalies: dict[str, int], problems: dict[str, dict[str, int]], expected: str) -> int:
+    """The anomalies a bug's expected check finds: all of the check's ("streams_processing"), or only those of one
+    of its problems ("streams_processing:duplicate-output", when the check also holds anomalies of other causes)."""
+    check, _, problem = expected.partition(":")
+    return problems.get(check, {}).get(problem, 0) if problem else anomalies.get(check, 0)
+
+
+def matching_anomaly_bugs(java_clients: str | None, anomalies: dict[str, int],
+                          problems: dict[str, dict[str, int]]) -> list[BugSpec]:
+    """The catalogued client bugs a run's anomalies match: its Java clients' release is one the bug affects
+    (affects_java_clients) and one of the bug's expected checks found anomalies."""
+    if not java_clients:
+        return []
+    return [bug for bug in map(load_bug, bug_files().values())
+            if java_clients in bug.affects_java_clients
+            and any(expected_anomalies(anomalies, problems, check) for check in bug.expect.checks)]
 
 
 def matching_bugs(stall: dict) -> list[BugSpec]:
@@ -748,6 +805,8 @@ def bug_side_spec(bug: BugSpec, side: str, state_dir: Path, base_port: int, shor
     local = {"state_dir": str(state_dir), "base_port": base_port, "broker_config": settings.broker_config,
              "features": settings.features, "kafka_version": settings.kafka_version}
     experiment = dict(bug.experiment)
+    if settings.java_clients is not None:
+        experiment["java_clients"] = settings.java_clients
     if settings.workloads is not None:          # the side's own workloads, in both modes
         workloads = [w.model_dump(exclude_defaults=True) for w in settings.workloads]
         experiment["workloads"] = workloads

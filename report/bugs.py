@@ -8,7 +8,7 @@ alerts while its cluster is up; verifying a side's runs with Spark in one sessio
 judging each run (reproduced: one of the bug's expected checks found anomalies, or a workload recorded one of
 its expected errors; clean: every check valid and none of those errors);
 the suite directory runs/<stamp>-<bug id>/ (suite.json with the sides as the report's levels, bug.json with
-the judgement) and its report (report/build.py: report.html and report.json).
+the judgement, tries.md its table of tries) and its report (report/build.py: report.html and report.json).
 Must not: define bugs (chaos/bugs/*.yaml), experiments or checks; decide anything the verify report and the
 stored timelines do not say.
 """
@@ -22,7 +22,7 @@ from pathlib import Path
 from chaos.backends import LocalBackend
 from chaos.history import HistoryError, read_history
 from chaos.recovery import recovery, stall_text
-from chaos.spec import BUG_SIDES, BugSpec, bug_side_spec, load_bug
+from chaos.spec import BUG_SIDES, BugSpec, bug_side_spec, expected_anomalies, load_bug
 from cluster.errors import TxnlabError
 from cluster.local import LocalCluster
 from cluster.progress import Progress
@@ -48,6 +48,10 @@ class BugOptions:
     base_port: int = BUGS_BASE_PORT
     state_root: Path | None = None         # default $TXNLAB_HOME/bugs
     variant: str | None = None             # another pair of sides of the bug (chaos/spec.py BugVariant); None: natural
+
+
+def suite_title(bug: BugSpec) -> str:
+    return f"{bug.id}{f' ({bug.variant})' if bug.variant else ''}: {bug.title}"
 
 
 def expectation(bug: BugSpec) -> str:
@@ -112,6 +116,7 @@ def judge(run_dir: Path, expected: list[str], errors: tuple[str, ...] = (), stal
     stalled, recovered = stalls_and_recovery(run_dir)
     report = build.verdict_of(run_dir)
     anomalies = {name: c["count"] for name, c in report["checks"].items() if c.get("count")}
+    problems = {name: c["problems"] for name, c in report["checks"].items() if c.get("problems")}
     captured = json.loads((run_dir / "prometheus.json").read_text()) if (run_dir / "prometheus.json").exists() else {}
     hanging = [p[1] for s in captured.get("timelines", {}).get("hanging_transactions", {}).get("series", [])
                for p in s["points"]]
@@ -119,9 +124,10 @@ def judge(run_dir: Path, expected: list[str], errors: tuple[str, ...] = (), stal
     gaps = report["gaps"] + (["the history cannot say which errors the workloads recorded"] if seen is None else []) \
         + (["the history cannot say whether a client call stalled"] if stalled is None else []) \
         + ([f"recovery: {recovered}"] if stalls and recovered is not True else [])
-    return {"run_dir": str(run_dir), "valid": report["valid"], "anomalies": anomalies,
+    return {"run_dir": str(run_dir), "valid": report["valid"], "anomalies": anomalies, "problems": problems,
             "errors_seen": seen, "stalls": stalled, "recovered": recovered,
-            "reproduced": any(anomalies.get(check) for check in expected) or bool(seen) or bool(stalled_expected),
+            "reproduced": any(expected_anomalies(anomalies, problems, check) for check in expected) or bool(seen)
+            or bool(stalled_expected),
             "clean": report["valid"] is True and seen == {} and (not stalls or stalled == [] and recovered is True),
             "max_hanging": max(hanging) if hanging else None, "gaps": gaps}
 
@@ -141,7 +147,7 @@ class BugRun:
         self.suite = {"id": self.dir.name, "started": self.started, "ended": None, "seed": options.seed,
                       "kafka_version": ", ".join(sorted({getattr(self.bug, s).kafka_version or kafka_version()
                                                          for s in BUG_SIDES})),
-                      "title": f"{self.bug.id}{f' ({self.bug.variant})' if self.bug.variant else ''}: {self.bug.title}",
+                      "title": suite_title(self.bug),
                       "experiments": [], "levels": levels,
                       "comparison": comparison(self.bug),
                       "runs": [], "verify_exit": {}, "errors": []}
@@ -246,9 +252,47 @@ def judge_by(bug: BugSpec, run_dir: Path) -> dict:
 
 
 def save(suite_dir: Path, suite: dict, outcome: dict) -> None:
-    """A bug suite's suite.json and bug.json."""
+    """A bug suite's suite.json, bug.json and tries.md (tries_table)."""
     (suite_dir / build.SUITE_FILE).write_text(json.dumps(suite, indent=2, default=str) + "\n")
     (suite_dir / "bug.json").write_text(json.dumps(outcome, indent=2, default=str) + "\n")
+    (suite_dir / TRIES_FILE).write_text(tries_table(outcome))
+
+
+TRIES_FILE = "tries.md"
+
+
+def tries_table(outcome: dict) -> str:
+    """The suite's tries as a Markdown table (docs/bugs.md quotes them): per try its run's tag, the Kafka release of
+    its cluster and of its Java clients (cluster.json), whether it reproduced the bug or was clean, its verdict,
+    its anomalies per check (with their problems), its stalls and the most hanging transactions the exporter
+    confirmed at once."""
+    lines = ["| side | try | run tag | Kafka | Java clients | reproduced | clean | verdict | anomalies | stalls | hanging (max) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for side in BUG_SIDES:
+        for number, run in enumerate(outcome["sides"][side]["runs"], 1):
+            stored = Path(run["run_dir"]) / "cluster.json"
+            cluster = json.loads(stored.read_text()) if stored.exists() else {}
+            release = cluster.get("kafka_version") or "?"
+            cells = [side, number, Path(run["run_dir"]).name.rsplit("-", 1)[-1], release, cluster.get("java_clients") or release,
+                     "yes" if run["reproduced"] else "no", "yes" if run["clean"] else "no",
+                     "valid" if run["valid"] is True else run["valid"], _anomaly_cell(run),
+                     "?" if run.get("stalls") is None else ", ".join(sorted({s["call"] for s in run["stalls"]})) or "none",
+                     "-" if run.get("max_hanging") is None else f"{run['max_hanging']:g}"]
+            lines.append("| " + " | ".join(map(str, cells)) + " |")
+    affected, fixed = (outcome["sides"][s]["runs"] for s in BUG_SIDES)
+    lines.append(f"\nreproduced on the affected side in {sum(r['reproduced'] for r in affected)} of {len(affected)}, "
+                 f"the fixed side clean in {sum(r['clean'] for r in fixed)} of {len(fixed)}")
+    return "\n".join(lines) + "\n"
+
+
+def _anomaly_cell(run: dict) -> str:
+    """"streams_processing 3 (duplicate-output 1, unprocessed 2), open_at_end 1" or "none"."""
+    problems = run.get("problems", {})
+
+    def one(check: str, count: int) -> str:
+        kinds = ", ".join(f"{p} {n}" for p, n in sorted(problems.get(check, {}).items()))
+        return f"{check} {count}" + (f" ({kinds})" if kinds else "")
+    return ", ".join(one(c, n) for c, n in sorted(run["anomalies"].items())) or "none"
 
 
 def tally(outcome: dict) -> None:
@@ -273,7 +317,7 @@ def rejudge(suite_dir: Path, progress: Progress = print) -> dict:
         outcome["sides"][side]["runs"] = [judge_by(bug, Path(r["run_dir"])) for r in outcome["sides"][side]["runs"]]
     tally(outcome)
     outcome.update(expected_checks=bug.expect.checks, expected_errors=bug.expect.errors, rejudged=time.time())
-    suite["comparison"] = comparison(bug)
+    suite.update(comparison=comparison(bug), title=suite_title(bug))
     save(suite_dir, suite, outcome)
     report = build.write(suite_dir)
     progress(f"{bug.id}: reproduced on the affected side in {outcome['affected_reproduced']} of "

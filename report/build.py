@@ -23,7 +23,7 @@ import yaml
 from chaos.annotations import fault_windows
 from chaos.history import read_history
 from chaos.recovery import recovery, restart_text, stall_text
-from chaos.spec import matching_bugs
+from chaos.spec import matching_anomaly_bugs, matching_bugs
 from report import detection, series
 from cluster.errors import TxnlabError
 
@@ -97,7 +97,8 @@ def verdict_of(run_dir: Path) -> dict:
     if found is None:
         return {"valid": "unknown", "checks": {}, "gaps": ["not verified: no verify/report.json (the verification "
                                                            "did not run or did not finish)"], "counts": {}}
-    checks = {name: {"valid": c["valid"], "count": c["count"], "description": c.get("description", "")}
+    checks = {name: {"valid": c["valid"], "count": c["count"], "description": c.get("description", ""),
+                     **({"problems": c["problems"]} if c.get("problems") else {})}
               for name, c in found["checks"].items()}
     return {"valid": found["valid"], "checks": checks, "gaps": found["evidence"]["gaps"], "counts": found["counts"],
             "seconds": found.get("seconds"), "info_attempts": found.get("info_attempts")}
@@ -153,6 +154,7 @@ def run_report(run_dir: Path, experiment: str, level: str | None, image: str | N
                                                                               "no prometheus.json in the run")}
     alerts = (captured or {}).get("alerts", [])
     holds = rule_holds()
+    verified = verdict_of(run_dir)
     return {
         "experiment": experiment, "level": level, "run_dir": str(run_dir),
         "run": run_dir.name, "tag": spec.get("run_tag"), "started": zero,
@@ -160,7 +162,7 @@ def run_report(run_dir: Path, experiment: str, level: str | None, image: str | N
         "steady": bool(outcome) and not outcome.get("error") and all(p["ok"] for p in probes),
         "error": outcome.get("error"), "probes": probes, "quiescence": outcome.get("quiescence", {}),
         "faults": windows, "workload": _workload(ops), "recovery": recovery(ops),
-        "verify": verdict_of(run_dir), "anomalies": anomalies_of(run_dir),
+        "verify": verified, "anomalies": anomalies_of(run_dir), "catalogued": anomaly_bugs(run_dir, verified),
         "timelines": timelines,
         "alerts": [vars(a) for a in detection.alert_spans(alerts)],
         "detections": [{**row, "rule_for": holds.get(row["alert"])}
@@ -200,6 +202,25 @@ def other_alerts(run: dict) -> str:
 @lru_cache(maxsize=None)
 def _catalogued(call: str | None, library: str | None) -> tuple[tuple[str, str], ...]:
     return tuple((bug.id, bug.url) for bug in matching_bugs({"call": call, "library": library}))
+
+
+def anomaly_bugs(run_dir: Path, verified: dict) -> list[dict]:
+    """The catalogued client bugs (chaos/bugs/) a run's anomalies match on the release of its Java clients
+    (cluster.json's java_clients, else its kafka_version: the workloads ran the cluster's release): [{id, url,
+    title, java_clients}]."""
+    cluster = _json(run_dir / "cluster.json") or {}
+    release = cluster.get("java_clients") or cluster.get("kafka_version")
+    anomalies = tuple(sorted((n, c["count"]) for n, c in verified["checks"].items() if c.get("count")))
+    problems = tuple(sorted((n, tuple(sorted(c["problems"].items()))) for n, c in verified["checks"].items()
+                            if c.get("problems")))
+    return [{"id": bug_id, "url": url, "title": title, "java_clients": release}
+            for bug_id, url, title in _anomaly_catalogued(release, anomalies, problems)]
+
+
+@lru_cache(maxsize=None)
+def _anomaly_catalogued(release: str | None, anomalies: tuple, problems: tuple) -> tuple[tuple[str, str, str], ...]:
+    found = matching_anomaly_bugs(release, dict(anomalies), {n: dict(p) for n, p in problems})
+    return tuple((bug.id, bug.url, bug.title) for bug in found)
 
 
 def stall_bugs(stall: dict) -> list[dict]:

@@ -111,6 +111,10 @@ def _run(run: dict, directory: Path) -> str:
               for name, c in verify["checks"].items()]
     if checks:
         parts.append("<h3>Verification (Spark)</h3>" + verdict_table(checks))
+    for bug in run.get("catalogued", []):
+        parts.append(f"<p><b>Catalogued client bug:</b> these anomalies match <a href='{escape(bug['url'])}'>"
+                     f"{escape(bug['id'])}</a> ({escape(bug['title'])}), a bug of the run's Java clients "
+                     f"{escape(str(bug['java_clients']))} (docs/bugs.md).</p>")
     if run["anomalies"]:
         for a in run["anomalies"]:
             parts.append(f"<h3>{escape(a['check'])}: {a['count']} anomalies, first {len(a['examples'])}</h3>"

@@ -446,20 +446,22 @@ def cmd_bugs_list(args: argparse.Namespace) -> int:
 def cmd_bugs_run(args: argparse.Namespace) -> int:
     """A catalogued bug on its affected and its fixed side: 0 reproduced on every affected try and absent on
     every fixed one, 1 not so, 2 a try or a verification did not run."""
-    from report.bugs import BugOptions, BugRun, exit_code
+    from report.bugs import TRIES_FILE, BugOptions, BugRun, exit_code
     options = BugOptions(tries=args.tries, short=not args.full, seed=args.seed, runs_dir=args.runs_dir,
                          base_port=args.base_port, variant=args.variant)
     outcome = BugRun(args.bug, options, progress=lambda msg: print(msg, file=sys.stderr, flush=True)).run()
     _print_summary(outcome["report"])
+    print(Path(outcome["report"]["directory"]) / TRIES_FILE)
     print(Path(outcome["report"]["directory"]) / "report.html")
     return exit_code(outcome)
 
 
 def cmd_bugs_judge(args: argparse.Namespace) -> int:
     """A stored bug suite judged again by the catalog as it is now; the exit code as `bugs run`'s."""
-    from report.bugs import exit_code, rejudge
+    from report.bugs import TRIES_FILE, exit_code, rejudge
     outcome = rejudge(args.suite, progress=lambda msg: print(msg, file=sys.stderr, flush=True))
     _print_summary(outcome["report"])
+    print(Path(args.suite) / TRIES_FILE)
     print(Path(args.suite) / "report.html")
     return exit_code(outcome)
 

@@ -4,19 +4,42 @@ from __future__ import annotations
 
 import json
 
+from report import build
 from report.bugs import exit_code, judge
 from tests.unit.test_report import stored_run
 
 EXPECTED = ["open_at_end", "aborted_read"]
 
 
-def with_checks(run_dir, **counts):
+def with_checks(run_dir, problems=None, **counts):
+    """problems: {check: {problem: count}} as verify reports them."""
     report = json.loads((run_dir / "verify" / "report.json").read_text())
-    report["checks"] = {name: {"valid": not n, "count": n, "description": name, "examples": [{"n": n}] if n else []}
+    report["checks"] = {name: {"valid": not n, "count": n, "description": name, "examples": [{"n": n}] if n else [],
+                               **({"problems": problems[name]} if name in (problems or {}) else {})}
                         for name, n in counts.items()}
     report["valid"] = not any(counts.values())
     (run_dir / "verify" / "report.json").write_text(json.dumps(report))
     return run_dir
+
+
+def test_an_expected_problem_reproduces_only_by_its_own_anomalies(tmp_path):
+    expected = ["open_at_end", "streams_processing:duplicate-output"]
+    other = with_checks(stored_run(tmp_path, "late-produce", 1), streams_processing=3, open_at_end=0,
+                        problems={"streams_processing": {"unprocessed": 3}})
+    got = judge(other, expected)
+    assert got["reproduced"] is False and got["clean"] is False
+    assert got["problems"] == {"streams_processing": {"unprocessed": 3}}
+    dup = with_checks(stored_run(tmp_path, "late-produce", 2), streams_processing=3, open_at_end=0,
+                      problems={"streams_processing": {"unprocessed": 1, "duplicate-output": 2}})
+    assert judge(dup, expected)["reproduced"] is True
+
+
+def test_an_expected_check_is_a_check_or_a_check_and_one_of_its_problems():
+    import pytest
+    from chaos.spec import BugExpect
+    assert BugExpect(checks=["streams_processing:duplicate-output", "open_at_end"]).checks[0].endswith("output")
+    with pytest.raises(ValueError, match="checks.0"):
+        BugExpect(checks=["streams processing"])
 
 
 def test_an_expected_check_with_anomalies_is_a_reproduction(tmp_path):
@@ -86,7 +109,6 @@ def test_the_exit_code_is_0_only_when_every_affected_try_reproduced_and_every_fi
 def test_a_stored_suite_is_judged_again_by_the_catalog_as_it_is_now(tmp_path):
     """A suite judged when the catalog named fewer checks (here without torn_transaction, which KAFKA-14402's names)
     counts such a run again, from its stored verify report; nothing else changes."""
-    from report import build
     from report.bugs import rejudge
     from tests.unit.test_report import stored_suite
     suite = stored_suite(tmp_path, versions=(1, 2))
@@ -108,6 +130,10 @@ def test_a_stored_suite_is_judged_again_by_the_catalog_as_it_is_now(tmp_path):
     assert "torn_transaction" in got["expected_checks"] and got["rejudged"]
     stored = json.loads((suite / "bug.json").read_text())
     assert stored["affected_reproduced"] == 2 and (suite / "report.html").exists()
+    tries = (suite / "tries.md").read_text().splitlines()
+    assert len([row for row in tries if row.startswith("| affected |")]) == 2
+    assert "| affected | 1 |" in tries[2] and "| yes | no | False | torn_transaction 1 |" in tries[2]
+    assert tries[-1] == "reproduced on the affected side in 2 of 2, the fixed side clean in 2 of 2"
     assert "torn_transaction" in json.loads((suite / build.SUITE_FILE).read_text())["comparison"]["note"]
 
 
@@ -116,3 +142,22 @@ def test_judging_a_directory_that_is_no_bug_suite_is_a_clear_error(tmp_path):
     from report.bugs import BugRunError, rejudge
     with pytest.raises(BugRunError, match="is not a stored bug suite"):
         rejudge(tmp_path)
+
+
+def test_anomalies_name_a_catalogued_client_bug_only_on_the_releases_it_affects():
+    from chaos.spec import matching_anomaly_bugs
+    lost = ({"streams_processing": 2, "streams_state": 2}, {"streams_processing": {"unprocessed": 2}})
+    assert [b.id for b in matching_anomaly_bugs("3.6.2", *lost)] == ["KAFKA-16903"]
+    assert matching_anomaly_bugs("3.8.1", *lost) == [] and matching_anomaly_bugs(None, *lost) == []
+    doubled = ({"streams_processing": 1}, {"streams_processing": {"duplicate-output": 1}})
+    assert matching_anomaly_bugs("3.6.2", *doubled) == []          # another problem of the same check
+
+
+def test_a_run_page_names_the_client_bug_its_anomalies_match(tmp_path):
+    run = with_checks(stored_run(tmp_path, "late-produce", 1), streams_processing=2, open_at_end=0,
+                      problems={"streams_processing": {"unprocessed": 2}})
+    for clients, named in (("3.7.2", ["KAFKA-16903"]), ("4.3.1", [])):
+        (run / "cluster.json").write_text(json.dumps({"kafka_version": "4.4.0", "java_clients": clients}))
+        assert [b["id"] for b in build.anomaly_bugs(run, build.verdict_of(run))] == named
+    (run / "cluster.json").write_text(json.dumps({"kafka_version": "3.5.2"}))     # before java_clients: the cluster's
+    assert [b["id"] for b in build.anomaly_bugs(run, build.verdict_of(run))] == ["KAFKA-16903"]

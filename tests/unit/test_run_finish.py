@@ -38,3 +38,27 @@ def test_a_finished_run_removes_its_workloads_scratch_folder_with_what_a_killed_
         monkeypatch.setattr(run, name, lambda: {})
     run.finish()
     assert not list(tmp_path.glob("txnlab-run-*"))
+
+
+
+class _Admin:
+    """What _cluster_info asks of the admin client, answered without a cluster."""
+    def __init__(self, conn): pass
+    def __enter__(self): return self
+    def __exit__(self, *exc): return None
+    def registered_brokers(self): return [1]
+    def active_controller(self): return 0
+
+
+def test_the_workloads_run_the_java_clients_release_when_it_is_not_the_clusters(tmp_path, monkeypatch):
+    from cluster.versions import KAFKA_VERSION_VARIABLE
+    monkeypatch.setattr("chaos.run.ClusterAdmin", _Admin)
+    for java_clients, expected in ((None, "4.3.1"), ("3.6.2", "3.6.2")):
+        envs = []
+        run = Run(ConnectionSettings(bootstrap="127.0.0.1:1"), tmp_path / f"run-{expected}", "r3", 7, "t",
+                  kafka_version="4.3.1", java_clients=java_clients)
+        monkeypatch.setattr(run.supervisor, "start", lambda *args, **kwargs: envs.append(kwargs["env"]))
+        run.start(WorkloadSpec("streams", "streams-0"))
+        assert envs[0][KAFKA_VERSION_VARIABLE] == expected
+        info = run._cluster_info()
+        assert (info["kafka_version"], info["java_clients"]) == ("4.3.1", expected)

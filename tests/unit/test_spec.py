@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from chaos.spec import (SHORT_LIMIT_S, ExperimentSpec, LocalClusterSpec, Probe, SpecError, bug_files, bug_side_spec,
+from chaos.spec import (SHORT_LIMIT_S, BugSide, ExperimentSpec, LocalClusterSpec, Probe, SpecError, bug_files, bug_side_spec,
                         builtin_specs, load_bug, load_spec, parse_spec)
 
 REQUIRED_BUILTINS = {"broker-hard-bounce", "broker-clean-bounce", "coordinator-kill", "controller-kill",
@@ -299,6 +299,7 @@ def test_kafka_14402s_natural_sides_are_the_releases_around_its_fix_with_their_d
     assert bug.variant is None and set(bug.variants) == {"verification-off"}
     affected, fixed = (bug_side_spec(bug, side, Path("/s"), 24000, short=False).cluster.local for side in ("affected", "fixed"))
     assert (affected.kafka_version, fixed.kafka_version) == ("3.5.2", "3.6.2")
+    assert bug.affected.java_clients == bug.fixed.java_clients == "3.9.1"       # past KAFKA-16903, on both sides
     assert affected.broker_overrides() == fixed.broker_overrides() == {}
     assert affected.feature_overrides() == fixed.feature_overrides() == {}
 
@@ -320,6 +321,33 @@ def test_kafka_17754_is_affected_on_the_newest_3x_and_fixed_by_transaction_versi
     assert fixed.feature_overrides() == {"transaction.version": "2"} and affected.feature_overrides() == {}
     tv1 = load_bug("KAFKA-17754", "tv1")
     assert tv1.affected.kafka_version == tv1.fixed.kafka_version == "4.3.1"
+
+
+def test_kafka_16903s_sides_differ_only_in_the_streams_release_and_share_kafka_14402s_experiment():
+    bug, other = load_bug("KAFKA-16903"), load_bug("KAFKA-14402")
+    affected, fixed = (bug_side_spec(bug, side, Path("/s"), 24000, short=True) for side in ("affected", "fixed"))
+    assert (affected.java_clients, fixed.java_clients) == ("3.7.2", "3.8.1")
+    assert affected.cluster.local == fixed.cluster.local and affected.cluster.local.kafka_version == "4.4.0"
+    assert bug.experiment == other.experiment and bug.expect.checks == ["streams_processing:unprocessed"]
+    swapped = load_bug("KAFKA-16903", "client-or-broker")
+    assert (swapped.affected.kafka_version, swapped.affected.java_clients) == ("4.3.1", "3.6.2")
+    assert (swapped.fixed.kafka_version, swapped.fixed.java_clients) == ("3.6.2", "4.3.1")
+    with pytest.raises(ValueError, match="java_clients\n  Value error, Kafka 2.8.0 is not supported"):
+        BugSide(label="x", java_clients="2.8.0")
+
+
+def test_a_bug_can_take_only_a_catalogued_bugs_own_experiment(tmp_path):
+    bug = tmp_path / "kafka-1.yaml"
+    base = {"id": "KAFKA-1", "title": "t", "url": "https://issues.apache.org/jira/browse/KAFKA-1", "fixed_in": "1",
+            "affected": {"label": "a"}, "fixed": {"label": "b"}, "expect": {"checks": ["duplicate"]}}
+    bug.write_text(yaml.safe_dump({**base, "experiment": {"same_as": "KAFKA-9"}}))
+    with pytest.raises(SpecError, match="experiment.same_as: names a catalogued bug and nothing beside it"):
+        load_bug(bug)
+    bug.write_text(yaml.safe_dump({**base, "experiment": {"same_as": "KAFKA-16903"}}))
+    with pytest.raises(SpecError, match="KAFKA-16903's experiment must be written in its own file"):
+        load_bug(bug)
+    bug.write_text(yaml.safe_dump({**base, "experiment": {"same_as": "kafka-14402"}}))
+    assert load_bug(bug).experiment["name"] == "late-produce-after-abort"
 
 
 def test_an_unknown_variant_names_the_bugs_variants():
