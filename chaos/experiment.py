@@ -19,6 +19,7 @@ Must not: validate specs (chaos/spec.py), decide when faults happen (chaos/sched
 """
 from __future__ import annotations
 
+import importlib
 import json
 import signal
 import threading
@@ -37,6 +38,7 @@ from chaos.run import Run, WorkloadSpec, new_run_dir, new_run_tag
 from chaos.schedule import ScheduledFault, build_schedule, describe
 from chaos.plans import plan
 from chaos.spec import ExperimentSpec
+from chaos.workloads import WORKLOADS as WORKLOAD_MODULES
 from cluster.errors import TxnlabError
 from cluster.heal import run_steps
 from cluster.install import install_kafka
@@ -153,6 +155,19 @@ def make_backend(spec: ExperimentSpec, progress: Progress, local_stack: Mapping[
     return ExistingBackend(spec.cluster.existing)
 
 
+def prepare_workloads(spec: ExperimentSpec, release: str | None, progress: Progress) -> None:
+    """What the spec's workloads need of a Kafka release's Java clients, made before the method starts, not while
+    its clock runs (a workload module's `prepare(release, progress)`, e.g. the Streams app built against that
+    release: once per release, then a no-op); release None: the pin's, made at set-up."""
+    if release is None:
+        return
+    install_kafka(release, progress=lambda m: progress(f"java clients: {m}"))
+    for name in sorted({w.workload for w in spec.workloads}):
+        prepare = getattr(importlib.import_module(WORKLOAD_MODULES[name]), "prepare", None)
+        if prepare is not None:
+            prepare(release, lambda m: progress(f"{name}: {m}"))
+
+
 class Experiment:
     def __init__(self, spec: ExperimentSpec, seed: int, runs_dir: Path, progress: Progress = print,
                  backend: Backend | None = None, local_stack: Mapping[str, Any] | None = None):
@@ -172,14 +187,13 @@ class Experiment:
 
     def _run(self) -> ExperimentResult:
         self.backend = self.backend or make_backend(self.spec, self.progress, self.local_stack)
-        if self.spec.java_clients:              # the workloads' Java clients of another release: assembled once
-            install_kafka(self.spec.java_clients, progress=lambda m: self.progress(f"java clients: {m}"))
         tag = new_run_tag()
         run_dir = new_run_dir(self.runs_dir, self.spec.name, tag)
         self.result.run_dir = run_dir
         self.progress(f"run {run_dir}")
         described = self.backend.describe()
         self.journal = Journal(journal_dirs(run_dir, described))
+        prepare_workloads(self.spec, self.spec.java_clients or described.get("kafka_version"), self.progress)
         run = Run(self.backend.connection(), run_dir, tag, self.seed, self.spec.name, self.progress,
                   kafka_version=described.get("kafka_version"), java_clients=self.spec.java_clients)
         env = FaultEnv.for_run(self.backend, run)

@@ -33,6 +33,7 @@ import argparse
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 from chaos.workloads.base import WorkloadContext
 from chaos.workloads.jvm import JavaTool, Op, ToolEvents, run_tools
@@ -126,6 +127,11 @@ class StreamsEvents(ToolEvents):
         name = str(event["event"])
         fields = {k: v for k, v in event.items() if k not in ("event", "time")}
         return [Op("ok", F, {"event": name, **fields, "tool_ms": event.get("time")})]
+
+
+def prepare(release: str, progress: Callable[[str], None]) -> None:
+    """Before a run (chaos/experiment.py): the app built against the release its workloads will run."""
+    install_streams_app(release, progress)
 
 
 def run(ctx: WorkloadContext, args: argparse.Namespace) -> None:

@@ -405,3 +405,18 @@ def test_a_client_bug_runs_each_side_s_own_workloads_in_both_modes():
         assert [w.workload for w in sides["fixed"].workloads] == ["streams"]
         assert sides["affected"].schedule == sides["fixed"].schedule        # the same faults on both sides
     assert "librdkafka-5456" in bug_files()
+
+
+def test_the_workloads_java_clients_are_made_before_the_method_once_per_release(monkeypatch):
+    from chaos import experiment
+    from chaos.workloads import streams
+    made = []
+    monkeypatch.setattr(experiment, "install_kafka", lambda release, progress: made.append(("jars", release)))
+    monkeypatch.setattr(streams, "install_streams_app", lambda release, progress: made.append(("streams", release)))
+    spec = parse_spec(minimal_spec(workloads=[{"workload": "streams", "instances": 2},
+                                              {"workload": "txn-producer"}], java_clients="3.7.2"))
+    experiment.prepare_workloads(spec, spec.java_clients, progress=lambda m: None)
+    assert made == [("jars", "3.7.2"), ("streams", "3.7.2")]
+    made.clear()
+    experiment.prepare_workloads(spec, None, progress=lambda m: None)      # the pin's: made at set-up
+    assert made == []
