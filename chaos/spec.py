@@ -621,9 +621,11 @@ def parse_spec(data: dict[str, Any], source: str = "<spec>", short: bool = False
 #             of Kafka's Java clients and Kafka Streams the JVM workloads run, when not the cluster's (a bug of the
 #             client, not the broker, has sides that differ there)
 #     expect: {checks: [...], errors: [...], stalls: [...], alerts: [...]}   verify checks of which one finds
-#             (check:problem: one kind of a check's anomalies, e.g. streams_processing:duplicate-output)
-#             anomalies on the affected side, or errors (exception class names) a workload recorded there, or
+#             anomalies on the affected side (check:problem: one kind of a check's anomalies, e.g.
+#             streams_processing:duplicate-output), or errors (exception class names) a workload recorded there, or
 #             client calls that stalled there (a stall's `call`); alerts it should raise
+#     affects_java_clients: [3.5.2, ...]   for a bug of the Java clients: the releases that have it (a report
+#             names the bug on a run with those clients whose anomalies show in expect.checks)
 #     experiment: {name, workloads, duration_s, schedule, probes, quiescence, restart, short}, or
 #             {same_as: KAFKA-14402}: another catalogued bug's experiment, when its faults trigger this bug too
 #     variants: {name: {description, fixed_in, affected, fixed}}   other pairs of sides under the same experiment
@@ -698,10 +700,10 @@ class BugSpec(_Strict):
     # the releases whose Java clients (Kafka Streams) have this client bug: a run on one of them whose anomalies
     # show in expect.checks is named as this bug in its report (matching_anomaly_bugs)
     affects_java_clients: list[str] = []
-    variant: str | None = None
+    variant: str | None = None          # the variant whose sides `affected` and `fixed` are (load_bug), None: natural
 
     _releases_supported = field_validator("affects_java_clients")(
-        lambda cls, versions: [_supported_release(v) for v in versions])          # the variant whose sides `affected` and `fixed` are (load_bug), None: natural
+        lambda cls, versions: [_supported_release(v) for v in versions])
 
     @property
     def client_bug(self) -> bool:

@@ -266,17 +266,19 @@ def tries_table(outcome: dict) -> str:
     its cluster and of its Java clients (cluster.json), whether it reproduced the bug or was clean, its verdict,
     its anomalies per check (with their problems), its stalls and the most hanging transactions the exporter
     confirmed at once."""
-    lines = ["| side | try | run tag | Kafka | Java clients | reproduced | clean | verdict | anomalies | stalls | hanging (max) |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    head = ["side", "try", "run tag", "Kafka", "Java clients", "reproduced", "clean", "verdict", "anomalies", "stalls",
+            "hanging (max)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for side in BUG_SIDES:
         for number, run in enumerate(outcome["sides"][side]["runs"], 1):
             stored = Path(run["run_dir"]) / "cluster.json"
             cluster = json.loads(stored.read_text()) if stored.exists() else {}
             release = cluster.get("kafka_version") or "?"
-            cells = [side, number, Path(run["run_dir"]).name.rsplit("-", 1)[-1], release, cluster.get("java_clients") or release,
-                     "yes" if run["reproduced"] else "no", "yes" if run["clean"] else "no",
-                     "valid" if run["valid"] is True else run["valid"], _anomaly_cell(run),
-                     "?" if run.get("stalls") is None else ", ".join(sorted({s["call"] for s in run["stalls"]})) or "none",
+            stalls = "?" if run.get("stalls") is None else ", ".join(sorted({s["call"] for s in run["stalls"]}))
+            cells = [side, number, Path(run["run_dir"]).name.rsplit("-", 1)[-1], release,
+                     cluster.get("java_clients") or release, "yes" if run["reproduced"] else "no",
+                     "yes" if run["clean"] else "no", "valid" if run["valid"] is True else run["valid"],
+                     _anomaly_cell(run), stalls or "none",
                      "-" if run.get("max_hanging") is None else f"{run['max_hanging']:g}"]
             lines.append("| " + " | ".join(map(str, cells)) + " |")
     affected, fixed = (outcome["sides"][s]["runs"] for s in BUG_SIDES)

@@ -183,7 +183,7 @@ def _checks(frames: Frames, examples: int, progress: Callable[[str], None], pres
 
 
 def collect_all(frames: dict[str, DataFrame], examples: int,
-                every_row: dict[str, DataFrame] | None = None) -> dict[str, tuple[int, list[dict[str, Any]], dict[str, int]]]:
+                every_row: dict[str, DataFrame] | None = None) -> dict[str, tuple[int, list[dict], dict[str, int]]]:
     """Each frame's row count, its first `examples` rows (ordered by their content) and its rows counted per
     `problem` (a check's kind of anomaly, for frames with that column: {} otherwise), and every row of the
     (small) `every_row` frames, all in ONE Spark job: every row becomes (frame name, the row as JSON), counted
