@@ -24,18 +24,18 @@ class Timeline:
     key: str
     title: str
     unit: str
-    query: str            # {tag} is the run's tag: its topics are "<tag>-..."
+    query: str            # {tag} is the run's tag: its topics are "<tag>-...", Kafka Streams' own "<tag>.<app>-..."
     workload: str | None = None     # drawn only for runs of this workload (report/build.py)
 
 
-TOPICS = 'topic=~"{tag}-.*"'
+TOPICS = 'topic=~"{tag}[-.].*"'
 TIMELINES = (
     Timeline("lso_lag", "LSO lag (offsets read_committed cannot read yet)", "offsets",
              f"sum(kafkatxn_partition_lso_lag{{{TOPICS}}})"),
     Timeline("open_transactions", "Open transactions on the run's partitions", "transactions",
              f"sum(kafkatxn_topic_open_transactions{{{TOPICS}}})"),
-    Timeline("hanging_transactions", "Hanging transactions (confirmed)", "transactions",
-             "sum(kafkatxn_hanging_transactions) or (sum(kafkatxn_up) * 0)"),
+    Timeline("hanging_transactions", "Hanging transactions on the run's partitions (confirmed)", "transactions",
+             f"sum(kafkatxn_hanging_transactions{{{TOPICS}}}) or (sum(kafkatxn_up) * 0)"),
     Timeline("active_producers", "Active producer ids (all brokers)", "producer ids",
              "sum(kafkatxn_broker_active_producers)"),
     Timeline("throughput", "Workload throughput (records written to the run's topics)", "records/s",
