@@ -50,6 +50,7 @@ import argparse
 import difflib
 import importlib
 import re
+from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
@@ -784,21 +785,21 @@ def matching_anomaly_bugs(java_clients: str | None, anomalies: dict[str, int],
     (affects_java_clients) and one of the bug's expected checks found anomalies."""
     if not java_clients:
         return []
-    return [bug for bug in map(load_bug, bug_files().values())
-            if java_clients in bug.affects_java_clients
+    return [bug for bug in catalog() if java_clients in bug.affects_java_clients
             and any(expected_anomalies(anomalies, problems, check) for check in bug.expect.checks)]
 
 
 def matching_bugs(stall: dict) -> list[BugSpec]:
     """The catalogued client bugs a stall matches: one of its expected stalled calls, in the library its affected
     side names (a stall records its call and library: chaos/workloads/base.py)."""
-    found = []
-    for path in bug_files().values():
-        bug = load_bug(path)
-        client = bug.affected.client
-        if stall.get("call") in bug.expect.stalls and client is not None and client.library == stall.get("library"):
-            found.append(bug)
-    return found
+    return [bug for bug in catalog() if stall.get("call") in bug.expect.stalls and bug.affected.client is not None
+            and bug.affected.client.library == stall.get("library")]
+
+
+@lru_cache(maxsize=1)
+def catalog() -> tuple[BugSpec, ...]:
+    """Every catalogued bug with its natural sides, loaded once per process (the files do not change under it)."""
+    return tuple(load_bug(path) for path in bug_files().values())
 
 
 def bug_side_spec(bug: BugSpec, side: str, state_dir: Path, base_port: int, short: bool) -> ExperimentSpec:

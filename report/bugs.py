@@ -115,8 +115,7 @@ def judge(run_dir: Path, expected: list[str], errors: tuple[str, ...] = (), stal
     seen = errors_seen(run_dir, tuple(errors))
     stalled, recovered = stalls_and_recovery(run_dir)
     report = build.verdict_of(run_dir)
-    anomalies = {name: c["count"] for name, c in report["checks"].items() if c.get("count")}
-    problems = {name: c["problems"] for name, c in report["checks"].items() if c.get("problems")}
+    anomalies, problems = build.anomaly_counts(report)
     captured = json.loads((run_dir / "prometheus.json").read_text()) if (run_dir / "prometheus.json").exists() else {}
     hanging = [p[1] for s in captured.get("timelines", {}).get("hanging_transactions", {}).get("series", [])
                for p in s["points"]]

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import re
 import time
-from functools import lru_cache
 from pathlib import Path
 
 import yaml
@@ -199,33 +198,26 @@ def other_alerts(run: dict) -> str:
     return ", ".join(sorted({d["alert"] for d in run["detections"] if not d["expected"] and d["detected"]})) or "-"
 
 
-@lru_cache(maxsize=None)
-def _catalogued(call: str | None, library: str | None) -> tuple[tuple[str, str], ...]:
-    return tuple((bug.id, bug.url) for bug in matching_bugs({"call": call, "library": library}))
-
-
 def anomaly_bugs(run_dir: Path, verified: dict) -> list[dict]:
     """The catalogued client bugs (chaos/bugs/) a run's anomalies match on the release of its Java clients
     (cluster.json's java_clients, else its kafka_version: the workloads ran the cluster's release): [{id, url,
     title, java_clients}]."""
     cluster = _json(run_dir / "cluster.json") or {}
     release = cluster.get("java_clients") or cluster.get("kafka_version")
-    anomalies = tuple(sorted((n, c["count"]) for n, c in verified["checks"].items() if c.get("count")))
-    problems = tuple(sorted((n, tuple(sorted(c["problems"].items()))) for n, c in verified["checks"].items()
-                            if c.get("problems")))
-    return [{"id": bug_id, "url": url, "title": title, "java_clients": release}
-            for bug_id, url, title in _anomaly_catalogued(release, anomalies, problems)]
+    return [{"id": bug.id, "url": bug.url, "title": bug.title, "java_clients": release}
+            for bug in matching_anomaly_bugs(release, *anomaly_counts(verified))]
 
 
-@lru_cache(maxsize=None)
-def _anomaly_catalogued(release: str | None, anomalies: tuple, problems: tuple) -> tuple[tuple[str, str, str], ...]:
-    found = matching_anomaly_bugs(release, dict(anomalies), {n: dict(p) for n, p in problems})
-    return tuple((bug.id, bug.url, bug.title) for bug in found)
+def anomaly_counts(verified: dict) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+    """A verdict_of's anomalies per check and, where verify counted them, per problem of a check."""
+    checks = verified["checks"]
+    return ({name: c["count"] for name, c in checks.items() if c.get("count")},
+            {name: c["problems"] for name, c in checks.items() if c.get("problems")})
 
 
 def stall_bugs(stall: dict) -> list[dict]:
     """The catalogued client bugs (chaos/bugs/) a stall matches: [{id, url}]."""
-    return [{"id": bug_id, "url": url} for bug_id, url in _catalogued(stall.get("call"), stall.get("library"))]
+    return [{"id": bug.id, "url": bug.url} for bug in matching_bugs(stall)]
 
 
 def stall_line(stall: dict) -> str:
