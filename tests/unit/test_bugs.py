@@ -29,6 +29,10 @@ def test_an_expected_problem_reproduces_only_by_its_own_anomalies(tmp_path):
     got = judge(other, expected)
     assert got["reproduced"] is False and got["clean"] is False
     assert got["problems"] == {"streams_processing": {"unprocessed": 3}}
+    assert got["gaps"] == []
+    old = with_checks(stored_run(tmp_path, "late-produce", 3), streams_processing=3, open_at_end=0)
+    stale = judge(old, expected)                         # a report from before per-problem counts: said, not guessed
+    assert stale["reproduced"] is False and "does not count streams_processing's anomalies per problem" in stale["gaps"][0]
     dup = with_checks(stored_run(tmp_path, "late-produce", 2), streams_processing=3, open_at_end=0,
                       problems={"streams_processing": {"unprocessed": 1, "duplicate-output": 2}})
     assert judge(dup, expected)["reproduced"] is True
