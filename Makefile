@@ -16,7 +16,7 @@ setup-test:
 	WITH_TEST_TOOLS=1 bash scripts/setup.sh
 
 demo: setup
-	$(VENV)/bin/txnlab demo
+	$(VENV)/bin/txnlab demo $(if $(FLINK),--with-flink)
 
 test: setup-test
 	$(PY) -m pytest $(PYTEST_ARGS)

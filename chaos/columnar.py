@@ -54,6 +54,7 @@ def arrow_schema():
         ("tool", pa.string()), ("args", pa.list_(pa.string())),
         ("event", pa.string()), ("application_id", pa.string()), ("sources", pa.list_(pa.string())),
         ("sink", pa.string()), ("counts", pa.string()), ("changelog", pa.string()), ("processed", pa.int64()),
+        ("drained", pa.bool_()),
     ])
     return pa.schema([("time", pa.int64()), ("wall", pa.float64()), ("process", pa.string()), ("type", pa.string()),
                       ("f", pa.string()), ("value", value)])

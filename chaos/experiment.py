@@ -158,10 +158,9 @@ def make_backend(spec: ExperimentSpec, progress: Progress, local_stack: Mapping[
 def prepare_workloads(spec: ExperimentSpec, release: str | None, progress: Progress) -> None:
     """What the spec's workloads need of a Kafka release's Java clients, made before the method starts, not while
     its clock runs (a workload module's `prepare(release, progress)`, e.g. the Streams app built against that
-    release: once per release, then a no-op); release None: the pin's, made at set-up."""
-    if release is None:
-        return
-    install_kafka(release, progress=lambda m: progress(f"java clients: {m}"))
+    release, the Flink install: once, then a no-op); release None: the pin's, made at set-up."""
+    if release is not None:
+        install_kafka(release, progress=lambda m: progress(f"java clients: {m}"))
     for name in sorted({w.workload for w in spec.workloads}):
         prepare = getattr(importlib.import_module(WORKLOAD_MODULES[name]), "prepare", None)
         if prepare is not None:
@@ -402,7 +401,7 @@ class Experiment:
         self.progress("quiescence: healing, letting workloads finish their transactions")
         run.history.record(NEMESIS, "invoke", "quiescence", {})     # the recovery horizon (chaos/recovery.py)
         self.backend.heal(timeout=180)
-        run.stop_all(timeout=30)
+        run.stop_all()
         deadline = Deadline(self.spec.quiescence.timeout_s)
         stuck = probes.open_partitions(run.conn, run.info.topics)
         while stuck and not deadline.expired:

@@ -39,7 +39,7 @@ class Plan:
             return {}
         if placement != "apart" or not self.outputs:
             raise PlanError(f"placement {placement!r}: one of kafka, apart (apart for a workload with outputs: "
-                            "processor, java-copier, streams)")
+                            "processor, java-copier, streams, flink)")
         return {topic: int(topic in self.outputs) for topic in self.topics}
 
 
@@ -59,6 +59,7 @@ def plan(workload: str, tag: str, instances: int, extra: list[str], partitions: 
                                                    for i in range(instances)]),
         "observer": lambda: _observer(extra),
         "streams": lambda: _streams(tag, instances, extra, partitions),
+        "flink": lambda: _flink(tag, instances, extra, partitions),
     }
     return planners[workload]()
 
@@ -87,6 +88,21 @@ def _streams(tag: str, instances: int, extra: list[str], partitions: int) -> Pla
     app = option_value(extra, "--application-id") or streams.application_id(tag, None)
     return Plan({**{t: partitions for t in inputs}, output: partitions, counts: partitions}, [feeder, *specs],
                 tracked=(streams.changelog(app),), outputs=(output, counts))
+
+
+def _flink(tag: str, instances: int, extra: list[str], partitions: int) -> Plan:
+    """A keyed feeder and a Flink session cluster: its JobManager, `instances` TaskManagers and the job's
+    client (chaos/workloads/flink.py); `extra` options go to every role (the cluster's settings are the
+    JobManager's, the job's the client's)."""
+    inputs, output, counts = [f"{tag}-fin-a", f"{tag}-fin-b"], f"{tag}-fout", f"{tag}-fcounts"
+    keys = option_value(extra, "--keys") or str(STREAMS_KEYS)
+    feeder = WorkloadSpec("txn-producer", "flink-feeder", ("--topics", *inputs, "--rate", "10", "--keys", keys))
+    roles = [("flink-jm", ("--role", "jobmanager")),
+             *((f"flink-tm-{i}", ("--role", "taskmanager")) for i in range(instances)),
+             ("flink-job", ("--role", "job", "--inputs", *inputs, "--output", output, "--counts", counts))]
+    specs = [WorkloadSpec("flink", name, (*role, *extra)) for name, role in roles]
+    return Plan({**{t: partitions for t in inputs}, output: partitions, counts: partitions}, [feeder, *specs],
+                outputs=(output, counts))
 
 
 def _observer(extra: list[str]) -> Plan:

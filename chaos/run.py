@@ -50,6 +50,7 @@ from cluster.progress import Progress
 
 GROUP_SAMPLE_S = 2.0
 RESTART_CHECK_S = 0.5
+STOP_TIMEOUT_S = 50.0      # how long a stopped workload may take to exit (a Flink job drains first: chaos/workloads/flink.py)
 
 
 @dataclass(frozen=True)
@@ -218,7 +219,7 @@ class Run:
     def stop(self, process: str, timeout: float = 20.0) -> None:
         self.supervisor.stop(process, timeout=timeout)
 
-    def stop_all(self, timeout: float = 20.0) -> None:
+    def stop_all(self, timeout: float = STOP_TIMEOUT_S) -> None:
         """Every workload, resumed first (a stopped process cannot exit), all at once; the restarter and the
         group sampler first."""
         self.stop_restarting()

@@ -430,6 +430,9 @@ class _Refs:
         # Kafka Streams names its transactional ids "<application.id>-<process id>-<thread>" itself
         self.txn_prefixes = {f"{option_value(p.args, '--application-id') or '{tag}.streams'}-"
                              for p in spec.processes() if p.workload == "streams"}
+        # Flink's KafkaSink names them "<prefix>-<subtask>-<n>" (chaos/workloads/flink.py: the prefix is the group)
+        self.txn_prefixes |= {f"{option_value(p.args, '--txn-prefix') or option_value(p.args, '--group') or '{tag}.flink'}-"
+                              for p in spec.processes() if p.workload == "flink"}
         self.groups = {_group(p) for p in spec.processes()} - {None}
         self.nodes = spec.cluster.local.nodes if spec.cluster.local else None
 
@@ -450,7 +453,7 @@ def _txn_id(process: WorkloadSpec) -> str:
 
 # the consumer group of each workload that has one: its option, else its default (the workload's module says)
 GROUP_OPTIONS = {"processor": ("--group", "{tag}.eos"), "java-copier": ("--group", "{tag}.{process}"),
-                 "streams": ("--application-id", "{tag}.streams")}
+                 "streams": ("--application-id", "{tag}.streams"), "flink": ("--group", "{tag}.flink")}
 
 
 def _group(process: WorkloadSpec) -> str | None:
@@ -686,10 +689,12 @@ class BugVariant(_Strict):
 
 
 class BugSpec(_Strict):
-    id: str = Field(pattern=r"^(KAFKA-\d+|[a-z][a-z0-9-]*-\d+)$")
+    # a Kafka JIRA key, a client's issue (librdkafka-5456), or a named trap without an issue number
+    # (flink-transaction-timeout: a documented misconfiguration, its url the documentation's warning)
+    id: str = Field(pattern=r"^(KAFKA-\d+|[a-z][a-z0-9-]*)$")
     title: str = Field(min_length=1)
     url: str = Field(pattern=r"^https://(issues\.apache\.org/jira/browse/KAFKA-\d+|github\.com/[\w.-]+/[\w.-]+/"
-                             r"(issues|pull)/\d+)$")
+                             r"(issues|pull)/\d+|nightlies\.apache\.org/flink/\S+)$")
     links: list[str] = []
     description: str = ""
     fixed_in: str = Field(min_length=1)

@@ -1,5 +1,6 @@
 """Assembling a Kafka release from Maven Central: its broker, tools and Kafka Streams jars and the Prometheus
-JMX agent; and building the streams workload's Kafka Streams app against it.
+JMX agent; building the streams workload's Kafka Streams app against it; and the pinned Flink release for the
+flink workload (PyFlink from PyPI in a virtualenv of its own, its Kafka connector jar from Maven Central).
 
     python -m cluster.install [VERSION]      (default: the pinned KAFKA_VERSION; scripts/setup.sh runs this)
 
@@ -9,7 +10,8 @@ versions and the pom; rebuilt when either changes), under a file lock so two pro
 one release do not assemble it twice at once. The same for the streams app's jar (chaos/workloads/streams,
 `mvn package` into streams_app_dir(), beside the release's libs): once per release, stamped with the version,
 the app's pom and every file of its src.
-Must not: start anything (cluster/local.py does), or fetch from anywhere but Maven Central through mvn.
+Must not: start anything (cluster/local.py, chaos/workloads/flink.py do), or fetch from anywhere but Maven
+Central through mvn and PyPI through pip.
 """
 from __future__ import annotations
 
@@ -136,12 +138,53 @@ def install_streams_app(version: str | None = None, progress: Callable[[str], No
     return jar
 
 
+def flink_stamp() -> str:
+    pins = versions.pinned()
+    return f"{pins['FLINK_VERSION']} {pins['FLINK_KAFKA_CONNECTOR_VERSION']}"
+
+
+def flink_installed() -> bool:
+    marker = versions.flink_dir() / STAMP
+    return (marker.exists() and marker.read_text().strip() == flink_stamp() and versions.flink_python().exists()
+            and versions.flink_connector_jar().exists())
+
+
+def install_flink(progress: Callable[[str], None] = print) -> Path:
+    """The pinned Flink release (versions.flink_dir): PyFlink from PyPI in a virtualenv of its own, its Kafka
+    connector jar from Maven Central. Idempotent; the folder, made again when the pins change."""
+    home = versions.flink_dir()
+    pins = versions.pinned()
+
+    def build() -> None:
+        progress(f"Flink {pins['FLINK_VERSION']}: PyFlink (PyPI) into {home / 'venv'}, its Kafka connector "
+                 f"{pins['FLINK_KAFKA_CONNECTOR_VERSION']} (Maven Central)")
+        shutil.rmtree(home, ignore_errors=True)
+        venv = home / "venv"
+        steps = [([sys.executable, "-m", "venv", str(venv)], "python -m venv failed"),
+                 ([str(venv / "bin" / "pip"), "install", "-q", f"apache-flink=={pins['FLINK_VERSION']}"],
+                  f"pip could not install apache-flink=={pins['FLINK_VERSION']} (is PyPI reachable?)")]
+        for cmd, failure in steps:
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode != 0:
+                tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
+                raise InstallError(f"{failure}:\n{tail}")
+        jar = versions.flink_connector_jar()
+        _maven(["mvn", "-q", "-B", "dependency:copy",
+                f"-Dartifact=org.apache.flink:flink-sql-connector-kafka:{pins['FLINK_KAFKA_CONNECTOR_VERSION']}",
+                f"-DoutputDirectory={jar.parent}"], jar,
+               "maven could not fetch Flink's Kafka connector (is Maven Central reachable?)")
+        (home / STAMP).write_text(flink_stamp() + "\n")
+    _once(home.parent / f".flink-{pins['FLINK_VERSION']}.lock", flink_installed, build)
+    return home
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     version = args[0] if args else None
     try:
         print(f"Kafka jars ready in {install_kafka(version)}")
         print(f"Kafka Streams app ready: {install_streams_app(version)}")
+        print(f"Flink ready in {install_flink()}")
     except TxnlabError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -93,3 +93,17 @@ def toxiproxy_binary() -> Path:
 
 def jmx_agent_jar(version: str | None = None) -> Path:
     return kafka_libs_dir(version) / f"jmx_prometheus_javaagent-{pinned()['JMX_EXPORTER_VERSION']}.jar"
+
+
+def flink_dir() -> Path:
+    """The pinned Flink release's install (cluster/install.py install_flink): its virtualenv (PyFlink, whose
+    package holds Flink's jars and scripts) and its Kafka connector jar."""
+    return txnlab_home() / "dist" / f"flink-{pinned()['FLINK_VERSION']}"
+
+
+def flink_python() -> Path:
+    return flink_dir() / "venv" / "bin" / "python"
+
+
+def flink_connector_jar() -> Path:
+    return flink_dir() / "lib" / f"flink-sql-connector-kafka-{pinned()['FLINK_KAFKA_CONNECTOR_VERSION']}.jar"

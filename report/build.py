@@ -129,6 +129,34 @@ def _workload(ops: list[dict]) -> dict:
     return {"attempts": outcomes, "fenced_processes": sorted(fenced)}
 
 
+def job_events(ops: list[dict], zero: float) -> list[dict]:
+    """What a Flink job did (chaos/workloads/flink.py), for the timeline and the run's page: each checkpoint at its
+    trigger time (completed or failed), the job's restarts, its restores and submissions, the errors its
+    JobManager and TaskManagers logged; seconds since the run's start."""
+    out = []
+    for op in ops:
+        value = op.get("value") if isinstance(op.get("value"), dict) else {}
+        if op["f"] == "flink-submit" and op["type"] == "ok":
+            out.append({"kind": "submitted", "at_s": round(op["wall"] - zero, 1),
+                        "detail": "from a checkpoint" if value.get("from_checkpoint") else "from the group's offsets"})
+        if op["f"] != "flink" or op["type"] != "ok":
+            continue
+        event = value.get("event")
+        if event == "checkpoint" and value.get("trigger_ms"):
+            out.append({"kind": f"checkpoint-{str(value.get('status')).lower()}",
+                        "at_s": round(value["trigger_ms"] / 1000 - zero, 1), "detail": f"#{value.get('checkpoint')}"})
+        elif event == "state" and value.get("to") in ("RESTARTING", "FAILED", "RUNNING"):
+            out.append({"kind": str(value["to"]).lower(), "at_s": round(op["wall"] - zero, 1), "detail": ""})
+        elif event == "restored":
+            out.append({"kind": "restored", "at_s": round(op["wall"] - zero, 1),
+                        "detail": f"checkpoint #{value.get('checkpoint')}"})
+        elif event == "log":              # an ERROR of a JobManager's or TaskManager's console, as Flink worded it
+            line = str(value.get("line", ""))
+            out.append({"kind": "error", "at_s": round(op["wall"] - zero, 1),
+                        "detail": f"{op['process']}: {line.split(' - ', 1)[-1][:400]}"})
+    return sorted(out, key=lambda e: e["at_s"])
+
+
 def run_report(run_dir: Path, experiment: str, level: str | None, image: str | None,
                expected_alerts: tuple[str, ...] = ()) -> dict:
     """expected_alerts: alerts this run is meant to raise during every fault besides those of the fault's kind
@@ -162,7 +190,7 @@ def run_report(run_dir: Path, experiment: str, level: str | None, image: str | N
         "error": outcome.get("error"), "probes": probes, "quiescence": outcome.get("quiescence", {}),
         "faults": windows, "workload": _workload(ops), "recovery": recovery(ops),
         "verify": verified, "anomalies": anomalies_of(run_dir), "catalogued": anomaly_bugs(run_dir, verified),
-        "timelines": timelines,
+        "timelines": timelines, "job_events": job_events(ops, zero),
         "alerts": [vars(a) for a in detection.alert_spans(alerts)],
         "detections": [{**row, "rule_for": holds.get(row["alert"])}
                        for row in detection.as_rows(detection.detections(windows, alerts, expected_alerts))],

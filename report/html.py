@@ -97,6 +97,18 @@ def _side_by_side(report: dict) -> str:
             f"<table>{head}{body}</table>")
 
 
+def _job_row(events: list[dict]) -> dict:
+    """A Flink job's checkpoints and restarts in one row (build.job_events), the times in seconds of the run."""
+    def at(kind: str) -> str:
+        return ", ".join(f"{e['at_s']} s" + (f" ({e['detail']})" if e["detail"] else "")
+                         for e in events if e["kind"] == kind) or "-"
+    errors = list(dict.fromkeys(e["detail"] for e in events if e["kind"] == "error"))   # distinct, in order
+    return {"checkpoints completed": sum(e["kind"] == "checkpoint-completed" for e in events),
+            "failed": sum(e["kind"] == "checkpoint-failed" for e in events),
+            "submitted": at("submitted"), "restarting": at("restarting"), "restored": at("restored"),
+            "errors Flink logged": f"{len(errors)}: " + " | ".join(errors[:3]) if errors else "-"}
+
+
 def _run(run: dict, directory: Path) -> str:
     level = run["level"]
     title = f"{escape(run['experiment'])}" + (f" <span class='muted'>{escape(level)}</span>" if level else "")
@@ -129,6 +141,8 @@ def _run(run: dict, directory: Path) -> str:
     parts.append("<h3>Alert detection latency</h3>" + (table(detections) if detections else
                  "<p class='muted'>no alert is expected for these faults and none went pending or firing.</p>"))
     parts.append(_recovery(run))
+    if run.get("job_events"):
+        parts.append("<h3>Flink job</h3>" + table([_job_row(run["job_events"])]))
     attempts = run["workload"]["attempts"]
     faults = [{"fault": f["label"], "from": f"{f['start_s']} s", "to": f"{f['end_s']} s"} for f in run["faults"]]
     probes = [{"phase": p["phase"], "probe": p["name"], "ok": p["ok"], "observed": p.get("observed")} for p in run["probes"]]

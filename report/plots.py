@@ -1,7 +1,8 @@
 """The run timeline picture: Prometheus timelines stacked on one time axis, fault windows shaded.
 
 Owns: drawing one run's report entry (build.run_report) with matplotlib (Agg) to PNG: a row per
-timeline (series.TIMELINES), a row of alert lanes (pending amber, firing red) and a row of recovery
+timeline (series.TIMELINES), for a Flink job a row of its checkpoints and restarts (build.job_events), a row of
+alert lanes (pending amber, firing red) and a row of recovery
 lanes (per workload process, each fault's heal joined to its first commit after it; a red cross where it
 never committed again); seconds since the run's start on the x axis; every fault window shaded and labelled in every row. A timeline with no data
 says why instead of drawing an empty axis.
@@ -105,17 +106,44 @@ def _stall_marks(ax, stalls: list[dict], names: list[str]) -> None:
             ax.plot([st["restarted_s"]], [row - 0.25], "|", color="#d97706", ms=9, mew=2)
 
 
+JOB_MARKS = {   # a Flink job's events (build.job_events): row, marker, colour
+    "checkpoint-completed": (0, "|", "#2ca02c"), "checkpoint-failed": (0, "x", "#d62728"),
+    "restarting": (1, "v", "#d62728"), "failed": (1, "X", "#d62728"), "restored": (1, "o", "#1f5fa8"),
+    "running": (1, "^", "#2ca02c"), "submitted": (1, "s", "#6b21a8")}
+
+
+def _job_lanes(ax, events: list[dict]) -> None:
+    """A Flink job's checkpoints (green ticks at their trigger, red crosses failed) and its restarts, restores and
+    submissions (second lane)."""
+    for kind, (row, marker, colour) in JOB_MARKS.items():
+        xs = [e["at_s"] for e in events if e["kind"] == kind]
+        if xs:
+            ax.plot(xs, [row] * len(xs), marker, color=colour, ms=7 if marker == "|" else 5, mew=1.5, ls="none",
+                    label=kind.replace("checkpoint-", "checkpoint "))
+    ax.set_yticks([0, 1], ["checkpoints", "job"], fontsize=7)
+    ax.set_ylim(-0.6, 1.6)
+    ax.set_title("Flink job: checkpoints (green completed, red failed); restarts, restores, submissions",
+                 fontsize=8, loc="left")
+    if events:
+        ax.legend(fontsize=6, loc="upper right", ncol=4, frameon=False)
+
+
 def timeline_figure(run: dict):
     zero = run["started"]
     end = (run["window"].get("end") or max([f["end"] for f in run["faults"]] + [zero + 1])) - zero
     rows = list(run["timelines"].values())
-    fig, axes = plt.subplots(len(rows) + 2, 1, figsize=(10, 1.55 * (len(rows) + 2) + 0.6), sharex=True)
+    job = run.get("job_events") or []
+    extra = 3 if job else 2
+    fig, axes = plt.subplots(len(rows) + extra, 1, figsize=(10, 1.55 * (len(rows) + extra) + 0.6), sharex=True)
     level = run["level"]
     fig.suptitle(f"{run['experiment']}" + (f"  ({level})" if level else "") + f"  {run['run']}",
                  fontsize=10, x=0.01, ha="left")
     for i, (ax, timeline) in enumerate(zip(axes, rows)):
         _shade(ax, run["faults"], label=i == 0)
         _timeline(ax, timeline, zero)
+    if job:
+        _shade(axes[-3], run["faults"], label=False)
+        _job_lanes(axes[-3], job)
     _shade(axes[-2], run["faults"], label=False)
     _alert_lanes(axes[-2], run["alerts"], zero, end)
     _shade(axes[-1], run["faults"], label=False)

@@ -44,6 +44,9 @@ TIMELINES = (
     Timeline("streams_throughput", "Kafka Streams throughput (records its stateless step wrote, aborted ones "
              "included)", "records/s", 'sum(rate(kafkatxn_partition_high_watermark{topic="{tag}-sout"}[20s]))',
              workload="streams"),
+    # chaos/plans.py: the Flink job's stateless output topic, one record per input (written when checkpoints commit)
+    Timeline("flink_throughput", "Flink job throughput (records its sink wrote, aborted transactions included)",
+             "records/s", 'sum(rate(kafkatxn_partition_high_watermark{topic="{tag}-fout"}[20s]))', workload="flink"),
 )
 ALERTS_QUERY = "ALERTS"
 

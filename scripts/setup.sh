@@ -47,9 +47,11 @@ fi
 
 # 3. Apache Kafka (broker + tools + Kafka Streams jars) and the Prometheus JMX agent from Maven Central, and the
 #    streams workload's Kafka Streams app built against them (chaos/workloads/streams): the pinned release
-#    (other releases of KAFKA_VERSIONS are assembled the same way on first use: cluster/install.py).
+#    (other releases of KAFKA_VERSIONS are assembled the same way on first use: cluster/install.py); and Flink
+#    for the flink workload: PyFlink (FLINK_VERSION) from PyPI in a virtualenv of its own under $TXNLAB_HOME/dist,
+#    its Kafka connector jar from Maven Central.
 "$VENV/bin/python" -m cluster.install "$KAFKA_VERSION" \
-  || fail "the Kafka $KAFKA_VERSION jars could not be assembled or the streams app built (above)"
+  || fail "the Kafka $KAFKA_VERSION jars could not be assembled, the streams app built or Flink installed (above)"
 
 # 3b. Spark's Kafka connector for the verification job (PySpark itself comes with the virtualenv).
 SPARK_JARS="$TXNLAB_HOME/dist/spark-kafka-$SPARK_KAFKA_VERSION"

@@ -21,7 +21,8 @@ per-id checks, `positions` (position_index) both views and the acknowledgements 
                         no committed output lacks a covered input, none contradicts the history's input
   copies                the same for Kafka's TransactionalMessageCopier (values copied verbatim: by value)
   streams_processing    the same for a Kafka Streams application's stateless step (paired by the input id
-                        each output carries; its group is its application id)
+                        each output carries; its group is its application id), or a Flink job's (its group:
+                        its source's, whose offsets are committed when a checkpoint completes)
   streams_state         its stateful step, per key: the committed count updates are exactly 1..n in log order,
                         sums follow the inputs' amounts, the last count and sum equal the covered committed
                         inputs', and the changelog's last committed value equals the last update
@@ -293,7 +294,8 @@ def streams_state(committed: DataFrame, streams: DataFrame, group_offsets: DataF
       repeated-input  one input counted by two committed updates
       final-count     the last count differs from the number of covered committed inputs of the key
       final-sum       the last sum differs from the sum of their amounts
-      changelog       the store's last committed changelog value (count, sum) differs from the last update"""
+      changelog       the store's last committed changelog value (count, sum) differs from the last update (an
+                      application with a changelog: Kafka Streams; a Flink job keeps its state in checkpoints)"""
     updates = _on(committed, streams, "counts").select(
         "group", "partition", "offset", F.from_json("text", STREAMS_UPDATE).alias("u")) \
         .select("group", "partition", "offset", "u.*")
@@ -313,7 +315,9 @@ def streams_state(committed: DataFrame, streams: DataFrame, group_offsets: DataF
         .groupBy("group", "key").agg(F.max_by(F.struct(F.col("v")[0].try_cast("long").alias("count"),
                                                         F.col("v")[1].try_cast("long").alias("sum")),
                                               F.struct("partition", "offset")).alias("changelog"))
-    joined = per_key.join(expected, on=["group", "key"], how="full").join(store, on=["group", "key"], how="full")
+    stored = streams.select(F.col("application_id").alias("group"), F.col("changelog").isNotNull().alias("stored"))
+    joined = per_key.join(expected, on=["group", "key"], how="full").join(store, on=["group", "key"], how="full") \
+        .join(F.broadcast(stored), on="group", how="left")
     last_count, last_sum = F.coalesce(F.col("last.count"), F.lit(0)), F.coalesce(F.col("last.sum"), F.lit(0))
     found = F.array(
         F.when(F.col("partitions") > 1, F.lit("split")),
@@ -322,7 +326,7 @@ def streams_state(committed: DataFrame, streams: DataFrame, group_offsets: DataF
         F.when(F.col("distinct_inputs") < F.col("updates"), F.lit("repeated-input")),
         F.when(last_count != F.coalesce(F.col("inputs"), F.lit(0)), F.lit("final-count")),
         F.when(last_sum != F.coalesce(F.col("amount"), F.lit(0)), F.lit("final-sum")),
-        F.when(~F.col("changelog").eqNullSafe(F.col("last")), F.lit("changelog")))
+        F.when(F.col("stored") & ~F.col("changelog").eqNullSafe(F.col("last")), F.lit("changelog")))
     return joined.withColumn("problems", F.filter(found, lambda p: p.isNotNull())) \
         .where(F.size("problems") > 0) \
         .select("group", "key", "problems", F.coalesce("inputs", F.lit(0)).alias("inputs"),

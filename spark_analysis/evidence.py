@@ -274,6 +274,8 @@ class HistorySummary:
     written_topics: set[str] = field(default_factory=set)      # writes, sends, copier outputs
     copiers: list[tuple] = field(default_factory=list)         # (input, output, group) of each copier
     streams: list[tuple] = field(default_factory=list)         # load.STREAMS_SCHEMA of each Streams application
+    flink_jobs: set[str] = field(default_factory=set)          # the groups of the Flink jobs (topology events)
+    drained_jobs: set[str] = field(default_factory=set)        # those whose client recorded a drained stop
 
 
 def summarise(ops: DataFrame) -> HistorySummary:
@@ -297,7 +299,10 @@ def summarise(ops: DataFrame) -> HistorySummary:
         F.collect_set(F.when(op, F.array_sort(F.array_distinct(F.col("value.writes.topic"))))).alias("written"),
         F.collect_set(F.when(op & (F.col("f") == "produce"), F.col("value.topic"))).alias("sent"),
         F.collect_set(F.when(load.copier_started(), load.copier_of())).alias("copiers"),
-        F.collect_set(F.when(load.streams_declared(), load.streams_of())).alias("streams")).collect()
+        F.collect_set(F.when(load.streams_declared(), load.streams_of())).alias("streams"),
+        F.collect_set(F.when(op & load.streams_declared() & (F.col("f") == "flink"),
+                             F.col("value.application_id"))).alias("flink"),
+        F.collect_set(F.when(op & load.flink_drained(), F.col("value.application_id"))).alias("drained")).collect()
     summary = HistorySummary()
     copiers, streams = set(), set()
     for r in rows:
@@ -311,6 +316,8 @@ def summarise(ops: DataFrame) -> HistorySummary:
         summary.committed_groups |= set(r["groups"])
         summary.written_topics |= {t for topics in r["written"] for t in topics if t is not None} | set(r["sent"])
         copiers |= {tuple(c) for c in r["copiers"]}
+        summary.flink_jobs |= set(r["flink"])
+        summary.drained_jobs |= set(r["drained"])
         streams |= {(s[0], tuple(s[1] or ()), *s[2:]) for s in r["streams"]}
     summary.copiers = sorted(copiers, key=lambda c: tuple(x or "" for x in c))
     summary.written_topics |= {output for _, output, _ in summary.copiers if output}
@@ -327,15 +334,19 @@ def workload_kinds(summary: HistorySummary) -> set[str]:
 
 def group_gaps(summary: HistorySummary, evidence: Evidence) -> list[str]:
     """The processing checks judge against group_offsets.json: it must exist when the run has processors,
-    copiers or Streams applications, and hold every group a processor committed in (an `ok` process attempt)."""
+    copiers or Streams applications, and hold every group a processor committed in (an `ok` process attempt);
+    a Flink job's offsets say what it processed only after its client drained it (its `stopped` event)."""
     if not evidence.has_group_offsets:
         return ["no group_offsets.json, but the run has consumers (processors, copiers, Streams): the processing checks would "
                 "judge against no committed offsets"] if summary.has_consumers else []
     apps = {s[0] for s in summary.streams if s[0]}      # a Streams application's group is its application id
     return [f"group {g} committed (ok process attempts) but group_offsets.json does not record it"
             for g in sorted(summary.committed_groups - set(evidence.group_offsets))] + \
-        [f"Kafka Streams application {a}: group_offsets.json does not record its group, so what it processed "
-         "cannot be told" for a in sorted(apps - set(evidence.group_offsets))]
+        [f"Kafka Streams application or Flink job {a}: group_offsets.json does not record its group, so what it processed "
+         "cannot be told" for a in sorted(apps - set(evidence.group_offsets))] + \
+        [f"Flink job {a}: its client recorded no drained stop (chaos/workloads/flink.py), so the group's offsets, "
+         "committed by the source only when a checkpoint completes, may lag what the job committed: what it "
+         "processed cannot be told" for a in sorted(summary.flink_jobs - summary.drained_jobs)]
 
 
 def topic_gaps(summary: HistorySummary, evidence: Evidence) -> list[str]:

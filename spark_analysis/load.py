@@ -221,8 +221,15 @@ STREAMS_SCHEMA = "application_id string, sources array<string>, sink string, cou
 
 
 def streams_declared() -> Column:
-    """A Kafka Streams workload's `topology` event (chaos/workloads/streams.py)."""
-    return (F.col("f") == "streams") & (F.col("type") == "ok") & (F.col("value.event") == "topology")
+    """An exactly-once application's `topology` event: a Kafka Streams workload's (chaos/workloads/streams.py) or
+    a Flink job's (chaos/workloads/flink.py: no changelog; its group is its source's)."""
+    return F.col("f").isin("streams", "flink") & (F.col("type") == "ok") & (F.col("value.event") == "topology")
+
+
+def flink_drained() -> Column:
+    """A Flink job's client stopped it drained (chaos/workloads/flink.py): the group's offsets are final."""
+    return (F.col("f") == "flink") & (F.col("type") == "ok") & (F.col("value.event") == "stopped") & \
+        F.col("value.drained").eqNullSafe(True)
 
 
 def streams_of() -> Column:

@@ -40,10 +40,11 @@ OP_VALUE = StructType([
     # Kafka's Java tools (chaos/workloads/java_copier.py): VerifiableProducer sends and the JVM's args
     StructField("id", StringType()), StructField("topic", StringType()), StructField("partition", IntegerType()),
     StructField("offset", LongType()), StructField("tool", StringType()), StructField("args", ArrayType(StringType())),
-    # the Kafka Streams workload's events (chaos/workloads/streams.py): its topology, its progress
+    # the Kafka Streams and Flink workloads' events (chaos/workloads/streams.py, flink.py): topology, progress
     StructField("event", StringType()), StructField("application_id", StringType()),
     StructField("sources", ArrayType(StringType())), StructField("sink", StringType()),
     StructField("counts", StringType()), StructField("changelog", StringType()), StructField("processed", LongType()),
+    StructField("drained", BooleanType()),              # a Flink job's client's stop (chaos/workloads/flink.py)
 ])
 
 HISTORY_COLUMNS = StructType([        # a history line; the columnar twin's schema (chaos/columnar.py writes it)

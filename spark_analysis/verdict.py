@@ -35,7 +35,7 @@ class Frames:
     group_offsets: DataFrame
     acked: DataFrame            # where producers were acknowledged (load.acknowledged)
     copiers: DataFrame
-    streams: DataFrame          # the run's Kafka Streams applications (load.STREAMS_SCHEMA)
+    streams: DataFrame          # the run's Kafka Streams applications and Flink jobs (load.STREAMS_SCHEMA)
     end_offsets: DataFrame
     polls: DataFrame            # every consumer's polled records (load.consumer_polls)
     seeks: DataFrame            # where their polls start over (load.consumer_seeks)
@@ -62,7 +62,7 @@ class Check:
 # is not planned at all (each check is tens of DataFrame operations for Spark to analyse): valid, count 0,
 # with `applies: false` and why.
 NEEDS = {"processors": "no exactly-once processor in this run", "copiers": "no Kafka copier in this run",
-         "streams": "no Kafka Streams application in this run",
+         "streams": "no Kafka Streams application or Flink job in this run",
          "polls": "no consumer's polls recorded in this run (observers, processors)"}
 
 
@@ -88,11 +88,12 @@ CHECKS = (
     Check("exactly_once_copy", "Kafka's TransactionalMessageCopier: each input record below the group's offsets "
           "copied exactly once (by value)",
           lambda f, s: checks.copies(f.committed, f.copiers, f.group_offsets), "copiers"),
-    Check("streams_processing", "Kafka Streams, stateless step: each input below the application's committed "
+    Check("streams_processing", "Kafka Streams or Flink, stateless step: each input below the application's committed "
           "offsets has exactly one committed output, and no committed output names another input",
           lambda f, s: checks.streams_processing(f.committed, f.streams, f.group_offsets), "streams"),
-    Check("streams_state", "Kafka Streams, stateful step: per key the committed count updates are exactly 1..n, "
-          "the sums follow, the last count and sum match the committed inputs and the changelog's last value",
+    Check("streams_state", "Kafka Streams or Flink, stateful step: per key the committed count updates are exactly "
+          "1..n, the sums follow, the last count and sum match the committed inputs and (Streams) the changelog's "
+          "last value",
           lambda f, s: checks.streams_state(f.committed, f.streams, f.group_offsets), "streams"),
     Check("open_at_end", "transactions still open after quiescence (LSO < HWM at the end)",
           lambda f, s: checks.open_transactions(f.end_offsets)),

@@ -408,10 +408,16 @@ def _print_summary(report: dict) -> None:
         err.print(f"[red]error[/]: {error}")
 
 
+FLINK_DEMO = "flink-taskmanager-kill"        # `txnlab demo --with-flink` (make demo FLINK=1)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     """The main job: the demo suite on local clusters, each run verified, then the report."""
     from report.demo import Demo, DemoOptions, exit_code
-    options = DemoOptions(experiments=tuple(args.experiments or DemoOptions.experiments),
+    experiments = tuple(args.experiments or DemoOptions.experiments)
+    if args.with_flink and FLINK_DEMO not in experiments:
+        experiments += (FLINK_DEMO,)
+    options = DemoOptions(experiments=experiments,
                           transaction_versions=tuple(args.transaction_versions), runs_dir=args.runs_dir,
                           keep=args.keep, seed=args.seed, verify=not args.no_verify)
     try:
@@ -492,6 +498,9 @@ def _add_demo_commands(sub) -> None:
                       help="run the suite under these transaction.version levels (1,2 puts them side by side)")
     demo.add_argument("--experiments", type=lambda t: [e for e in t.split(",") if e], default=None,
                       metavar="NAME[,NAME]", help="built-in experiments to run (default: the demo suite)")
+    demo.add_argument("--with-flink", action="store_true",
+                      help=f"add {FLINK_DEMO} (Flink's exactly-once pipeline on a real Flink cluster; its "
+                           "checkpoints and restarts on the timeline)")
     demo.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where the suite directory goes")
     demo.add_argument("--seed", type=int, default=1)
     demo.add_argument("--keep", action="store_true", help="leave the (last level's) clusters running afterwards")

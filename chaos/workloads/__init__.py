@@ -10,4 +10,5 @@ WORKLOADS = {
     "storm": "chaos.workloads.storm",
     "observer": "chaos.workloads.observer",
     "streams": "chaos.workloads.streams",
+    "flink": "chaos.workloads.flink",
 }

@@ -1,7 +1,7 @@
 """A JVM run by a workload process: Kafka's Java tools (java_copier.py) and the Kafka Streams application
 (streams.py) print one JSON event per stdout line; this module starts such a JVM by its own pid, turns its
 lines into history operations as they come (ToolEvents, one subclass per program), records its lifecycle
-under "<name>/jvm" (invoke jvm {tool, args}; ok exit 0 | fail + {pid, exit_code, stopped, signal,
+under "<name>/jvm" (invoke jvm {tool, args}; ok: exit 0, or stopped by its SIGTERM | fail + {pid, exit_code, stopped, signal,
 stderr_tail}), and stops it: SIGTERM, SIGKILL after STOP_GRACE_S, its output read to the end first.
 Must not: signal any process but the JVMs it started, or decide what the events mean beyond converting them.
 """
@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import collections
 import json
+import os
 import signal
 import subprocess
 import sys
 import threading
 from typing import IO, Callable, NamedTuple
+
+import psutil
 
 from chaos.workloads.base import WorkloadContext
 from cluster.waiting import Deadline
@@ -72,8 +75,10 @@ class JavaTool:
     """One tool process: started and stopped by its own pid, its stdout recorded by a reader thread
     under `name`, its lifecycle under "<name>/jvm"."""
 
-    def __init__(self, ctx: WorkloadContext, name: str, tool: str, argv: list[str], events: ToolEvents):
-        self.ctx, self.name, self.tool, self.argv, self.events = ctx, name, tool, argv, events
+    def __init__(self, ctx: WorkloadContext, name: str, tool: str, argv: list[str], events: ToolEvents,
+                 env: dict[str, str] | None = None, stop_codes: tuple[int, ...] = ()):
+        self.ctx, self.name, self.tool, self.argv, self.events, self.env = ctx, name, tool, argv, events, env
+        self.stop_codes = (128 + signal.SIGTERM, -signal.SIGTERM, *stop_codes)   # its exits when stopped by TERM
         self.jvm = f"{name}/jvm"
         self.proc: subprocess.Popen | None = None
         self.stopped = False
@@ -84,7 +89,7 @@ class JavaTool:
         self.ctx.invoke("jvm", {"tool": self.tool, "args": tool_args}, process=self.jvm)
         try:
             self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                         stderr=subprocess.PIPE)
+                                         stderr=subprocess.PIPE, env=self.env)
         except OSError as exc:
             self.ctx.complete("fail", "jvm", {"tool": self.tool, "error": f"{type(exc).__name__}: {exc}"},
                               process=self.jvm)
@@ -142,7 +147,27 @@ class JavaTool:
             value["signal"] = signal.Signals(-code).name
         if code != 0:
             value["stderr_tail"] = list(self.stderr_tail)
-        self.ctx.complete("ok" if code == 0 else "fail", "jvm", value, process=self.jvm)
+        stopped_as_asked = self.stopped and code in self.stop_codes
+        self.ctx.complete("ok" if code == 0 or stopped_as_asked else "fail", "jvm", value, process=self.jvm)
+
+
+def reap_leftovers() -> list[int]:
+    """SIGKILL what a JVM of this process left behind: every other member of this process's own process group
+    (the supervisor starts each workload process as the leader of a group of its own: cluster/supervisor.py), e.g.
+    the Python workers of a Flink TaskManager, orphaned when its JVM exits. Nothing when this process does not
+    lead its group (run by hand from a shell: the group is the shell's). Returns the pids killed."""
+    me = os.getpid()
+    if os.getpgrp() != me:
+        return []
+    killed = []
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            if proc.pid != me and os.getpgid(proc.pid) == me:
+                proc.kill()
+                killed.append(proc.pid)
+        except (ProcessLookupError, psutil.Error):
+            continue
+    return killed
 
 
 def run_tools(ctx: WorkloadContext, tools: list[tuple[JavaTool, list[str]]]) -> None:

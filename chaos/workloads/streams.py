@@ -129,7 +129,7 @@ class StreamsEvents(ToolEvents):
         return [Op("ok", F, {"event": name, **fields, "tool_ms": event.get("time")})]
 
 
-def prepare(release: str, progress: Callable[[str], None]) -> None:
+def prepare(release: str | None, progress: Callable[[str], None]) -> None:
     """Before a run (chaos/experiment.py): the app built against the release its workloads will run."""
     install_streams_app(release, progress)
 

@@ -25,6 +25,7 @@ BUILTINS = sorted(builtin_specs())
 DRILL = {"hanging-transaction-drill"}
 RECOVERING = {"coordinator-kill", "zombie-producer"}
 STREAMS = {n for n in BUILTINS if n.startswith("streams-")}        # tests/integration/test_streams.py runs them
+FLINK = {n for n in BUILTINS if n.startswith("flink-")}            # tests/integration/test_flink.py runs them
 
 
 def assert_healed(cluster) -> None:
@@ -63,7 +64,7 @@ def short_runs(request, tmp_path_factory):
     return get
 
 
-@pytest.mark.parametrize("name", [n for n in BUILTINS if n not in STREAMS])
+@pytest.mark.parametrize("name", [n for n in BUILTINS if n not in STREAMS | FLINK])
 def test_builtin_experiment_short_mode(name, short_runs):
     short_runs(name)
 
@@ -99,6 +100,15 @@ def run_short(name: str, cluster, runs_dir, finalizer, seed: int = 11):
             for process in fault["restarted"]:
                 assert [op for op in ops if op["process"] == process and op["f"] == "restart"], fault
     return result
+
+
+def short_runs_of(names, cluster, runs_dir, finalizer) -> dict:
+    """{name: (run dir, its history's operations)}: each built-in of `names` run once in short mode (run_short)."""
+    done = {}
+    for name in sorted(names):
+        result = run_short(name, cluster, runs_dir, finalizer)
+        done[name] = (result.run_dir, read_history(result.run_dir).ops)
+    return done
 
 
 def test_zombie_is_fenced_and_nothing_it_wrote_afterwards_is_visible(cluster, conn, short_runs):

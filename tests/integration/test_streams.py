@@ -16,9 +16,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from chaos.history import read_history
 from cluster.reads import partition_offsets, read_to_end
-from tests.integration.test_experiments import STREAMS, nemesis, run_short
+from tests.integration.test_experiments import STREAMS, nemesis, short_runs_of
 from tests.integration.test_verify import copy_run, failing_checks
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(1500)]
@@ -32,12 +31,7 @@ def streams_events(ops: list[dict], process: str, event: str) -> list[dict]:
 @pytest.fixture(scope="module")
 def experiments(cluster, tmp_path_factory, request):
     """{experiment: (run dir, its history's operations)} of the Streams built-ins in short mode."""
-    runs_dir = tmp_path_factory.mktemp("runs")
-    done = {}
-    for name in sorted(STREAMS):
-        result = run_short(name, cluster, runs_dir, request.addfinalizer)
-        done[name] = (result.run_dir, read_history(result.run_dir).ops)
-    return done
+    return short_runs_of(STREAMS, cluster, tmp_path_factory.mktemp("runs"), request.addfinalizer)
 
 
 def plant_update(conn, run_dir, ops, key_index: int, step: int) -> str:

@@ -242,4 +242,21 @@ def test_a_streams_application_without_recorded_group_offsets_is_a_gap():
     from spark_analysis.evidence import Evidence, HistorySummary, group_gaps
     summary = HistorySummary(streams=[("r.streams", ["a"], "o", "c", "r.streams-counts-changelog")])
     assert group_gaps(summary, Evidence(group_offsets={"r.streams": {"a": {"0": 3}}})) == []
-    assert group_gaps(summary, Evidence(group_offsets={}))[0].startswith("Kafka Streams application r.streams")
+    assert group_gaps(summary, Evidence(group_offsets={}))[0].startswith("Kafka Streams application or Flink job r.streams")
+
+
+def test_a_flink_job_whose_client_did_not_drain_it_leaves_what_it_processed_untold(spark, tmp_path):
+    """A Flink job's group offsets are committed by its source when a checkpoint completes: final only once its
+    client drained the job (its `stopped` event, drained: true); otherwise the run's evidence has a gap."""
+    topology = ("flink-job", "ok", "flink", {"event": "topology", "application_id": "r.flink", "sources": ["in"],
+                                             "sink": "out", "counts": "out", "changelog": None})
+    stopped = ("flink-job", "ok", "flink", {"event": "stopped", "application_id": "r.flink", "drained": False})
+    groups = {"r.flink": {"in": {"0": 3}}}
+    run = a_run(tmp_path, extra=[topology, stopped])
+    (run / "group_offsets.json").write_text(json.dumps(groups))
+    [gap] = gaps_of(spark, run)
+    assert gap.startswith("Flink job r.flink: its client recorded no drained stop")
+    drained = (*stopped[:3], {**stopped[3], "drained": True})
+    run = a_run(tmp_path / "drained", extra=[topology, drained])
+    (run / "group_offsets.json").write_text(json.dumps(groups))
+    assert gaps_of(spark, run) == []

@@ -96,11 +96,28 @@ def test_a_failed_streams_build_says_what_maven_said(monkeypatch, home):
     assert not install.streams_app_installed("4.3.1")
 
 
-def test_main_installs_the_release_and_the_streams_app(monkeypatch, capsys, home):
+def test_main_installs_the_release_the_streams_app_and_flink(monkeypatch, capsys, home):
     fake_mvn(monkeypatch)
+    monkeypatch.setattr(install, "install_flink", lambda progress=print: versions.flink_dir())   # pip: not here
     assert install.main(["4.3.1"]) == 0
     out = capsys.readouterr().out
     assert "Kafka jars ready" in out and "Kafka Streams app ready" in out and "txnlab-streams.jar" in out
+    assert f"Flink ready in {versions.flink_dir()}" in out
+
+
+def test_flink_counts_as_installed_only_with_its_python_its_connector_and_the_pins_stamp(home):
+    assert not install.flink_installed()
+    python, jar = versions.flink_python(), versions.flink_connector_jar()
+    for path in (python, jar):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x")
+    (versions.flink_dir() / install.STAMP).write_text("2.0.0 4.0.0-2.0\n")          # other pins
+    assert not install.flink_installed()
+    (versions.flink_dir() / install.STAMP).write_text(install.flink_stamp() + "\n")
+    assert install.flink_installed()
+    assert install.install_flink(progress=lambda m: pytest.fail(m)) == versions.flink_dir()   # nothing to do
+    jar.unlink()
+    assert not install.flink_installed()
 
 
 @pytest.fixture

@@ -260,4 +260,43 @@ def test_a_workload_s_own_timeline_is_drawn_for_its_runs_only(tmp_path):
     spec = json.loads((run_dir / "spec.json").read_text())
     (run_dir / "spec.json").write_text(json.dumps({**spec, "specs": [{"workload": "streams", "process": "streams-0"}]}))
     got = run_report(run_dir, "streams-instance-restart", 2, None)["timelines"]
-    assert set(got) == {t.key for t in series.TIMELINES} and got["streams_throughput"]["series"]
+    assert set(got) == {t.key for t in series.TIMELINES if t.workload in (None, "streams")}
+    assert got["streams_throughput"]["series"]
+
+
+def test_a_flink_jobs_checkpoints_and_restarts_are_on_its_timeline_and_its_page(tmp_path):
+    from report import plots
+    ops = [{"process": "flink-job", "type": "ok", "f": "flink-submit", "wall": 110.0,
+            "value": {"from_checkpoint": None, "job_id": "j"}},
+           {"process": "flink-job", "type": "ok", "f": "flink", "wall": 130.0,
+            "value": {"event": "checkpoint", "checkpoint": 1, "status": "COMPLETED", "trigger_ms": 121000}},
+           {"process": "flink-job", "type": "ok", "f": "flink", "wall": 130.0,
+            "value": {"event": "checkpoint", "checkpoint": 2, "status": "FAILED", "trigger_ms": 123000}},
+           {"process": "flink-job", "type": "ok", "f": "flink", "wall": 131.0,
+            "value": {"event": "state", "from": "RUNNING", "to": "RESTARTING"}},
+           {"process": "flink-job", "type": "ok", "f": "flink", "wall": 135.5,
+            "value": {"event": "restored", "checkpoint": 1}},
+           {"process": "flink-tm-0", "type": "ok", "f": "flink", "wall": 136.0,
+            "value": {"event": "log", "line": "2026-11-28 04:13:38,562 ERROR org.apache.flink.X [] - Unable to "
+                                              "commit transaction (...) ... this most likely signals data loss"}},
+           {"process": "txp-0", "type": "ok", "f": "txn", "wall": 136.0, "value": {"attempt": "r.txp-0.0"}}]
+    events = build.job_events(ops, zero=100.0)
+    assert [(e["kind"], e["at_s"], e["detail"]) for e in events] == [
+        ("submitted", 10.0, "from the group's offsets"), ("checkpoint-completed", 21.0, "#1"),
+        ("checkpoint-failed", 23.0, "#2"), ("restarting", 31.0, ""), ("restored", 35.5, "checkpoint #1"),
+        ("error", 36.0, "flink-tm-0: Unable to commit transaction (...) ... this most likely signals data loss")]
+    suite = stored_suite(tmp_path, versions=(2,))
+    report = build.build(suite)
+    run = report["runs"][0]
+    assert run["job_events"] == []                       # no Flink job in this run: no lane, no table
+    plain = len(plots.timeline_figure(run).axes)
+    run["job_events"] = events
+    fig = plots.timeline_figure(run)
+    assert len(fig.axes) == plain + 1
+    lane = fig.axes[-3]
+    assert [t.get_text() for t in lane.get_yticklabels()] == ["checkpoints", "job"]
+    assert {line.get_label() for line in lane.get_lines()} >= {"checkpoint completed", "checkpoint failed",
+                                                                "restarting", "restored", "submitted"}
+    page = html.render(report, suite)
+    assert "<h3>Flink job</h3>" in page and "35.5 s (checkpoint #1)" in page
+    assert "1: flink-tm-0: Unable to commit transaction" in page        # Flink's own words for the loss

@@ -1,5 +1,5 @@
 """The Kafka Streams checks (checks.streams_processing, checks.streams_state) on tiny frames: a clean run of
-the topology, and each anomaly planted once, reported once."""
+the topology, and each anomaly planted once, reported once; a Flink job (no changelog) judged the same way."""
 from __future__ import annotations
 
 import json
@@ -42,9 +42,9 @@ CLEAN = INPUTS + [out(0, "r.p.0.0", "k1"), out(1, "r.p.0.1", "k1"), out(2, "r.p.
                   stored(0, "k1", 1, 1, "r.p.0.0"), stored(1, "k1", 2, 3, "r.p.0.1"), stored(2, "k2", 1, 1, "r.p.1.0")]
 
 
-def run_checks(spark, rows):
+def run_checks(spark, rows, app=APP):
     committed = spark.createDataFrame(rows, COLS)
-    streams = spark.createDataFrame([APP], load.STREAMS_SCHEMA)
+    streams = spark.createDataFrame([app], load.STREAMS_SCHEMA)
     groups = spark.createDataFrame([("app", "in", 0, 3)], GROUPS)
     processing = checks.streams_processing(committed, streams, groups).collect()
     state = checks.streams_state(committed, streams, groups).collect()
@@ -88,3 +88,15 @@ def test_stateless_step_anomalies(spark, extra, expected):
 def test_an_unprocessed_input(spark):
     rows = [r for r in CLEAN if not (r[1] == "out" and r[3] == 2)]
     assert run_checks(spark, rows)[0] == [("unprocessed", "r.p.1.0", None)]
+
+
+FLINK_JOB = ("app", ["in"], "out", "cnt", None)          # a Flink job: its state in checkpoints, no changelog
+FLINK_CLEAN = [r for r in CLEAN if r[1] != "app-counts-changelog"]
+
+
+def test_a_flink_job_without_changelog_is_judged_on_its_outputs_and_counts_alone(spark):
+    assert run_checks(spark, FLINK_CLEAN, FLINK_JOB) == ([], [])
+    lost = [r for r in FLINK_CLEAN if not (r[1] in ("out", "cnt") and r[3] == 1)]   # one input's outputs lost
+    processing, state = run_checks(spark, lost, FLINK_JOB)
+    assert processing == [("unprocessed", "r.p.0.1", None)]
+    assert state == [("k1", ["final-count", "final-sum"])]

@@ -1,0 +1,158 @@
+"""Flink's exactly-once Kafka pipeline on a real Flink session cluster (a JobManager and a TaskManager from the
+PyFlink install, chaos/workloads/flink.py) against the shared Kafka cluster, in short mode: the TaskManager killed
+and started again (the job restarts from its last checkpoint), the JobManager killed (its client submits the job
+again from the newest retained checkpoint), the coordinator of the sink's transactions killed, and both sides of
+the transaction-timeout trap (chaos/bugs/flink-transaction-timeout.yaml: one commit held 20 s; with the sink's
+transaction.timeout.ms at 8 s the checkpoint's records are lost, counted exactly; at 60 s nothing is), all
+verified in ONE `txnlab verify` call. No Flink process is left afterwards."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from chaos.backends import LocalBackend
+from chaos.experiment import Experiment
+from chaos.history import read_history
+from chaos.ids import decode_value
+from chaos.spec import load_bug, parse_spec
+from cluster.reads import read_to_end
+from tests.integration.test_experiments import FLINK, drop_run_topics, short_runs_of
+from tests.integration.test_verify import failing_checks
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(1800)]
+TRAP = "flink-transaction-timeout"
+
+
+def events(ops: list[dict], event: str) -> list[dict]:
+    return [op["value"] for op in ops if op["f"] == "flink" and op["type"] == "ok"
+            and isinstance(op["value"], dict) and op["value"].get("event") == event]
+
+
+def trap_side(side: str):
+    """The trap's side as an experiment on the shared cluster (its sides differ in the workload's options only)."""
+    bug = load_bug(TRAP)
+    data = {**bug.experiment, "workloads": [w.model_dump() for w in getattr(bug, side).workloads],
+            "cluster": {"local": {}}}
+    return parse_spec(data, f"{TRAP} ({side} side)", short=True)
+
+
+def lost_inputs(conn, run_dir: Path, ops: list[dict]) -> set[str]:
+    """Counted here from the topics, apart from verify: committed inputs below the group's offsets whose id no
+    committed record of the output topic names."""
+    [top] = events(ops, "topology")
+    groups = json.loads((run_dir / "group_offsets.json").read_text())[top["application_id"]]
+    inputs = {decode_value(r.value)["id"] for t in top["sources"] for r in read_to_end(conn, t, committed=True)
+              if r.offset < groups[t][str(r.partition)]}
+    outputs = {json.loads(r.value)["input"] for r in read_to_end(conn, top["sink"], committed=True)}
+    return inputs - outputs
+
+
+@pytest.fixture(scope="module")
+def runs(cluster, tmp_path_factory, request):
+    """{name: (run dir, ops)}: the Flink built-ins and the trap's two sides, each in short mode."""
+    runs_dir = tmp_path_factory.mktemp("flink")
+    done = short_runs_of(FLINK, cluster, runs_dir, request.addfinalizer)
+    for side, seed in (("affected", 11), ("fixed", 11)):
+        result = Experiment(trap_side(side), seed=seed, runs_dir=runs_dir, progress=print,
+                            backend=LocalBackend(cluster)).run()
+        request.addfinalizer(lambda r=result: drop_run_topics(cluster, r))
+        assert result.error is None, result.error
+        done[side] = (result.run_dir, read_history(result.run_dir).ops)
+    if not lost_inputs(cluster.connection(), *done["affected"]):
+        # A try whose refused commit held no records does not show the trap (docs/bugs.md: its rate in a suite;
+        # e.g. the commit refused was a transaction committed before, whose epoch transaction.version 2 bumped):
+        # one more try of the affected side before calling it a failure
+        result = Experiment(trap_side("affected"), seed=12, runs_dir=runs_dir, progress=print,
+                            backend=LocalBackend(cluster)).run()
+        request.addfinalizer(lambda r=result: drop_run_topics(cluster, r))
+        assert result.error is None, result.error
+        done["affected"] = (result.run_dir, read_history(result.run_dir).ops)
+    return done
+
+
+def refused_commits(ops: list[dict]) -> list[dict]:
+    """Flink's own words for the loss: the sink's commit refused after the timeout (a TaskManager's ERROR line)."""
+    return [e for e in events(ops, "log") if "Unable to commit transaction" in e["line"]
+            and "transaction.timeout.ms" in e["line"]]
+
+
+@pytest.fixture(scope="module")
+def verified(runs, cluster):
+    """The reports by name (one `txnlab verify` of every run), and the trap's lost inputs counted apart."""
+    lost = lost_inputs(cluster.connection(), *runs["affected"])
+    proc = subprocess.run([sys.executable, "-m", "txnlab.cli", "verify", *(str(r) for r, _ in runs.values())],
+                          capture_output=True, text=True, timeout=900)
+    reports = {name: json.loads((run / "verify" / "report.json").read_text()) for name, (run, _) in runs.items()}
+    return reports, lost, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("name", sorted(FLINK) + ["fixed"])
+def test_the_job_stays_exactly_once_through_the_fault(name, runs, verified):
+    reports, _, log = verified
+    report = reports[name]
+    assert report["valid"] is True, (failing_checks(report), log[-3000:])
+    for check in ("streams_processing", "streams_state"):
+        assert report["checks"][check].get("applies", True) and report["checks"][check]["count"] == 0
+    [stopped] = events(runs[name][1], "stopped")
+    assert stopped["drained"] is True, stopped
+
+
+def test_a_killed_taskmanager_restarts_the_job_from_its_last_checkpoint(runs):
+    _, ops = runs["flink-taskmanager-kill"]
+    killed = [op for op in ops if op["process"] == "flink-tm-0/jvm" and op["type"] == "info"]
+    assert killed and killed[0]["value"]["reason"] == "killed"
+    states = [(s["from"], s["to"]) for s in events(ops, "state")]
+    assert ("RUNNING", "RESTARTING") in states and ("RESTARTING", "RUNNING") in states, states
+    [restored, *_] = events(ops, "restored")
+    completed = [c["checkpoint"] for c in events(ops, "checkpoint") if c["status"] == "COMPLETED"]
+    assert restored["checkpoint"] in completed and max(completed) > restored["checkpoint"], (restored, completed)
+
+
+def test_a_killed_jobmanager_loses_the_job_and_its_client_submits_it_again(runs):
+    _, ops = runs["flink-jobmanager-kill"]
+    assert events(ops, "unreachable") and events(ops, "reachable")
+    submits = [op["value"] for op in ops if op["f"] == "flink-submit" and op["type"] == "ok"]
+    assert len(submits) == 2 and submits[0]["job_id"] != submits[1]["job_id"], submits
+    kill = next(op["time"] for op in ops if op["process"].startswith("nemesis") and op["f"] == "fault")
+    before = [op for op in ops if op["time"] < kill and op["f"] == "flink" and op["value"].get("event") == "checkpoint"
+              and op["value"]["status"] == "COMPLETED"]
+    if before:            # a checkpoint was retained before the kill: the job comes back from it, not from scratch
+        assert submits[1]["from_checkpoint"] and any(r["job_id"] == submits[1]["job_id"]
+                                                     for r in events(ops, "restored")), submits
+    else:                 # none yet (a slow start): from the group's committed offsets; say so in the log
+        print("flink-jobmanager-kill: no checkpoint completed before the kill", submits)
+
+
+def test_the_timeout_trap_loses_the_held_checkpoints_records_counted_exactly(runs, verified):
+    reports, lost, log = verified
+    _, ops = runs["affected"]
+    report = reports["affected"]
+    assert report["valid"] is False
+    bad = {name for name, c in report["checks"].items() if c["valid"] is False}
+    assert bad == {"streams_processing", "streams_state"}, failing_checks(report)
+    assert lost and report["checks"]["streams_processing"]["problems"] == {"unprocessed": len(lost)}, (lost, log[-2000:])
+    assert report["checks"]["streams_state"]["count"] > 0
+    # Flink names it: the restored sink's commit is refused and logged as data loss (the TaskManager's console)
+    assert refused_commits(ops), events(ops, "log")
+    held = [op["value"] for op in ops if op["process"].startswith("nemesis") and op["f"] == "heal"
+            and op["type"] == "ok"]
+    assert held and held[0]["held"], held                     # the fault held an EndTxn of the sink's producers
+
+
+def test_the_safe_timeout_takes_the_same_hold_without_loss(runs):
+    _, ops = runs["fixed"]
+    held = [op["value"] for op in ops if op["process"].startswith("nemesis") and op["f"] == "heal"
+            and op["type"] == "ok"]
+    assert held and held[0]["held"], held
+    assert not refused_commits(ops)
+
+
+def test_no_flink_process_is_left(runs, verified):
+    left = [p.info for p in psutil.process_iter(["pid", "cmdline"])
+            if any("org.apache.flink" in arg or "pyflink" in arg for arg in (p.info["cmdline"] or []))]
+    assert left == []
