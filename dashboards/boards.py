@@ -95,7 +95,9 @@ def transactions() -> gd.Dashboard:
                                                     "late {{topic}}", "B")]),
         series("Coordinator transaction states", [query(f"sum by (state) (kafkatxn_transactions{{{SEL}}})", "{{state}}"),
                                                   query(f"sum(kafkatxn_transactions_over_timeout{{{SEL}}})",
-                                                        "over their timeout", "B")]),
+                                                        "over their timeout", "B"),
+                                                  query(f"sum(kafkatxn_transactions_near_timeout{{{SEL}}})",
+                                                        "past half their timeout", "C")]),
     ])
 
 

@@ -74,6 +74,16 @@ def transaction_alerts() -> list[dict]:
               "{{ $value }} Ongoing transactions are older than their transaction.timeout.ms and were not aborted: "
               "the coordinator's abort of expired transactions is not keeping up or is failing.",
               "txnlab txn list; the coordinator broker's server.log (TransactionCoordinator)"),
+        alert("TransactionNearTimeout", "sum by (coordinator) (kafkatxn_transactions_near_timeout) > 0", "0s",
+              "warning",
+              "Coordinator {{ $labels.coordinator }}: transactions past half their own timeout",
+              "{{ $value }} Ongoing transactions have been open for more than half their own transaction.timeout.ms: "
+              "the coordinator aborts them when it passes. Either their producer is gone (a job killed and not "
+              "restarted: read_committed consumers of their partitions wait at the LSO until then) or it cannot "
+              "commit in time (a Flink sink whose commit comes after the timeout loses the checkpoint's records).",
+              "txnlab txn list (oldest first: their transactional ids); start the producer or job again (the same "
+              "transactional.id aborts them now), or give it a transaction.timeout.ms above its longest "
+              "checkpoint-to-commit time"),
         alert("TransactionMarkerQueue",
               "max by (instance) (kafka_coordinator_transaction_transactionmarkerchannelmanager_unknowndestinationqueuesize"
               " + kafka_coordinator_transaction_transactionmarkerchannelmanager_logappendretryqueuesize) > 0",

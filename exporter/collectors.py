@@ -24,6 +24,7 @@ from exporter.service import COLLECTORS, Background, CollectorHealth, ExporterSe
 P = "kafkatxn_"
 CACHED = " (cached: refreshed by the background collection every collection.interval_seconds)"
 TP = ["topic", "partition"]
+NEAR_TIMEOUT = 0.5      # an Ongoing transaction older than this share of its own timeout: abandoned or too slow
 
 
 def _gauge(name: str, doc: str, labels: list[str] | None = None) -> Family:
@@ -252,6 +253,7 @@ def transaction_families(res: TransactionsResult | None, now: float, top_n: int,
                     "per coordinator and state (DescribeTransactions)" + CACHED, ["coordinator", "state"])
     starts: dict[tuple[str, str], int] = {}
     over: dict[str, int] = {str(b): 0 for b in {lst.coordinator for lst in res.listings}}
+    near = dict(over)
     now_ms = now * 1000
     read_ms = (collected_at if collected_at is not None else now) * 1000
     for d in res.descriptions.values():
@@ -261,13 +263,20 @@ def transaction_families(res: TransactionsResult | None, now: float, top_n: int,
         starts[key] = min(starts.get(key, d.start_time_ms), d.start_time_ms)
         if d.state == "Ongoing" and read_ms - d.start_time_ms > d.timeout_ms:
             over[str(d.coordinator)] = over.get(str(d.coordinator), 0) + 1
+        elif d.state == "Ongoing" and read_ms - d.start_time_ms > NEAR_TIMEOUT * d.timeout_ms:
+            near[str(d.coordinator)] = near.get(str(d.coordinator), 0) + 1
     for labels, start in sorted(starts.items()):
         oldest.add_metric(list(labels), start / 1000)
     over_f = _gauge("transactions_over_timeout", "Ongoing transactions older than their own "
                     "transaction.timeout.ms (the coordinator should have aborted them)" + CACHED, ["coordinator"])
     for coordinator, n in sorted(over.items()):
         over_f.add_metric([coordinator], n)
-    yield from (total, oldest, over_f)
+    near_f = _gauge("transactions_near_timeout", f"Ongoing transactions older than {NEAR_TIMEOUT:g} of their own "
+                    "transaction.timeout.ms, not yet past it (their producer gone or unable to commit in time: the "
+                    "coordinator aborts them at the timeout)" + CACHED, ["coordinator"])
+    for coordinator, n in sorted(near.items()):
+        near_f.add_metric([coordinator], n)
+    yield from (total, oldest, over_f, near_f)
     if top_n:
         yield _top_transactions(res, now_ms, top_n)
 

@@ -42,7 +42,7 @@ def test_every_alert_has_a_firing_and_a_silent_case():
     fired = {c["alertname"] for t in cases for c in t["alert_rule_test"] if c["exp_alerts"]}
     silent = {c["alertname"] for t in cases for c in t["alert_rule_test"] if not c["exp_alerts"]}
     assert alerts == {"HangingTransaction", "LSOStuck", "OpenTransactionTooOld", "ProducerStateGrowth",
-                      "CoordinatorTransactionsOverTimeout", "TransactionMarkerQueue", "ExporterDown", "ExporterStale"}
+                      "CoordinatorTransactionsOverTimeout", "TransactionNearTimeout", "TransactionMarkerQueue", "ExporterDown", "ExporterStale"}
     assert fired == alerts and silent == alerts
 
 

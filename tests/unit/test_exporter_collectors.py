@@ -115,6 +115,27 @@ def test_coordinator_states_and_over_timeout():
     assert get("kafkatxn_transaction_age_seconds", coordinator="1", transactional_id="a", state="Ongoing") == 60
 
 
+def test_near_timeout_counts_ongoing_transactions_past_half_their_own_timeout_and_not_yet_over_it():
+    """A job killed and not restarted leaves its open transactions to age into their timeout (TransactionNearTimeout
+    fires before the coordinator aborts them): each counted once, over or near, by its own timeout."""
+    start = lambda age_s: int((NOW - age_s) * 1000)                       # noqa: E731
+    descriptions = {
+        "young": TransactionDescription("young", 1, "Ongoing", 1, 0, 40_000, start(19), frozenset()),
+        "near": TransactionDescription("near", 1, "Ongoing", 2, 0, 40_000, start(21), frozenset()),
+        "over": TransactionDescription("over", 1, "Ongoing", 3, 0, 40_000, start(41), frozenset()),
+        "ending": TransactionDescription("ending", 1, "PrepareCommit", 4, 0, 40_000, start(30), frozenset()),
+        "short": TransactionDescription("short", 2, "Ongoing", 5, 0, 10_000, start(6), frozenset())}
+    listings = [TransactionListing(t, d.producer_id, d.state, d.coordinator) for t, d in descriptions.items()]
+    bg = Background(transactions=TransactionsResult(listings=listings, descriptions=descriptions), collected_at=NOW)
+    get, _ = scrape(FakeService(offsets_view(), bg))
+    assert get("kafkatxn_transactions_near_timeout", coordinator="1") == 1
+    assert get("kafkatxn_transactions_over_timeout", coordinator="1") == 1
+    assert get("kafkatxn_transactions_near_timeout", coordinator="2") == 1
+    bg = Background(transactions=TransactionsResult(listings=listings, descriptions=descriptions), collected_at=NOW - 4)
+    get, _ = scrape(FakeService(offsets_view(), bg))                     # judged when read, as over_timeout is
+    assert get("kafkatxn_transactions_near_timeout", coordinator="2") == 0
+
+
 def test_over_timeout_is_judged_when_the_states_were_read_not_at_scrape_time():
     """A transaction 8 s into a 10 s timeout when the background loop read it, scraped 12 s later: it has
     most likely ended since; counting it overdue made CoordinatorTransactionsOverTimeout go pending at
