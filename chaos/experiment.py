@@ -1,7 +1,8 @@
 """The experiment runner: `txnlab chaos run SPEC|NAME`.
 
 Owns: executing a validated experiment: bring up (local) or check (existing, disposable) the cluster,
-start the workloads, steady-state probes before, the fault schedule on the run's clock with every fault
+start the workloads (and wait for those a plan names ready: a Flink job's first checkpoint), steady-state
+probes before, the fault schedule on the run's clock (from then) with every fault
 start and heal recorded in the history (each fault its own process "nemesis-<n>"; heals run beside
 the schedule, so a slow restart delays no other fault; heal-all, quiescence and probes are "nemesis"), quiescence (heal everything, stop the
 workloads so their transactions finish, wait until LSO == HWM on the run's topics or record which
@@ -39,6 +40,7 @@ from chaos.schedule import ScheduledFault, build_schedule, describe
 from chaos.plans import plan
 from chaos.spec import ExperimentSpec
 from chaos.workloads import WORKLOADS as WORKLOAD_MODULES
+from chaos.workloads.base import READY_F
 from cluster.errors import TxnlabError
 from cluster.heal import run_steps
 from cluster.install import install_kafka
@@ -46,10 +48,16 @@ from cluster.progress import Progress
 from cluster.waiting import Deadline
 
 NEMESIS = "nemesis"
+READY_TIMEOUT_S = 180.0     # for the plans' ready processes (a Flink cluster, `flink run`, its first checkpoint)
 
 
 class SteadyStateError(TxnlabError, RuntimeError):
     """The steady-state probes failed before the experiment: nothing was injected."""
+
+
+class NotReadyError(TxnlabError, RuntimeError):
+    """A workload process the method waits for (chaos/plans.py Plan.ready) was not ready in time: nothing was
+    injected."""
 
 
 @dataclass
@@ -78,6 +86,8 @@ class ExperimentResult:
     summary: dict = field(default_factory=dict)
     recovery: dict = field(default_factory=dict)      # chaos/recovery.py: liveness after each fault
     restart_settle: dict = field(default_factory=dict)   # the wait for processes restarted late (_settle_restarts)
+    alerts: list[str] = field(default_factory=list)      # the spec's: alerts its faults are meant to raise
+    ready_s: float | None = None                          # the wait for the plans' ready processes (None: none)
     error: str | None = None
 
     @property
@@ -177,7 +187,7 @@ class Experiment:
         self.active: list[ActiveFault] = []
         self.journal = Journal([])
         self.runner = this_runner()
-        self.result = ExperimentResult(spec.name, seed, None, [asdict(s) for s in self.schedule])
+        self.result = ExperimentResult(spec.name, seed, None, [asdict(s) for s in self.schedule], alerts=list(spec.alerts))
 
     # ---- the whole experiment ----------------------------------------------------------------------
     def run(self) -> ExperimentResult:
@@ -228,7 +238,8 @@ class Experiment:
 
     def _body(self, run: Run, env: FaultEnv, tag: str) -> None:
         run.info.params = {"experiment": self.spec.name, "seed": self.seed, "duration_s": self.spec.duration_s}
-        self._start_workloads(run, tag)
+        ready = self._start_workloads(run, tag)
+        self._await_ready(run, ready)
         if self.spec.restart.on_stall:
             run.restart_stalled(self.spec.restart.delay_s)
         run.sample_group_offsets()               # group offsets over time, for chaos/recovery.py
@@ -241,8 +252,10 @@ class Experiment:
         self.result.probes_after = self._probes(self.spec.probes.after, run)
 
     # ---- workloads -------------------------------------------------------------------------------------
-    def _start_workloads(self, run: Run, tag: str) -> None:
+    def _start_workloads(self, run: Run, tag: str) -> list[str]:
+        """Start every workload's topics and processes; the processes the method must wait for (Plan.ready)."""
         needed: dict[str, tuple[str, ...]] = {}        # options faults need on the processes they act on
+        ready: list[str] = []
         for scheduled in self.schedule:
             for process, args in make_fault(scheduled.kind, scheduled.params).workload_args().items():
                 needed[process] = needed.get(process, ()) + args
@@ -255,7 +268,29 @@ class Experiment:
             run.use_topics(list(the_plan.tracked))
             for spec in the_plan.specs:
                 run.start(WorkloadSpec(spec.workload, spec.process, spec.args + needed.get(spec.process, ())))
+            ready += the_plan.ready
         self.progress(f"workloads started: {', '.join(run.alive())}")
+        return ready
+
+    def _await_ready(self, run: Run, processes: list[str]) -> None:
+        """Until each of `processes` recorded an ok READY_F (a Flink job: its first checkpoint), so a fault's at_s
+        counts from a workload at work, not from a start-up whose length a loaded machine decides; NotReadyError
+        after READY_TIMEOUT_S or when one of them exited."""
+        if not processes:
+            return
+        self.progress(f"waiting for {', '.join(processes)} to be ready")
+        started, deadline = time.monotonic(), Deadline(READY_TIMEOUT_S)
+        waiting = processes
+        while waiting:
+            gone = [p for p in waiting if p not in run.alive()]
+            if gone or deadline.expired:
+                raise NotReadyError(f"{', '.join(gone or waiting)} " + ("exited" if gone else f"not ready after "
+                                    f"{READY_TIMEOUT_S:g} s") + " (its log in the run's logs/): nothing was injected")
+            deadline.sleep(0.25)
+            waiting = [p for p in waiting if run.history.last_ok(p, READY_F) is None]
+        self.result.ready_s = round(time.monotonic() - started, 1)
+        run.history.record(NEMESIS, "ok", "ready", {"processes": processes, "seconds": self.result.ready_s})
+        self.progress(f"ready after {self.result.ready_s} s: the method's clock starts")
 
     @staticmethod
     def _workloads_entry(run: Run) -> str:

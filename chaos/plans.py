@@ -29,6 +29,8 @@ class Plan:
     tracked: tuple[str, ...] = ()     # topics the processes create themselves (Kafka Streams' changelog),
                                       # recorded with the run's topics (end offsets, group offsets)
     outputs: tuple[str, ...] = ()     # of `topics`, those written from the others (a consume-transform-produce)
+    ready: tuple[str, ...] = ()       # processes the method waits for (each records an ok `ready`, READY_F) before
+                                      # its clock starts: a Flink job's first checkpoint, not a guess in seconds
 
     def leader_shifts(self, placement: str) -> dict[str, int]:
         """Where `topics`' partitions are led (cluster/smoke.py ensure_topic's leader_shift): "kafka" leaves it
@@ -102,7 +104,7 @@ def _flink(tag: str, instances: int, extra: list[str], partitions: int) -> Plan:
              ("flink-job", ("--role", "job", "--inputs", *inputs, "--output", output, "--counts", counts))]
     specs = [WorkloadSpec("flink", name, (*role, *extra)) for name, role in roles]
     return Plan({**{t: partitions for t in inputs}, output: partitions, counts: partitions}, [feeder, *specs],
-                outputs=(output, counts))
+                outputs=(output, counts), ready=("flink-job",))
 
 
 def _observer(extra: list[str]) -> Plan:

@@ -338,14 +338,7 @@ class Run:
         # a group seen once is asked for every time: a listing that leaves it out (a broker just back that does
         # not answer ListGroups yet) would read as a group with no offsets (seen in a librdkafka-5456 try)
         self._groups_seen |= listed
-        groups = sorted(self._groups_seen)
-        committed = admin.client.list_group_offsets(groups) if groups else {}
-        out: dict = {}
-        for group, offsets in committed.items():
-            for tp, meta in offsets.items():
-                if meta.offset >= 0 and tp.topic in self.info.topics:
-                    out.setdefault(group, {}).setdefault(tp.topic, {})[str(tp.partition)] = meta.offset
-        return out
+        return admin.group_offsets(sorted(self._groups_seen), set(self.info.topics))
 
     def _cluster_info(self) -> dict:
         with ClusterAdmin(self.conn) as admin:

@@ -134,6 +134,17 @@ class ClusterAdmin:
             raise Errors.for_code(described["error_code"])(f"describe {topic}")
         return described
 
+    def group_offsets(self, groups: list[str], topics: set[str] | None = None) -> dict[str, dict[str, dict[str, int]]]:
+        """{group: {topic: {partition (str): committed offset}}} of the groups (OffsetFetch), on `topics` only
+        when given; partitions with no committed offset left out."""
+        committed = self.client.list_group_offsets(groups) if groups else {}
+        out: dict = {}
+        for group, offsets in committed.items():
+            for tp, meta in offsets.items():
+                if meta.offset >= 0 and (topics is None or tp.topic in topics):
+                    out.setdefault(group, {}).setdefault(tp.topic, {})[str(tp.partition)] = meta.offset
+        return out
+
     def leader_of(self, topic: str, partition: int) -> int | None:
         return next((p.leader for p in self.partitions(topic) if p.partition == partition), None)
 

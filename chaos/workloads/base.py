@@ -42,6 +42,7 @@ from cluster.waiting import Deadline
 
 EXIT_STALL = 75              # a client call stalled: the runner restarts the process (chaos/run.py)
 STALL_F = "stall"
+READY_F = "ready"            # one `ok` of it: the process is ready, the method's clock may start (chaos/plans.py)
 STALL_FACTOR = 2.0
 STALL_FLOOR_S = 5.0
 WATCH_TICK_S = 0.25

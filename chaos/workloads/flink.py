@@ -28,6 +28,7 @@ History (f "flink", every role):
                       trigger_ms, ack_ms, duration_ms, savepoint[, failure]) | restored (job_id, checkpoint,
                       external_path) | failure (job_id, exception, task, time_ms, cause) | unreachable (error) |
                       reachable | adopted (job_id) | stopped (job_id, application_id, drained, seconds[, behind])}
+  <job>     ok ready {job_id, checkpoint}: once, at the first completed checkpoint (the run's clock starts then)
   <jm|tm>   ok flink {event: started, role, rest, starts}; ok flink {event: log, line} for each ERROR of its console;
             ok flink {event: reaped, pids}: what its JVM left running when it exited (Python workers), killed
   <p>/jvm   the JVM's lifecycle (chaos/workloads/jvm.py)
@@ -49,13 +50,14 @@ import zlib
 from pathlib import Path
 from typing import Callable
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import KafkaException
+from kafka.errors import KafkaError
 
-from chaos.workloads.base import WorkloadContext
+from chaos.workloads.base import READY_F, WorkloadContext
 from chaos.workloads.jvm import JavaTool, Op, ToolEvents, reap_leftovers, stop_tools
 from chaos.workloads.topics import partition_counts
 from cluster import flink, versions
+from cluster.admin import ClusterAdmin
 from cluster.errors import TxnlabError
 from cluster.install import install_flink
 from cluster.layout import render_properties
@@ -72,6 +74,7 @@ START_WAIT_S = 120.0        # for the cluster's configuration, its REST API and 
 SUBMIT_TIMEOUT_S = 120.0
 POLL_S = 0.5
 RESTART_DELAY_S = 2.0       # a JobManager or TaskManager whose JVM exited unasked is started again after this
+DRAIN_S = 30.0             # (job) when stopped, how long the job may drain by default (--drain-s)
 DRAIN_POLL_S = 0.25
 STABLE_S = 1.0              # the inputs' LSO unchanged this long: the feeder has stopped
 DONE = "job.done"           # written in the cluster's folder by the job's client when it has drained the job
@@ -101,7 +104,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="PyFlink's python.execution-mode: thread (Python in the TaskManager's JVM: quick to start; a "
                         "job submitted again to a TaskManager that ran one fails, docs/findings.md) or process (a "
                         "Python worker per slot: ~10 s more to start or restart)")
-    p.add_argument("--drain-s", type=float, default=30.0, help="(job) when stopped, how long to let the job drain")
+    p.add_argument("--drain-s", type=float, default=DRAIN_S, help="(job) when stopped, how long to let the job drain")
 
 
 def check_args(args: argparse.Namespace) -> None:
@@ -248,11 +251,12 @@ class JobClient:
         self.job_id: str | None = None
         self.state: str | None = None
         self.seen_checkpoints: set[tuple[str, int]] = set()
+        self.ready = False               # READY_F recorded: a checkpoint completed, the sink commits
         self.seen_failures: set[tuple] = set()
         self.restored: int | None = None
         self.reachable = True
         self.rest: flink.Rest | None = None
-        self.admin: AdminClient | None = None
+        self.admin: ClusterAdmin | None = None
 
     def run(self) -> None:
         self.ctx.observe(F, topology(self.ctx.run_tag, self.args))
@@ -270,10 +274,12 @@ class JobClient:
             while not self.ctx.stopping():
                 self.watch(ports, props)
                 self.ctx.stop.wait(POLL_S)
-            self.drain_and_cancel()
+            self.drain_and_cancel(ports, props)
         finally:
             props.unlink(missing_ok=True)
             props.parent.rmdir()
+            if self.admin is not None:
+                self.admin.close()
             (self.home / DONE).touch()
 
     def wait_for_cluster(self) -> flink.Ports | None:
@@ -349,6 +355,9 @@ class JobClient:
                                      "duration_ms": c.get("end_to_end_duration"),
                                      "savepoint": bool(c.get("is_savepoint")),
                                      **({"failure": c.get("failure_message")[:300]} if c.get("failure_message") else {})})
+                if c["status"] == "COMPLETED" and not self.ready:     # the run's clock starts now (chaos/plans.py)
+                    self.ready = True
+                    self.ctx.observe(READY_F, {"job_id": self.job_id, "checkpoint": c["id"]})
 
     def note_failures(self) -> None:
         try:
@@ -395,8 +404,9 @@ class JobClient:
         self.ctx.complete("ok", SUBMIT_F, {"from_checkpoint": checkpoint, "job_id": self.job_id})
 
     # -- stopping ------------------------------------------------------------------------------------------
-    def drain_and_cancel(self) -> None:
-        """Let the job take in every committed input before cancelling it: the inputs' LSO unchanged for
+    def drain_and_cancel(self, ports: flink.Ports, props: Path) -> None:
+        """Let the job take in every committed input before cancelling it (a job its JobManager lost, stopped
+        just after it came back, is submitted again first, as while running): the inputs' LSO unchanged for
         STABLE_S (the feeder stopped), then the group's committed offsets past each partition's last committed
         record (the source commits them when a checkpoint completes, together with the sink's transactions),
         then one more checkpoint completed (that commit done). Flink's own record of what it processed is its
@@ -408,6 +418,7 @@ class JobClient:
         phases: dict[str, float] = {}        # seconds from the stop to: the inputs' ends known, the offsets there
         while self.job_id is not None and not deadline.expired:
             try:
+                self.watch(ports, props)
                 if targets is None:
                     targets = self.last_inputs(deadline)
                     phases["inputs_s"] = round(time.monotonic() - started, 1)
@@ -423,7 +434,7 @@ class JobClient:
                 if any(c.get("status") == "COMPLETED" and (c.get("trigger_timestamp") or 0) > reached_ms
                        for c in history):
                     break
-            except (TxnlabError, OSError, KafkaException):
+            except (TxnlabError, OSError, KafkaException, KafkaError):
                 pass
             finally:
                 time.sleep(DRAIN_POLL_S)
@@ -460,17 +471,15 @@ class JobClient:
 
     def behind(self, targets: dict[str, dict[int, int]]) -> dict[str, dict[str, int]]:
         """Per input partition, how far the group's committed offset is behind its last committed record."""
-        self.admin = self.admin or AdminClient(self.ctx.conn.confluent())
-        admin = self.admin
+        self.admin = self.admin or ClusterAdmin(self.ctx.conn, request_timeout_ms=5000)
         name = group(self.ctx.run_tag, self.args)
-        wanted = [TopicPartition(t, p) for t, parts in targets.items() for p in parts]
-        future = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(name, wanted)])[name]
-        committed = {(tp.topic, tp.partition): tp.offset for tp in future.result(5.0).topic_partitions}
+        committed = self.admin.group_offsets([name], set(targets)).get(name, {})
         left: dict[str, dict[str, int]] = {}
         for topic, parts in targets.items():
             for partition, end in parts.items():
-                if committed.get((topic, partition), -1) < end:
-                    left.setdefault(topic, {})[str(partition)] = end - max(committed.get((topic, partition), -1), 0)
+                at = committed.get(topic, {}).get(str(partition), 0)
+                if at < end:
+                    left.setdefault(topic, {})[str(partition)] = end - at
         return left
 
 

@@ -31,6 +31,7 @@ def test_the_plan_is_a_keyed_feeder_a_jobmanager_taskmanagers_and_the_jobs_clien
     assert job[:2] == ("--role", "job") and job[-2:] == ("--checkpoint-ms", "1000")
     assert "--inputs" in job and job[job.index("--output") + 1] == "rt-fout"
     assert p.outputs == ("rt-fout", "rt-fcounts")
+    assert p.ready == ("flink-job",)                     # the method's clock starts at the job's first checkpoint
 
 
 def test_options_are_checked_before_anything_starts():
@@ -102,7 +103,7 @@ def test_the_innermost_cause_of_a_java_stack_trace():
 
 
 def test_the_built_in_flink_experiments_and_the_timeout_trap_load():
-    for name in ("flink-taskmanager-kill", "flink-jobmanager-kill", "flink-coordinator-kill"):
+    for name in ("flink-taskmanager-kill", "flink-jobmanager-kill", "flink-coordinator-kill", "flink-abandoned-job"):
         for short in (False, True):
             spec = load_spec(name, short=short)
             assert [w.workload for w in spec.workloads] == ["flink"]
@@ -123,7 +124,7 @@ def test_a_job_client_adopts_submits_again_and_records_checkpoints_once(tmp_path
         run_tag, process = "rt", "flink-job"
 
         def observe(self, f, value):
-            seen.append(value)
+            seen.append(value if f == "flink" else {"event": f, **value})
 
     class Rest:
         def __init__(self, answers):
@@ -140,8 +141,9 @@ def test_a_job_client_adopts_submits_again_and_records_checkpoints_once(tmp_path
     client.rest = Rest({"/jobs/j1/checkpoints": history})
     client.note_checkpoints()
     client.note_checkpoints()
+    # the first completed checkpoint makes the client ready, once: the run's clock starts (chaos/plans.py)
     assert [(v["event"], v.get("checkpoint"), v.get("status")) for v in seen] == \
-        [("restored", 7, None), ("checkpoint", 1, "FAILED"), ("checkpoint", 2, "COMPLETED")]
+        [("restored", 7, None), ("checkpoint", 1, "FAILED"), ("checkpoint", 2, "COMPLETED"), ("ready", 2, None)]
     assert json.dumps(seen)                               # every value is JSON for the history
 
 

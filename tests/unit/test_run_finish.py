@@ -1,9 +1,15 @@
-"""Finishing a run: every file it can write is written even when one cannot be (no cluster needed)."""
+"""Starting and finishing a run: the wait for a plan's ready processes; every file it can write is written even
+when one cannot be (no cluster needed)."""
 from __future__ import annotations
 
 import json
+import threading
 
+import pytest
+
+from chaos import experiment as ex
 from chaos.run import Run, WorkloadSpec
+from chaos.workloads.base import READY_F
 from cluster.connection import ConnectionSettings
 
 
@@ -62,3 +68,28 @@ def test_the_workloads_run_the_java_clients_release_when_it_is_not_the_clusters(
         assert envs[0][KAFKA_VERSION_VARIABLE] == expected
         info = run._cluster_info()
         assert (info["kafka_version"], info["java_clients"]) == ("4.3.1", expected)
+
+
+def test_the_method_waits_for_a_plans_ready_processes_and_refuses_to_start_without_them(tmp_path, monkeypatch):
+    """Plan.ready (a Flink job's first checkpoint): the clock starts once each named process recorded `ready`;
+    one that exits first, or is not ready in time, stops the experiment before any fault (NotReadyError)."""
+    run = Run(ConnectionSettings(bootstrap="127.0.0.1:1"), tmp_path / "run", "r3", 7, "t")
+    runner = ex.Experiment.__new__(ex.Experiment)
+    runner.result, runner.progress = ex.ExperimentResult("x", 7, None, []), lambda message: None
+    alive = ["flink-job", "flink-jm"]
+    monkeypatch.setattr(run, "alive", lambda: list(alive))
+    later = threading.Timer(0.6, lambda: run.history.record("flink-job", "ok", READY_F, {"checkpoint": 1}))
+    later.start()
+    runner._await_ready(run, ["flink-job"])
+    later.join()
+    assert 0.5 <= runner.result.ready_s < 3
+    assert run.history.last_ok(ex.NEMESIS, "ready") is not None      # the wait is in the history
+    runner._await_ready(run, [])                                      # no plan names one: no wait
+    alive.remove("flink-jm")
+    with pytest.raises(ex.NotReadyError, match="flink-jm exited"):
+        runner._await_ready(run, ["flink-jm"])
+    alive.append("flink-jm")
+    monkeypatch.setattr(ex, "READY_TIMEOUT_S", 0.5)
+    with pytest.raises(ex.NotReadyError, match="not ready after 0.5 s"):
+        runner._await_ready(run, ["flink-jm"])
+    run.history.close()
