@@ -14,7 +14,8 @@ patterns) is held `hold_ms` before it is forwarded (the connection's later reque
 a stalled TCP stream), at most one hold per `every_ms` across all connections (the client's retry of the
 held request, on a new connection, is not held). A held request is still delivered after its client has
 given up and closed the connection: that late arrival is the fault. Broker -> client: bytes copied.
-`stop()` releases every held request at once and closes everything.
+`stop()` releases every held request at once and closes everything; the report says how long each one
+was held (`held_s`: less than the hold when the fault healed first).
 
 The bytes are the client's own: nothing is rewritten, dropped or invented. Binds 127.0.0.1 only.
 Must not: parse anything past the header, or hold requests of clients not named.
@@ -153,10 +154,15 @@ class RequestHold:
                     break
                 with self._lock:
                     hold = self.policy.decide(header, time.monotonic())
-                if hold and not self._released.wait(hold) and self._client_gone(client, closed):
-                    with self._lock:
-                        self.delivered_late.append({"api_key": header.api_key, "client_id": header.client_id,
-                                                    "correlation_id": header.correlation_id})
+                    entry = self.policy.held[-1] if hold else None
+                if entry is not None:
+                    full = not self._released.wait(hold)     # False: released early, when the fault healed
+                    with self._lock:                          # how long it was held: what the fault amounted to
+                        entry["held_s"] = round(time.monotonic() - entry["at"], 2)
+                    if full and self._client_gone(client, closed):
+                        with self._lock:
+                            self.delivered_late.append({"api_key": header.api_key, "client_id": header.client_id,
+                                                        "correlation_id": header.correlation_id})
                 broker.sendall(size_bytes + frame)
         except OSError:
             pass

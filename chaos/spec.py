@@ -28,6 +28,7 @@ The model:
       after: [{name: lso, admin: lso-equals-hwm, within_s: 10}]
     quiescence: {timeout_s: 60}           # heal all, let transactions finish, wait for LSO == HWM
     restart: {on_stall: true, delay_s: 2} # a workload whose client call stalled is started again (chaos/run.py)
+    alerts: [TransactionNearTimeout]      # alerts its faults should raise (the report: latency, clearing)
     short: {duration_s: 45, schedule: ..., workloads: ..., quiescence: ...}   # load_spec(short=True)
     java_clients: 3.7.2                   # the JVM workloads' Kafka clients and Streams (default: the cluster's)
 
@@ -373,6 +374,9 @@ class ExperimentSpec(_Strict):
     probes: ProbesSpec = ProbesSpec()
     quiescence: QuiescenceSpec = QuiescenceSpec()
     restart: RestartSpec = RestartSpec()
+    # alerts (dashboards/alerts) its faults are meant to raise besides those of their kinds (report/detection.py):
+    # the report gives each one's latency and clearing, or says it was not raised
+    alerts: list[Annotated[str, Field(pattern=r"^[A-Z][A-Za-z]+$")]] = []
     short: ShortMode | None = None
     # the Kafka release whose Java clients and Kafka Streams the JVM workloads run (their jars and the Streams
     # app built against them); None: the cluster's release (a local cluster), else the pin

@@ -163,6 +163,7 @@ def run_report(run_dir: Path, experiment: str, level: str | None, image: str | N
     (report/detection.py EXPECTED), e.g. a bug's affected side."""
     run_dir = Path(run_dir)
     outcome = _json(run_dir / "experiment.json") or {}
+    expected_alerts = (*expected_alerts, *(a for a in outcome.get("alerts", []) if a not in expected_alerts))
     spec = _json(run_dir / "spec.json") or {}
     ops = read_history(run_dir).ops
     zero = spec.get("started_wall") or min((op["wall"] for op in ops), default=0.0)
@@ -193,7 +194,8 @@ def run_report(run_dir: Path, experiment: str, level: str | None, image: str | N
         "timelines": timelines, "job_events": job_events(ops, zero),
         "alerts": [vars(a) for a in detection.alert_spans(alerts)],
         "detections": [{**row, "rule_for": holds.get(row["alert"])}
-                       for row in detection.as_rows(detection.detections(windows, alerts, expected_alerts))],
+                       for row in detection.as_rows(detection.detections(windows, alerts, expected_alerts,
+                                                                             (captured or {}).get("end")))],
         "timeline_image": image,
     }
 
@@ -205,10 +207,11 @@ def overall(values: list) -> bool | str:
 
 
 def _latency(d: dict) -> str:
+    cleared = f", cleared +{d['cleared_s']:.0f}s" if d.get("cleared_s") is not None else ""
     if d["first_firing_s"] is not None:
-        return f"{d['alert']} firing +{d['first_firing_s']:.0f}s"
+        return f"{d['alert']} firing +{d['first_firing_s']:.0f}s{cleared}"
     if d["first_pending_s"] is not None:
-        return f"{d['alert']} pending +{d['first_pending_s']:.0f}s"
+        return f"{d['alert']} pending +{d['first_pending_s']:.0f}s{cleared}"
     hold = d.get("rule_for")
     return f"{d['alert']} not raised" + (f" (must hold {hold})" if hold and hold != "0s" else "")
 

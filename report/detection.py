@@ -2,7 +2,7 @@
 
 Owns: the alerts each fault kind is meant to raise (EXPECTED), when each alert first went pending and
 firing in a run, and per fault the detection latency (first firing, else first pending, at or after
-the fault's start) of its expected alerts; alerts that fired for no expected reason are listed with the
+the fault's start) of its expected alerts and when they cleared; alerts that fired for no expected reason are listed with the
 fault they followed.
 Must not: query Prometheus (series.py captured it) or read files.
 """
@@ -17,6 +17,7 @@ EXPECTED: dict[str, tuple[str, ...]] = {
     "pause-workload": ("OpenTransactionTooOld",),
 }
 EARLY_S = 1.0             # an alert evaluated up to this long before the recorded start still counts
+STILL_S = 10.0            # active this close to the captured window's end (two rule evaluations): not cleared yet
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class Detection:
     expected: bool
     first_pending_s: float | None     # seconds after the fault's start
     first_firing_s: float | None
+    cleared_s: float | None = None    # seconds after the fault's start it was last active, once it no longer is
 
     @property
     def detected(self) -> bool:
@@ -65,10 +67,18 @@ def _first_after(spans: list[AlertSpan], alert: str, start: float, attr: str) ->
     return min(times) if times else None
 
 
-def detections(windows: list[dict], alerts: list[dict], also: tuple[str, ...] = ()) -> list[Detection]:
+def _cleared(spans: list[AlertSpan], alert: str, start: float, end: float | None) -> float | None:
+    """When the alert, raised at or after `start`, was last active, if it was no longer active at `end`."""
+    last = max((s.last_active for s in spans if s.alert == alert
+                and (s.first_pending or s.first_firing or 0) >= start - EARLY_S), default=None)
+    return None if last is None or end is None or last > end - STILL_S else last
+
+
+def detections(windows: list[dict], alerts: list[dict], also: tuple[str, ...] = (),
+               end: float | None = None) -> list[Detection]:
     """Per fault window ({kind, start, end, label}), its expected alerts (detected or not: its kind's, and
     `also` for every window) and any other alert that went pending or firing during it or before the next
-    fault started."""
+    fault started; with `end` (where the captured alerts end), when each raised alert cleared."""
     spans = alert_spans(alerts)
     windows = sorted(windows, key=lambda w: w["start"])
     out: list[Detection] = []
@@ -81,9 +91,11 @@ def detections(windows: list[dict], alerts: list[dict], also: tuple[str, ...] = 
         for name in names:
             pending = _first_after(spans, name, w["start"], "first_pending")
             firing = _first_after(spans, name, w["start"], "first_firing")
+            cleared = _cleared(spans, name, w["start"], end) if pending is not None or firing is not None else None
             out.append(Detection(w["label"], w["kind"], w["start"], name, name in expected,
                                  None if pending is None else round(pending - w["start"], 1),
-                                 None if firing is None else round(firing - w["start"], 1)))
+                                 None if firing is None else round(firing - w["start"], 1),
+                                 None if cleared is None else round(cleared - w["start"], 1)))
             if name not in expected:
                 claimed.add(name)
     return out

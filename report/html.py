@@ -136,7 +136,8 @@ def _run(run: dict, directory: Path) -> str:
     parts.append("<h3>Timeline</h3>" + _image(directory, run["timeline_image"]))
     detections = [{"fault": d["fault"], "alert": d["alert"], "expected": d["expected"], "rule holds for": d["rule_for"],
                    "pending after": "-" if d["first_pending_s"] is None else f"{d['first_pending_s']} s",
-                   "firing after": "-" if d["first_firing_s"] is None else f"{d['first_firing_s']} s"}
+                   "firing after": "-" if d["first_firing_s"] is None else f"{d['first_firing_s']} s",
+                   "cleared after": "-" if d.get("cleared_s") is None else f"{d['cleared_s']} s"}
                   for d in run["detections"]]
     parts.append("<h3>Alert detection latency</h3>" + (table(detections) if detections else
                  "<p class='muted'>no alert is expected for these faults and none went pending or firing.</p>"))

@@ -3,8 +3,9 @@ PyFlink install, chaos/workloads/flink.py) against the shared Kafka cluster, in 
 and started again (the job restarts from its last checkpoint), the JobManager killed (its client submits the job
 again from the newest retained checkpoint), the coordinator of the sink's transactions killed, and both sides of
 the transaction-timeout trap (chaos/bugs/flink-transaction-timeout.yaml: one commit held 20 s; with the sink's
-transaction.timeout.ms at 8 s the checkpoint's records are lost, counted exactly; at 60 s nothing is), all
-verified in ONE `txnlab verify` call. No Flink process is left afterwards."""
+transaction.timeout.ms at 8 s the checkpoint's records are lost, counted exactly; at 60 s nothing is), and the
+job abandoned (JobManager and TaskManager down past the sink's timeout: its transactions fire TransactionNearTimeout,
+which clears when they are aborted), all verified in ONE `txnlab verify` call. No Flink process is left afterwards."""
 from __future__ import annotations
 
 import json
@@ -21,11 +22,13 @@ from chaos.history import read_history
 from chaos.ids import decode_value
 from chaos.spec import load_bug, parse_spec
 from cluster.reads import read_to_end
+from report import detection, series
 from tests.integration.test_experiments import FLINK, drop_run_topics, short_runs_of
 from tests.integration.test_verify import failing_checks
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(1800)]
 TRAP = "flink-transaction-timeout"
+ABANDONED = "flink-abandoned-job"
 
 
 def events(ops: list[dict], event: str) -> list[dict]:
@@ -63,15 +66,6 @@ def runs(cluster, tmp_path_factory, request):
         request.addfinalizer(lambda r=result: drop_run_topics(cluster, r))
         assert result.error is None, result.error
         done[side] = (result.run_dir, read_history(result.run_dir).ops)
-    if not lost_inputs(cluster.connection(), *done["affected"]):
-        # Some affected tries lose nothing (3 of 6 reproduced, docs/bugs.md): the held commit came back after 20 s
-        # and did not fail although older than the 8 s timeout. The cause is NOT named yet (the closing note of
-        # 2026-11-28 says so); until it is, one more try of the affected side before calling it a failure
-        result = Experiment(trap_side("affected"), seed=12, runs_dir=runs_dir, progress=print,
-                            backend=LocalBackend(cluster)).run()
-        request.addfinalizer(lambda r=result: drop_run_topics(cluster, r))
-        assert result.error is None, result.error
-        done["affected"] = (result.run_dir, read_history(result.run_dir).ops)
     return done
 
 
@@ -128,10 +122,21 @@ def test_a_killed_jobmanager_loses_the_job_and_its_client_submits_it_again(runs)
         print("flink-jobmanager-kill: no checkpoint completed before the kill", submits)
 
 
+def held_commits(ops: list[dict]) -> list[dict]:
+    """The requests the fault's relay held (chaos/request_hold.py), with how long each was held."""
+    return [h for op in ops if op["process"].startswith("nemesis") and op["f"] == "heal" and op["type"] == "ok"
+            for h in op["value"].get("held", [])]
+
+
 def test_the_timeout_trap_loses_the_held_checkpoints_records_counted_exactly(runs, verified):
     reports, lost, log = verified
     _, ops = runs["affected"]
     report = reports["affected"]
+    # What the trap needs: the commit held past the 8 s timeout and the coordinator's 10 s abort sweep. A commit
+    # released sooner (the fault healed first: a job whose first commit came late) can go through; that was why
+    # tries of the first schedule lost nothing (docs/bugs.md), and the schedule now holds to the run's end
+    [held] = held_commits(ops)
+    assert held["held_s"] >= 18, (held, [e for e in events(ops, "state")], [e for e in events(ops, "checkpoint")][:3])
     assert report["valid"] is False
     bad = {name for name, c in report["checks"].items() if c["valid"] is False}
     assert bad == {"streams_processing", "streams_state"}, failing_checks(report)
@@ -139,17 +144,41 @@ def test_the_timeout_trap_loses_the_held_checkpoints_records_counted_exactly(run
     assert report["checks"]["streams_state"]["count"] > 0
     # Flink names it: the restored sink's commit is refused and logged as data loss (the TaskManager's console)
     assert refused_commits(ops), events(ops, "log")
-    held = [op["value"] for op in ops if op["process"].startswith("nemesis") and op["f"] == "heal"
-            and op["type"] == "ok"]
-    assert held and held[0]["held"], held                     # the fault held an EndTxn of the sink's producers
 
 
 def test_the_safe_timeout_takes_the_same_hold_without_loss(runs):
     _, ops = runs["fixed"]
-    held = [op["value"] for op in ops if op["process"].startswith("nemesis") and op["f"] == "heal"
-            and op["type"] == "ok"]
-    assert held and held[0]["held"], held
+    [held] = held_commits(ops)
+    assert held["held_s"] >= 18, held                     # as long as the affected side's: 20 s
     assert not refused_commits(ops)
+
+
+def test_an_abandoned_jobs_transactions_show_fire_the_alert_and_clear_at_their_abort(runs, cluster):
+    """JobManager and TaskManager killed and down past the sink's transaction.timeout.ms (30 s): the transactions
+    the job had open stay open (the exporter's open transactions and LSO lag on the run's topics), its
+    TransactionNearTimeout fires once they are past half their timeout, and it clears when the coordinator
+    aborts them (or the job, submitted again, fences them), before the capture ends; latency and clearing are
+    what the report's detection table gives."""
+    run_dir, ops = runs[ABANDONED]
+    info = json.loads((run_dir / "spec.json").read_text())
+    kill = min(op["wall"] for op in ops if op["process"].startswith("nemesis") and op["f"] == "fault")
+    heal = max(op["wall"] for op in ops if op["process"].startswith("nemesis") and op["f"] == "heal")
+    end = max(op["wall"] for op in ops) + 20
+    data = series.capture(LocalBackend(cluster).prometheus_url(), run_dir, info["run_tag"], info["started_wall"] - 5,
+                          end)
+    assert not data["errors"], data["errors"]
+    during = lambda key: [v for s in data["timelines"][key]["series"] for t, v in s["points"]   # noqa: E731
+                          if kill + 5 <= t <= heal]
+    assert max(map(float, during("open_transactions")), default=0) > 0, data["timelines"]["open_transactions"]
+    assert max(map(float, during("lso_lag")), default=0) > 0, data["timelines"]["lso_lag"]
+    windows = [{"kind": "kill-workload", "label": "flink-jm and flink-tm-0 killed", "start": kill, "end": heal}]
+    [row] = [d for d in detection.detections(windows, data["alerts"], ("TransactionNearTimeout",), end)
+             if d.alert == "TransactionNearTimeout"]
+    # its transactions began at most a checkpoint interval (2 s) before the kill: past half of 30 s 13 s later
+    assert row.first_firing_s is not None and row.first_firing_s >= 13, (row, data["alerts"])
+    assert row.cleared_s is not None and row.cleared_s > row.first_firing_s, (row, data["alerts"])
+    print(f"{ABANDONED}: TransactionNearTimeout firing +{row.first_firing_s}s, cleared +{row.cleared_s}s "
+          f"(cluster back at +{heal - kill:.0f}s)")
 
 
 def test_no_flink_process_is_left(runs, verified):

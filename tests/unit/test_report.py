@@ -37,6 +37,21 @@ def test_an_expected_alert_gets_its_pending_and_firing_latency_from_its_fault():
     assert all(d.expected and d.detected for d in found)
 
 
+def test_an_alert_clears_when_it_was_last_active_well_before_the_captured_end():
+    """An abandoned job's TransactionNearTimeout fires, then clears at the coordinator's abort; one still firing
+    at the end of the capture has not cleared."""
+    near = [alert("TransactionNearTimeout", "firing", T0 + 30, T0 + 44, coordinator="2")]
+    [row] = detection.detections([window("kill-workload", T0 + 10, T0 + 40)], near, ("TransactionNearTimeout",),
+                                 end=T0 + 90)
+    assert (row.first_firing_s, row.cleared_s, row.expected) == (20.0, 34.0, True)
+    [row] = detection.detections([window("kill-workload", T0 + 10, T0 + 40)], near, ("TransactionNearTimeout",),
+                                 end=T0 + 50)
+    assert (row.first_firing_s, row.cleared_s) == (20.0, None)
+    assert build.expected_alerts({"detections": [{**detection.as_rows(detection.detections(
+        [window("kill-workload", T0 + 10, T0 + 40)], near, ("TransactionNearTimeout",), end=T0 + 90))[0]}]}) == \
+        "TransactionNearTimeout firing +20s, cleared +34s"
+
+
 def test_an_expected_alert_that_never_came_is_reported_undetected():
     found = detection.detections([window("storm", T0, T0 + 30)], [])
     assert [(d.alert, d.detected, d.expected) for d in found] == [("ProducerStateGrowth", False, True)]
