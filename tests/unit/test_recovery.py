@@ -4,6 +4,7 @@ from __future__ import annotations
 import time
 
 from chaos.recovery import recovery, summary
+from cluster.admin import ClusterAdmin
 
 
 def op(t: float, process: str, op_type: str, f: str, **value) -> dict:
@@ -239,6 +240,8 @@ def test_a_run_samples_its_groups_offsets_into_the_history_and_a_failed_sample_i
                                tp("elsewhere", 0): SimpleNamespace(offset=5)}}
 
     class FakeAdmin:
+        group_offsets = ClusterAdmin.group_offsets           # the real reading, over the fake client
+
         def __init__(self, conn, **kwargs):
             calls["clients"] += 1
             self.client = FakeClient()
@@ -321,7 +324,11 @@ def test_a_group_seen_once_is_asked_for_even_when_a_listing_leaves_it_out(tmp_pa
 
     run = run_module.Run(ConnectionSettings(bootstrap="127.0.0.1:1"), tmp_path, "r1", 0, "t")
     run.use_topics(["r1-in-a"])
-    admin = SimpleNamespace(client=FakeClient())
+    class FakeAdmin:
+        group_offsets = ClusterAdmin.group_offsets           # the real reading, over the fake client
+        client = FakeClient()
+
+    admin = FakeAdmin()
     assert run._group_offsets(admin) == {"r1.eos": {"r1-in-a": {"0": 7}}}
     assert run._group_offsets(admin) == {"r1.eos": {"r1-in-a": {"0": 7}}}      # not listed this time
     assert asked == [["r1.eos"], ["r1.eos"]]
