@@ -109,6 +109,27 @@ def _job_row(events: list[dict]) -> dict:
             "errors Flink logged": f"{len(errors)}: " + " | ".join(errors[:3]) if errors else "-"}
 
 
+REFUSED_COMMIT = "Unable to commit transaction"   # Flink's KafkaCommitter: "... most likely signals data loss"
+
+
+def _flink_commit_note(run: dict) -> str:
+    """What verify says of Flink's refused commits: the line claims a likely loss, the topics tell."""
+    refused = sum(1 for e in run.get("job_events", []) if e["kind"] == "error" and REFUSED_COMMIT in e["detail"])
+    if not refused:
+        return ""
+    processing = run["verify"]["checks"].get("streams_processing", {})
+    if run["verify"]["valid"] is True:
+        said = ("verify found every input processed exactly once: no loss. Flink logs this also when a restored job "
+                "commits again a transaction committed before its failure (docs/findings.md)")
+    elif processing.get("valid") is False:
+        said = (f"verify counted {processing.get('count')} anomalies of processing "
+                f"({processing.get('problems', {})}): the loss Flink warned of")
+    else:
+        said = "verify could not tell (its verdict is not valid nor invalid): see its gaps above"
+    return (f"<p><b>Flink refused {refused} commit(s)</b> (\"{REFUSED_COMMIT} ... most likely signals data loss\"): "
+            f"{escape(said)}.</p>")
+
+
 def _run(run: dict, directory: Path) -> str:
     level = run["level"]
     title = f"{escape(run['experiment'])}" + (f" <span class='muted'>{escape(level)}</span>" if level else "")
@@ -143,7 +164,7 @@ def _run(run: dict, directory: Path) -> str:
                  "<p class='muted'>no alert is expected for these faults and none went pending or firing.</p>"))
     parts.append(_recovery(run))
     if run.get("job_events"):
-        parts.append("<h3>Flink job</h3>" + table([_job_row(run["job_events"])]))
+        parts.append("<h3>Flink job</h3>" + table([_job_row(run["job_events"])]) + _flink_commit_note(run))
     attempts = run["workload"]["attempts"]
     faults = [{"fault": f["label"], "from": f"{f['start_s']} s", "to": f"{f['end_s']} s"} for f in run["faults"]]
     probes = [{"phase": p["phase"], "probe": p["name"], "ok": p["ok"], "observed": p.get("observed")} for p in run["probes"]]

@@ -315,3 +315,8 @@ def test_a_flink_jobs_checkpoints_and_restarts_are_on_its_timeline_and_its_page(
     page = html.render(report, suite)
     assert "<h3>Flink job</h3>" in page and "35.5 s (checkpoint #1)" in page
     assert "1: flink-tm-0: Unable to commit transaction" in page        # Flink's own words for the loss
+    # ... which the page weighs against verify's count: here the stored run verified valid, so no loss
+    assert run["verify"]["valid"] is True and "Flink refused 1 commit(s)" in page and "no loss" in page
+    run["verify"] = {**run["verify"], "valid": False, "checks": {**run["verify"]["checks"], "streams_processing": {
+        "valid": False, "count": 46, "problems": {"unprocessed": 46}, "description": "d"}}}
+    assert "verify counted 46 anomalies of processing" in html.render(report, suite)
