@@ -1,11 +1,12 @@
 """Flink's exactly-once Kafka pipeline on a real Flink session cluster (a JobManager and a TaskManager from the
-PyFlink install, chaos/workloads/flink.py) against the shared Kafka cluster, in short mode: the TaskManager killed
-and started again (the job restarts from its last checkpoint), the JobManager killed (its client submits the job
-again from the newest retained checkpoint), the coordinator of the sink's transactions killed, and both sides of
-the transaction-timeout trap (chaos/bugs/flink-transaction-timeout.yaml: one commit held 20 s; with the sink's
-transaction.timeout.ms at 8 s the checkpoint's records are lost, counted exactly; at 60 s nothing is), and the
-job abandoned (JobManager and TaskManager down past the sink's timeout: its transactions fire TransactionNearTimeout,
-which clears when they are aborted), all verified in ONE `txnlab verify` call. No Flink process is left afterwards."""
+PyFlink install, chaos/workloads/flink.py) against the shared Kafka cluster, in short mode: a clean run (no fault),
+the TaskManager killed and started again (the job restarts from its last checkpoint), the JobManager killed (its
+client submits the job again from the newest retained checkpoint), the coordinator of the sink's transactions
+killed, both sides of the transaction-timeout trap (chaos/bugs/flink-transaction-timeout.yaml: one commit held
+20 s; with the sink's transaction.timeout.ms at 8 s the checkpoint's records are lost, counted exactly; at 60 s
+nothing is), and the job abandoned (JobManager and TaskManager down past the sink's timeout: its transactions fire
+TransactionNearTimeout, which clears when they are aborted), all verified in ONE `txnlab verify` call. No Flink
+process is left afterwards."""
 from __future__ import annotations
 
 import json
@@ -57,9 +58,15 @@ def lost_inputs(conn, run_dir: Path, ops: list[dict]) -> set[str]:
 
 @pytest.fixture(scope="module")
 def runs(cluster, tmp_path_factory, request):
-    """{name: (run dir, ops)}: the Flink built-ins and the trap's two sides, each in short mode."""
+    """{name: (run dir, ops)}: the Flink built-ins and the trap's two sides, each in short mode, and a clean run."""
     runs_dir = tmp_path_factory.mktemp("flink")
     done = short_runs_of(FLINK, cluster, runs_dir, request.addfinalizer)
+    clean = parse_spec({"name": "flink-clean", "cluster": {"local": {}}, "workloads": [{"workload": "flink"}],
+                        "duration_s": 20, "quiescence": {"timeout_s": 5}}, "a clean Flink run (no fault)")
+    result = Experiment(clean, seed=11, runs_dir=runs_dir, progress=print, backend=LocalBackend(cluster)).run()
+    request.addfinalizer(lambda r=result: drop_run_topics(cluster, r))
+    assert result.error is None, result.error
+    done["clean"] = (result.run_dir, read_history(result.run_dir).ops)
     for side, seed in (("affected", 11), ("fixed", 11)):
         result = Experiment(trap_side(side), seed=seed, runs_dir=runs_dir, progress=print,
                             backend=LocalBackend(cluster)).run()
@@ -85,7 +92,7 @@ def verified(runs, cluster):
     return reports, lost, proc.stdout + proc.stderr
 
 
-@pytest.mark.parametrize("name", sorted(FLINK) + ["fixed"])
+@pytest.mark.parametrize("name", ["clean", *sorted(FLINK), "fixed"])
 def test_the_job_stays_exactly_once_through_the_fault(name, runs, verified):
     reports, _, log = verified
     report = reports[name]
