@@ -120,7 +120,8 @@ def _flink_commit_note(run: dict) -> str:
     processing = run["verify"]["checks"].get("streams_processing", {})
     if run["verify"]["valid"] is True:
         said = ("verify found every input processed exactly once: no loss. Flink logs this also when a restored job "
-                "commits again a transaction committed before its failure (docs/findings.md)")
+                "commits again a transaction committed before its failure, on a cluster at transaction.version 2 "
+                "(docs/findings.md)")
     elif processing.get("valid") is False:
         said = (f"verify counted {processing.get('count')} anomalies of processing "
                 f"({processing.get('problems', {})}): the loss Flink warned of")
