@@ -125,8 +125,10 @@ def _flink_commit_note(run: dict) -> str:
     elif processing.get("valid") is False:
         said = (f"verify counted {processing.get('count')} anomalies of processing "
                 f"({processing.get('problems', {})}): the loss Flink warned of")
+    elif processing.get("valid") is True:
+        said = "verify found no input lost (the run's other anomalies are above)"
     else:
-        said = "verify could not tell (its verdict is not valid nor invalid): see its gaps above"
+        said = "verify could not tell whether an input was lost (its evidence is incomplete: see the gaps above)"
     return (f"<p><b>Flink refused {refused} commit(s)</b> (\"{REFUSED_COMMIT} ... most likely signals data loss\"): "
             f"{escape(said)}.</p>")
 
