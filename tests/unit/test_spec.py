@@ -8,6 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from cluster.local import EXPORTER_INTERVAL_SECONDS
+from exporter.config import CollectionSection
+
 from chaos.spec import (SHORT_LIMIT_S, BugSide, ExperimentSpec, LocalClusterSpec, Probe, SpecError, bug_files, bug_side_spec,
                         builtin_specs, load_bug, load_spec, parse_spec)
 
@@ -49,6 +52,16 @@ def test_every_builtin_loads_in_both_modes_and_short_fits_the_limit(name):
     assert short.duration_s < full.duration_s
     assert short.time_budget_s() <= SHORT_LIMIT_S
     assert load_spec(builtin_specs()[name]) == full           # by path as by name
+
+
+@pytest.mark.parametrize("short", [False, True])
+def test_every_injected_hanging_transaction_is_held_past_the_exporter_s_worst_time_to_flag_it(short):
+    """The exporter flags a hanging transaction at its second look: the next collection (every
+    EXPORTER_INTERVAL_SECONDS, plus the cycle's own time) and a re-check hanging_confirm_seconds later."""
+    worst = EXPORTER_INTERVAL_SECONDS + CollectionSection().hanging_confirm_seconds + 5       # 5 s: two cycles' time
+    held = [(name, f.duration_s) for name in builtin_specs() for f in load_spec(name, short=short).schedule.faults
+            if f.kind == "hanging-transaction"]
+    assert held and all(duration >= worst for _, duration in held), (worst, held)
 
 
 def test_a_builtin_with_random_faults_loads_the_same_from_a_dict():
