@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from chaos import probes, recovery
+from chaos.workloads.native import REFERENCE, prepare_client
 from chaos.backends import Backend, LocalBackend
 from chaos.faults import Fault, FaultEnv, make_fault
 from chaos.journal import WORKLOADS, Journal, active_faults_message, journal_dirs, this_runner
@@ -140,7 +141,8 @@ def _no_interrupts():
 def dry_run(spec: ExperimentSpec, seed: int) -> list[str]:
     """What would run: workloads and the resolved schedule, without touching anything."""
     lines = [f"experiment {spec.name} (seed {seed}, {spec.duration_s:.0f}s)"]
-    lines += [f"  workload {w.workload} x{w.instances} {' '.join(w.options)}".rstrip() for w in spec.workloads]
+    lines += [f"  workload {w.workload} x{w.instances} {' '.join(w.options)}".rstrip()
+              + (f" (client {w.client})" if w.client != REFERENCE else "") for w in spec.workloads]
     return lines + [f"  {line}" for line in describe(build_schedule(spec, seed))]
 
 
@@ -175,6 +177,8 @@ def prepare_workloads(spec: ExperimentSpec, release: str | None, progress: Progr
         prepare = getattr(importlib.import_module(WORKLOAD_MODULES[name]), "prepare", None)
         if prepare is not None:
             prepare(release, lambda m: progress(f"{name}: {m}"))
+    for client in sorted({w.client for w in spec.workloads}):
+        prepare_client(client, lambda m: progress(f"client: {m}"))
 
 
 class Experiment:
@@ -263,7 +267,7 @@ class Experiment:
                             "run_tag": run.info.run_tag, "runner": self.runner, "backend": self.backend.describe(),
                             "steps": [{"step": "stop-run-processes", "run_dir": str(run.dir)}]})
         for entry in self.spec.workloads:
-            the_plan = plan(entry.workload, tag, entry.instances, list(entry.options))
+            the_plan = plan(entry.workload, tag, entry.instances, list(entry.options), client=entry.client)
             run.create_topics(the_plan.topics, the_plan.leader_shifts(entry.placement))
             run.use_topics(list(the_plan.tracked))
             for spec in the_plan.specs:

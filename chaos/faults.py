@@ -40,6 +40,7 @@ from kafka.structs import TopicPartition
 from chaos.backends import HEAL_TIMEOUT_S, ISOLATE_TOXIC, Backend
 from chaos.fault_kinds import TARGET_FORMS, TARGET_RE, Params, parse_params, with_tag
 from chaos.inject_hanging import InjectedHanging, inject_hanging
+from chaos.workloads import TRANSACTIONAL_WORKLOADS
 from chaos.plans import option_value, without_option
 from chaos.request_hold import API_KEYS, HoldPolicy, RequestHold
 from chaos.run import Run, WorkloadSpec
@@ -52,7 +53,6 @@ from cluster.errors import TxnlabError
 
 ZOMBIE_VICTIM_ARGS = ("--on-fenced", "exit")
 ZOMBIE_SUFFIX = "-zombie"
-TRANSACTIONAL_WORKLOADS = ("txn-producer", "processor")
 RESOLVE_TIMEOUT_S = 15.0
 
 

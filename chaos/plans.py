@@ -12,6 +12,7 @@ from typing import Callable
 
 from chaos.run import WorkloadSpec
 from chaos.workloads import WORKLOADS, streams
+from chaos.workloads.native import CLIENT_OPTION, REFERENCE, ClientError, check_client
 from cluster.errors import TxnlabError
 
 
@@ -45,10 +46,19 @@ class Plan:
         return {topic: int(topic in self.outputs) for topic in self.topics}
 
 
-def plan(workload: str, tag: str, instances: int, extra: list[str], partitions: int = 6) -> Plan:
-    """Topics and processes of one workload run alone; `extra` options go to the workload's processes."""
+def plan(workload: str, tag: str, instances: int, extra: list[str], partitions: int = 6,
+         client: str = REFERENCE) -> Plan:
+    """Topics and processes of one workload run alone; `extra` options go to the workload's processes, and
+    `client` is the Kafka client they run on (chaos/workloads/native.py: a transactional workload's own
+    processes; its feeder and observers stay on the reference client, so that what they see is judged apart)."""
     if workload not in WORKLOADS:
         raise PlanError(f"unknown workload {workload!r}; one of {', '.join(WORKLOADS)}")
+    try:
+        check_client(workload, client)
+    except ClientError as exc:
+        raise PlanError(str(exc)) from None
+    if client != REFERENCE:
+        extra = [*extra, CLIENT_OPTION, client]
     planners: dict[str, Callable[[], Plan]] = {
         "txn-producer": lambda: _txn_producer(tag, instances, extra, partitions),
         "processor": lambda: _processor(tag, instances, extra, partitions),

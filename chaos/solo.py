@@ -13,6 +13,7 @@ from pathlib import Path
 
 from chaos.plans import plan
 from chaos.run import Run, new_run_dir, new_run_tag
+from chaos.workloads.native import REFERENCE, prepare_client
 from chaos.spec import RestartSpec
 from cluster.connection import ConnectionSettings
 from cluster.diagnose import require_reachable
@@ -26,14 +27,17 @@ class SoloResult:
 
 
 def run_solo(conn: ConnectionSettings, workload: str, duration: float, runs_dir: Path, seed: int = 0,
-             instances: int = 1, extra: list[str] | None = None, progress: Progress = print) -> SoloResult:
+             instances: int = 1, extra: list[str] | None = None, client: str = REFERENCE,
+             progress: Progress = print) -> SoloResult:
     tag = new_run_tag()
-    the_plan = plan(workload, tag, instances, list(extra or []))
+    the_plan = plan(workload, tag, instances, list(extra or []), client=client)
+    prepare_client(client, progress)
     require_reachable(conn)          # bad credentials or trust fail here, in a second, with why (no run left)
     run_dir = new_run_dir(runs_dir, workload, tag)
     progress(f"run {run_dir}")
     with Run(conn, run_dir, tag, seed, workload, progress) as run:
-        run.info.params = {"workload": workload, "duration": duration, "instances": instances, "extra": extra}
+        run.info.params = {"workload": workload, "duration": duration, "instances": instances, "extra": extra,
+                           "client": client}
         run.create_topics(the_plan.topics)
         run.use_topics(list(the_plan.tracked))
         if workload == "observer":

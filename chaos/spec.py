@@ -17,7 +17,7 @@ The model:
       compose: {project: txnlab}          # the docker-compose stack, up already (Docker SDK: pip install docker)
       existing: {bootstrap: "host:9092", disposable: true, prometheus_url: "http://host:9090"}
     workloads:                            # >= 1, planned as `txnlab chaos workload` plans them alone
-      - {workload: txn-producer, instances: 2, options: ["--records", "5"]}
+      - {workload: txn-producer, instances: 2, options: ["--records", "5"], client: franz-go}
     duration_s: 300                       # the method: workloads run while faults start and heal
     schedule:                             # explicit faults and/or a seeded random schedule (schedule.py)
       faults: [{kind: kill-broker, at_s: 20, duration_s: 10, params: {target: controller}}]
@@ -42,12 +42,16 @@ Meaning:
 - A probe is PromQL (`expect`: `== 0`, `< 5`, `>= 1`, ... met by every sample, an empty result meets
   none; or `empty` / `nonempty`) or one admin check; it must hold for `for_s`, starting within
   `within_s`. A phase's probes run together: it lasts at most max(within_s + for_s).
+- A workload's `client` is the Kafka client its own processes run on: confluent (confluent-kafka, the reference),
+  franz-go or kafkajs for txn-producer and processor (chaos/workloads/native.py); `txnlab chaos run --client`
+  sets it for every transactional workload of a spec.
 - `short` replaces duration_s (and schedule, workloads, quiescence if given) for quick runs; a short
   run may take at most SHORT_LIMIT_S by `time_budget_s()`.
 """
 from __future__ import annotations
 
 import argparse
+import copy
 import difflib
 import importlib
 import re
@@ -63,8 +67,9 @@ from pydantic_core import PydanticCustomError
 from chaos.fault_kinds import FAULT_KINDS, Params, ZombieProducerParams, parse_params
 from chaos.run import WorkloadSpec
 from chaos.plans import option_value, plan
-from chaos.workloads import WORKLOADS
+from chaos.workloads import TRANSACTIONAL_WORKLOADS, WORKLOADS
 from chaos.workloads.base import add_common_arguments
+from chaos.workloads.native import REFERENCE, check_client, split_client
 from cluster.layout import HANGING_DRILL_BROKER_CONFIG, HANGING_DRILL_FEATURES, MAX_NODES
 from cluster.errors import TxnlabError
 from cluster.versions import kafka_version
@@ -72,7 +77,6 @@ from cluster.versions import kafka_version
 EXPERIMENTS_DIR = Path(__file__).with_name("experiments")
 STARTUP_ALLOWANCE_S = 10.0       # topics created and workload processes started, before the method
 SHORT_LIMIT_S = 90.0
-TRANSACTIONAL_WORKLOADS = ("txn-producer", "processor")
 EXPECT_RE = re.compile(r"^\s*(?:(==|!=|<=|>=|<|>)\s*(-?\d+(?:\.\d+)?)|(empty|nonempty))\s*$")
 Problem = tuple[str, str]
 AdminProbe = Literal["brokers-registered", "lso-equals-hwm", "no-hanging-transactions"]
@@ -200,8 +204,9 @@ def _check_options(process: WorkloadSpec) -> None:
     add_common_arguments(parser)
     module = importlib.import_module(WORKLOADS[process.workload])
     module.add_arguments(parser)
+    _, options = split_client(process.workload, list(process.args))   # every client takes the reference's options
     args = parser.parse_args(["--socket", "s", "--run-start-ns", "0", "--run-tag", "t", "--process", process.process,
-                              *process.args])
+                              *options])
     if hasattr(module, "check_args"):
         module.check_args(args)
 
@@ -211,9 +216,14 @@ class WorkloadEntry(_Strict):
     instances: int = Field(1, ge=1, le=64)
     options: list[str] = []
     placement: Literal["kafka", "apart"] = "kafka"     # its topics' leaders (chaos/plans.py Plan.leader_shifts)
+    client: str = REFERENCE                            # the Kafka client its processes run on (chaos/workloads/native.py)
 
     @model_validator(mode="after")
     def _options_parse(self) -> "WorkloadEntry":
+        try:
+            check_client(self.workload, self.client)
+        except TxnlabError as exc:
+            _fail([("client", str(exc))])
         try:
             for process in self.processes():
                 _check_options(process)
@@ -227,7 +237,7 @@ class WorkloadEntry(_Strict):
 
     def plan(self):
         """This workload's plan (chaos/plans.py), topics and processes named with `{tag}`."""
-        return plan(self.workload, "{tag}", self.instances, list(self.options))
+        return plan(self.workload, "{tag}", self.instances, list(self.options), client=self.client)
 
     def topics(self) -> dict[str, int]:
         """Topic -> partitions, named with `{tag}` (as chaos/plans.py plans this workload)."""
@@ -589,8 +599,9 @@ def builtin_specs() -> dict[str, Path]:
     return {path.stem: path for path in sorted(EXPERIMENTS_DIR.glob("*.yaml"))}
 
 
-def load_spec(path_or_name: str | Path, short: bool = False) -> ExperimentSpec:
-    """A spec file, or a built-in by name, validated in both modes; short=True returns the short one."""
+def load_spec(path_or_name: str | Path, short: bool = False, client: str | None = None) -> ExperimentSpec:
+    """A spec file, or a built-in by name, validated in both modes; short=True returns the short one; a
+    `client` runs its transactional workloads on that client (with_client)."""
     path = Path(path_or_name)
     if not path.is_file():
         builtins = builtin_specs()
@@ -598,7 +609,22 @@ def load_spec(path_or_name: str | Path, short: bool = False) -> ExperimentSpec:
             raise SpecError(str(path_or_name), [("", f"no such file, nor a built-in; built-ins: "
                                                      f"{', '.join(builtins)}")])
         path = builtins[str(path_or_name)]
-    return parse_spec(_read_yaml(path), str(path), short)
+    data = _read_yaml(path)
+    return parse_spec(with_client(data, client) if client else data, str(path), short)
+
+
+def with_client(data: dict[str, Any], client: str) -> dict[str, Any]:
+    """The spec document with every transactional workload (TRANSACTIONAL_WORKLOADS, its short mode's too) on
+    `client`; SpecError when it has none (the client would not be tested)."""
+    data = copy.deepcopy(data)
+    entries = [e for doc in (data, data.get("short") or {}) for e in (doc.get("workloads") or [])
+               if isinstance(e, dict) and e.get("workload") in TRANSACTIONAL_WORKLOADS]
+    if not entries:
+        raise SpecError(str(data.get("name", "<spec>")), [("workloads", f"no {' or '.join(TRANSACTIONAL_WORKLOADS)} "
+                                                          f"workload to run on {client}")])
+    for entry in entries:
+        entry["client"] = client
+    return data
 
 
 def parse_spec(data: dict[str, Any], source: str = "<spec>", short: bool = False) -> ExperimentSpec:
@@ -694,11 +720,12 @@ class BugVariant(_Strict):
 
 class BugSpec(_Strict):
     # a Kafka JIRA key, a client's issue (librdkafka-5456), or a named trap without an issue number
-    # (flink-transaction-timeout: a documented misconfiguration, its url the documentation's warning)
+    # (flink-transaction-timeout: a documented misconfiguration, its url the documentation's warning; kafkajs-kip-447:
+    # a client's missing protocol feature, its url the client's documentation of the call)
     id: str = Field(pattern=r"^(KAFKA-\d+|[a-z][a-z0-9-]*)$")
     title: str = Field(min_length=1)
     url: str = Field(pattern=r"^https://(issues\.apache\.org/jira/browse/KAFKA-\d+|github\.com/[\w.-]+/[\w.-]+/"
-                             r"(issues|pull)/\d+|nightlies\.apache\.org/flink/\S+)$")
+                             r"(issues|pull)/\d+|nightlies\.apache\.org/flink/\S+|kafka\.js\.org/docs/\S+)$")
     links: list[str] = []
     description: str = ""
     fixed_in: str = Field(min_length=1)
@@ -789,12 +816,13 @@ def expected_anomalies(anomalies: dict[str, int], problems: dict[str, dict[str, 
 
 
 def matching_anomaly_bugs(java_clients: str | None, anomalies: dict[str, int],
-                          problems: dict[str, dict[str, int]]) -> list[BugSpec]:
-    """The catalogued client bugs a run's anomalies match: its Java clients' release is one the bug affects
-    (affects_java_clients) and one of the bug's expected checks found anomalies."""
-    if not java_clients:
-        return []
-    return [bug for bug in catalog() if java_clients in bug.affects_java_clients
+                          problems: dict[str, dict[str, int]], clients: frozenset[str] = frozenset()) -> list[BugSpec]:
+    """The catalogued client bugs a run's anomalies match: one of the bug's expected checks found anomalies, and
+    the run's Java clients' release is one the bug affects (affects_java_clients) or the bug's affected client is
+    one the run's workloads ran on (`clients`: their --client, chaos/workloads/native.py)."""
+    return [bug for bug in catalog()
+            if ((java_clients and java_clients in bug.affects_java_clients)
+                or (bug.affected.client is not None and bug.affected.client.name in clients))
             and any(expected_anomalies(anomalies, problems, check) for check in bug.expect.checks)]
 
 

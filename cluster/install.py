@@ -1,6 +1,7 @@
 """Assembling a Kafka release from Maven Central: its broker, tools and Kafka Streams jars and the Prometheus
 JMX agent; building the streams workload's Kafka Streams app against it; and the pinned Flink release for the
-flink workload (PyFlink from PyPI in a virtualenv of its own, its Kafka connector jar from Maven Central).
+flink workload (PyFlink from PyPI in a virtualenv of its own, its Kafka connector jar from Maven Central). Its
+command line also builds the client workloads besides confluent-kafka (cluster/clients.py: franz-go, KafkaJS).
 
     python -m cluster.install [VERSION]      (default: the pinned KAFKA_VERSION; scripts/setup.sh runs this)
 
@@ -11,7 +12,7 @@ one release do not assemble it twice at once. The same for the streams app's jar
 `mvn package` into streams_app_dir(), beside the release's libs): once per release, stamped with the version,
 the app's pom and every file of its src.
 Must not: start anything (cluster/local.py, chaos/workloads/flink.py do), or fetch from anywhere but Maven
-Central through mvn and PyPI through pip.
+Central through mvn and PyPI through pip (cluster/clients.py fetches from the Go module proxy and npm).
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Callable
 
 from cluster import versions
+from cluster.clients import install_clients
 from cluster.errors import TxnlabError
 
 POM = Path(__file__).resolve().parent / "pom.xml"
@@ -185,6 +187,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Kafka jars ready in {install_kafka(version)}")
         print(f"Kafka Streams app ready: {install_streams_app(version)}")
         print(f"Flink ready in {install_flink()}")
+        for home in install_clients():
+            print(f"client workloads ready in {home}")
     except TxnlabError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -22,7 +22,9 @@ import yaml
 from chaos.annotations import fault_windows
 from chaos.history import read_history
 from chaos.recovery import recovery, restart_text, stall_text
+from chaos.plans import option_value
 from chaos.spec import matching_anomaly_bugs, matching_bugs
+from chaos.workloads.native import CLIENT_OPTION
 from report import detection, series
 from cluster.errors import TxnlabError
 
@@ -231,12 +233,19 @@ def other_alerts(run: dict) -> str:
 
 def anomaly_bugs(run_dir: Path, verified: dict) -> list[dict]:
     """The catalogued client bugs (chaos/bugs/) a run's anomalies match on the release of its Java clients
-    (cluster.json's java_clients, else its kafka_version: the workloads ran the cluster's release): [{id, url,
-    title, java_clients}]."""
+    (cluster.json's java_clients, else its kafka_version: the workloads ran the cluster's release) or on the
+    clients its workloads ran on: [{id, url, title, java_clients}]."""
     cluster = _json(run_dir / "cluster.json") or {}
     release = cluster.get("java_clients") or cluster.get("kafka_version")
     return [{"id": bug.id, "url": bug.url, "title": bug.title, "java_clients": release}
-            for bug in matching_anomaly_bugs(release, *anomaly_counts(verified))]
+            for bug in matching_anomaly_bugs(release, *anomaly_counts(verified), clients=run_clients(run_dir))]
+
+
+def run_clients(run_dir: Path) -> frozenset[str]:
+    """The Kafka clients besides the reference a run's workload processes ran on (their --client)."""
+    specs = (_json(run_dir / "spec.json") or {}).get("specs", [])
+    return frozenset(option_value(s.get("args", []), CLIENT_OPTION) for s in specs
+                     if CLIENT_OPTION in s.get("args", []))
 
 
 def anomaly_counts(verified: dict) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
@@ -317,30 +326,45 @@ def recovery_rows(run: dict) -> list[dict]:
     return rows
 
 
-def side_by_side(runs: list[dict], levels: list) -> list[dict]:
-    """Per experiment, what each level showed (only when the suite ran at several)."""
+def side_by_side(runs: list[dict], levels: list, absent: list[dict] = ()) -> list[dict]:
+    """Per experiment, what each level showed (only when the suite ran at several); a level where the experiment
+    did not run says why (`absent`: suite entries without a run: not applicable, or failed before it began)."""
     if len([v for v in levels if v is not None]) < 2:
         return []
     rows = []
-    for name in dict.fromkeys(r["experiment"] for r in runs):
+    for name in dict.fromkeys([*(r["experiment"] for r in runs), *(e["experiment"] for e in absent)]):
         by = {}
         for r in (r for r in runs if r["experiment"] == name):
             lag = [p[1] for s in r["timelines"]["lso_lag"]["series"] for p in s["points"]]
+            stalls = [st for f in r["recovery"].get("faults", []) for st in f.get("stalls") or []]
             by[str(r["level"])] = {
                 "verdict": r["verify"]["valid"], "anomalies": sum(a["count"] for a in r["anomalies"]),
+                "anomalies_by_check": {a["check"]: a["count"] for a in r["anomalies"]},
                 "attempts": r["workload"]["attempts"], "fenced_processes": len(r["workload"]["fenced_processes"]),
                 "max_lso_lag": max(lag) if lag else None, "expected_alerts": expected_alerts(r),
-                "other_alerts": other_alerts(r),
-                "open_at_end": len(r["quiescence"].get("open_partitions", [])), "steady": r["steady"]}
+                "other_alerts": other_alerts(r), "recovered": recovered_cell(r),
+                "stalls": [f"{st['process']}: {st['call']}" for st in stalls],
+                "open_at_end": len(r["quiescence"].get("open_partitions", [])), "steady": r["steady"],
+                "anchor": run_anchor(r)}
+        for e in (e for e in absent if e["experiment"] == name):
+            by[str(e["level"])] = {"absent": e.get("not_applicable") or f"did not run: {e.get('error')}"}
         rows.append({"experiment": name, "levels": by})
     return rows
+
+
+def run_anchor(run: dict) -> str:
+    """The id of a run's section on the page."""
+    return _slug(f"run-{run['level'] or 'run'}-{run['experiment']}")
 
 
 def build(directory: Path) -> dict:
     directory = Path(directory)
     suite = suite_of(directory)
-    runs = []
+    runs, absent = [], []
     for entry in suite["runs"]:
+        if not entry.get("run_dir"):        # not applicable to its level, or failed before its run began
+            absent.append(entry)
+            continue
         run_dir = (directory / entry["run_dir"]).resolve()
         level = entry.get("level")
         image = f"img/{_slug(level) if level else 'run'}-{_slug(entry['experiment'])}.png"
@@ -352,7 +376,7 @@ def build(directory: Path) -> dict:
             "experiments": suite.get("experiments", [r["experiment"] for r in runs]),
             "errors": suite.get("errors", []),
             "valid": overall([r["verify"]["valid"] for r in runs]), "summary": summary_rows(runs),
-            "side_by_side": side_by_side(runs, levels), "runs": runs}
+            "side_by_side": side_by_side(runs, levels, absent), "runs": runs}
 
 
 def _slug(text: str) -> str:

@@ -20,7 +20,8 @@ from pathlib import Path
 from chaos.backends import LocalBackend
 from chaos.history import read_history
 from chaos.experiment import Experiment
-from chaos.spec import ExperimentSpec, load_spec
+from chaos.spec import ExperimentSpec, SpecError, load_spec
+from chaos.workloads.native import REFERENCE, clients
 from cluster.layout import DRILL_BROKER_CONFIG
 from cluster.local import LocalCluster
 from cluster.versions import kafka_version, txnlab_home
@@ -36,6 +37,12 @@ TRANSACTION_VERSIONS = (1, 2)
 DEMO_BASE_PORT = 25000
 DRILL_BASE_PORT = 26000
 DEMO_SPARK_BASE_PORT = 31300      # the verifications' Spark Connect server at +30 (txnlab spark up's is 31200)
+CLIENTS_COMPARISON = {
+    "title": "clients side by side",
+    "note": "The same experiments, each run once per Kafka client on the same cluster: the client's transactional "
+            "producers and exactly-once processors (chaos/workloads/native.py; their feeders and observers stay on "
+            "confluent-kafka, so what they see is judged apart), every run verified by the same Spark job. "
+            "An experiment with no such workload is not applicable to a client (docs/clients.md)."}
 SETTLE_S = 6.0            # a scrape (5 s) and a rule evaluation after the run, before its timelines are read
 
 
@@ -52,13 +59,31 @@ class DemoOptions:
     drill_base_port: int = DRILL_BASE_PORT
     spark_base_port: int = DEMO_SPARK_BASE_PORT       # its Spark Connect server listens at +30
     state_root: Path = field(default_factory=lambda: txnlab_home() / "demo")
+    clients: tuple[str, ...] = (REFERENCE,)           # each experiment once per client (chaos/workloads/native.py)
 
     def check(self) -> None:
         unknown = [v for v in self.transaction_versions if v not in TRANSACTION_VERSIONS]
         if unknown or not self.transaction_versions:
             raise DemoError(f"transaction.version must be among {TRANSACTION_VERSIONS}, got {unknown or 'none'}")
+        strange = [c for c in self.clients if c not in clients()]
+        if strange or not self.clients or len(set(self.clients)) != len(self.clients):
+            raise DemoError(f"clients must be distinct ones of {', '.join(clients())}, got {list(self.clients)}")
         for name in self.experiments:
             load_spec(name, short=True)             # a SpecError names the experiment before anything starts
+
+    def levels(self) -> list[tuple[int, str]]:
+        """(transaction.version, client) of each level, in the order they run."""
+        return [(tv, client) for tv in self.transaction_versions for client in self.clients]
+
+    def level(self, tv: int, client: str) -> str:
+        """A level's name: its transaction.version's (the one client is the reference), its client's (one
+        transaction.version), or both."""
+        if self.clients == (REFERENCE,):
+            return tv_level(tv)
+        return client if len(self.transaction_versions) == 1 else f"{tv_level(tv)} {client}"
+
+    def subdir(self, tv: int, client: str) -> str:
+        return f"tv{tv}" if self.clients == (REFERENCE,) else f"tv{tv}-{client}"
 
 
 class DemoError(TxnlabError, ValueError):
@@ -75,11 +100,13 @@ class Demo:
         self.dir.mkdir(parents=True, exist_ok=False)
         self.suite = {"id": self.dir.name, "started": self.started, "ended": None, "seed": options.seed,
                       "kafka_version": kafka_version(), "experiments": list(options.experiments),
-                      "transaction_versions": list(options.transaction_versions),
-                      "levels": [tv_level(tv) for tv in options.transaction_versions], "runs": [], "verify_exit": {},
+                      "transaction_versions": list(options.transaction_versions), "clients": list(options.clients),
+                      "levels": [options.level(tv, c) for tv, c in options.levels()], "runs": [], "verify_exit": {},
                       "errors": []}
+        if options.clients != (REFERENCE,):
+            self.suite["comparison"] = CLIENTS_COMPARISON
         self.clusters: dict[str, LocalCluster] = {}
-        self.total = len(options.experiments) * len(options.transaction_versions)
+        self.total = len(options.experiments) * len(options.levels())
 
     # ---- progress ---------------------------------------------------------------------------------------
     def _step(self, message: str) -> None:
@@ -134,9 +161,10 @@ class Demo:
                                   self.options.master, self.options.verify, self._step)
         try:
             for tv in self.options.transaction_versions:
-                runs = [self._experiment(name, tv) for name in self.options.experiments]
-                if self.options.verify:
-                    self._verify(tv, [r for r in runs if r is not None])
+                for client in self.options.clients:
+                    runs = [self._experiment(name, tv, client) for name in self.options.experiments]
+                    if self.options.verify:
+                        self._verify(tv, client, [r for r in runs if r is not None])
                 last = tv == self.options.transaction_versions[-1]
                 if not (self.options.keep and last):
                     for key in [k for k in self.clusters if k.startswith(f"tv{tv}-")]:
@@ -159,24 +187,35 @@ class Demo:
             raise interrupted
         return report
 
-    def _experiment(self, name: str, tv: int) -> Path | None:
+    def _experiment(self, name: str, tv: int, client: str) -> Path | None:
         index = len(self.suite["runs"]) + 1
-        spec = load_spec(name, short=True)
-        which = "drill" if spec.cluster.local is not None and spec.cluster.local.hanging_drill else "main"
-        entry = {"experiment": name, "transaction_version": tv, "level": tv_level(tv), "cluster": which,
-                 "run_dir": None, "error": None}
+        what = f"transaction.version={tv}" + ("" if client == REFERENCE else f", client {client}")
+        entry = {"experiment": name, "transaction_version": tv, "client": client,
+                 "level": self.options.level(tv, client), "cluster": None, "run_dir": None, "error": None}
         self.suite["runs"].append(entry)
+        try:
+            spec = load_spec(name, short=True, client=None if client == REFERENCE else client)
+        except SpecError:            # no workload of a client's: the cell says so, nothing runs
+            entry["not_applicable"] = (f"{name} runs no txn-producer or processor, the roles a client's workloads "
+                                       f"play: nothing of {client} to test")
+            self._step(f"experiment {index}/{self.total}: {name} ({what}): not applicable")
+            self._save()
+            return None
+        which = "drill" if spec.cluster.local is not None and spec.cluster.local.hanging_drill else "main"
+        entry["cluster"] = which
         self._save()
-        self._step(f"experiment {index}/{self.total}: {name} (transaction.version={tv}, {spec.duration_s:.0f} s)")
-        run_dir = run_in_suite(spec, self.options.seed, self.dir, f"tv{tv}", entry,
+        self._step(f"experiment {index}/{self.total}: {name} ({what}, {spec.duration_s:.0f} s)")
+        run_dir = run_in_suite(spec, self.options.seed, self.dir, self.options.subdir(tv, client), entry,
                                lambda: LocalBackend(self._cluster(which, tv)), self.suite["errors"],
-                               f"{name} (transaction.version={tv})", self._step)
+                               f"{name} ({what})", self._step)
         self._save()
         return run_dir
 
-    def _verify(self, tv: int, run_dirs: list[Path]) -> None:
-        verify_runs(self.suite, str(tv), f"transaction.version={tv}", run_dirs, self.options.master, self._step,
-                    self.spark)
+    def _verify(self, tv: int, client: str, run_dirs: list[Path]) -> None:
+        key, what = str(tv), f"transaction.version={tv}"
+        if client != REFERENCE:
+            key, what = f"{tv}-{client}", f"{what}, client {client}"
+        verify_runs(self.suite, key, what, run_dirs, self.options.master, self._step, self.spark)
         self._save()
 
 

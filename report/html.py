@@ -13,7 +13,7 @@ import time
 from html import escape
 from pathlib import Path
 
-from report.build import fault_line, recovery_rows
+from report.build import fault_line, recovery_rows, run_anchor
 from spark_analysis.page import STYLE, badge, table, verdict_table
 
 EXTRA_STYLE = """
@@ -74,20 +74,31 @@ def _side_by_side(report: dict) -> str:
     if not report["side_by_side"]:
         return ""
     levels = [str(v) for v in report["levels"]]
-    metrics = [("verdict", "verdict"), ("anomalies", "anomalies"), ("attempts", "attempts ok/fail/info"),
+    metrics = [("verdict", "verdict"), ("anomalies_by_check", "anomalies by check"),
+               ("attempts", "attempts ok/fail/info"), ("recovered", "recovered"), ("stalls", "stalls"),
                ("fenced_processes", "fenced processes"), ("max_lso_lag", "max LSO lag"),
-               ("expected_alerts", "expected alerts"), ("other_alerts", "other alerts"), ("open_at_end", "partitions open at end"), ("steady", "steady state")]
+               ("expected_alerts", "expected alerts"), ("other_alerts", "other alerts"),
+               ("open_at_end", "partitions open at end"), ("steady", "steady state")]
     head = "<tr><th>experiment</th><th>measure</th>" + "".join(f"<th>{escape(v)}</th>" for v in levels) + "</tr>"
     body = ""
     for row in report["side_by_side"]:
         for i, (key, label) in enumerate(metrics):
             cells = ""
             for v in levels:
-                value = row["levels"].get(v, {}).get(key, "-")
+                cell = row["levels"].get(v, {})
+                if "absent" in cell:          # one cell across the measures: why the experiment did not run here
+                    cells += f"<td rowspan='{len(metrics)}' class='muted'>{escape(cell['absent'])}</td>" if i == 0 else ""
+                    continue
+                value = cell.get(key, "-")
                 if key == "verdict":
-                    cells += f"<td>{badge(value)}</td>"
+                    link = f" <a href='#{escape(cell['anchor'])}'>run</a>" if cell.get("anchor") else ""
+                    cells += f"<td>{badge(value)}{link}</td>"
                 elif key == "attempts" and isinstance(value, dict):
                     cells += f"<td>{value.get('ok', 0)}/{value.get('fail', 0)}/{value.get('info', 0)}</td>"
+                elif key == "anomalies_by_check" and isinstance(value, dict):
+                    cells += f"<td>{escape(', '.join(f'{k} {n}' for k, n in value.items()) or 'none')}</td>"
+                elif key == "stalls" and isinstance(value, list):
+                    cells += f"<td>{escape('; '.join(value) or 'none')}</td>"
                 else:
                     cells += f"<td>{escape(str(value))}</td>"
             first = f'<td rowspan="{len(metrics)}"><b>{escape(row["experiment"])}</b></td>' if i == 0 else ""
@@ -137,7 +148,7 @@ def _run(run: dict, directory: Path) -> str:
     level = run["level"]
     title = f"{escape(run['experiment'])}" + (f" <span class='muted'>{escape(level)}</span>" if level else "")
     verify = run["verify"]
-    parts = [f'<div class="run"><h2>{title} {badge(verify["valid"])}</h2>',
+    parts = [f'<div class="run" id="{escape(run_anchor(run))}"><h2>{title} {badge(verify["valid"])}</h2>',
              f"<p class='muted'>run <code>{escape(run['run'])}</code>, started {_when(run['started'])}"
              + (f"; error: {escape(run['error'])}" if run["error"] else "") + "</p>"]
     if verify["gaps"]:

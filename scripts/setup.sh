@@ -33,7 +33,8 @@ have java || apt_install openjdk-17-jre-headless
 have javac || apt_install openjdk-17-jdk-headless   # Maven compiles the streams workload's app (step 3)
 java -version 2>&1 | grep -Eq 'version "(1[7-9]|[2-9][0-9])' || fail "Java 17 or newer is needed (java -version)"
 have mvn || apt_install maven
-have go || fail "Go is needed to build Toxiproxy (https://go.dev/doc/install), then run make setup again"
+have go || fail "Go is needed to build Toxiproxy and the franz-go workloads (https://go.dev/doc/install), then run make setup again"
+have node && have npm || apt_install nodejs npm     # the KafkaJS workloads (chaos/workloads/kafkajs)
 
 # 2. the Python virtualenv with every extra (.[all,test]), reinstalled only when pyproject.toml changes.
 want=$(sha256sum pyproject.toml | cut -c1-16)
@@ -49,9 +50,10 @@ fi
 #    streams workload's Kafka Streams app built against them (chaos/workloads/streams): the pinned release
 #    (other releases of KAFKA_VERSIONS are assembled the same way on first use: cluster/install.py); and Flink
 #    for the flink workload: PyFlink (FLINK_VERSION) from PyPI in a virtualenv of its own under $TXNLAB_HOME/dist,
-#    its Kafka connector jar from Maven Central.
+#    its Kafka connector jar from Maven Central; and the client workloads besides confluent-kafka (cluster/clients.py):
+#    franz-go's built with `go build` (Go module proxy), KafkaJS's installed with `npm ci` (npm).
 "$VENV/bin/python" -m cluster.install "$KAFKA_VERSION" \
-  || fail "the Kafka $KAFKA_VERSION jars could not be assembled, the streams app built or Flink installed (above)"
+  || fail "the Kafka $KAFKA_VERSION jars could not be assembled, the streams app built, Flink or the client workloads installed (above)"
 
 # 3b. Spark's Kafka connector for the verification job (PySpark itself comes with the virtualenv).
 SPARK_JARS="$TXNLAB_HOME/dist/spark-kafka-$SPARK_KAFKA_VERSION"

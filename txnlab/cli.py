@@ -195,7 +195,8 @@ def cmd_chaos_workload(args: argparse.Namespace) -> int:
     from cluster.connection import ConnectionSettings
     conn = ConnectionSettings.from_env(bootstrap=args.bootstrap or _local_bootstrap(args))
     result = run_solo(conn, args.workload, args.duration, args.runs_dir, seed=args.seed, instances=args.instances,
-                      extra=args.workload_options, progress=lambda m: err.print(f"[cyan]chaos[/]: {m}"))
+                      extra=args.workload_options, client=args.client,
+                      progress=lambda m: err.print(f"[cyan]chaos[/]: {m}"))
     print(json.dumps({"run_dir": str(result.run_dir), "operations": result.summary.get("operations"),
                       "completed_at_shutdown": result.summary.get("completed_at_shutdown")}))
     return 0
@@ -219,7 +220,7 @@ def cmd_chaos_list(args: argparse.Namespace) -> int:
 def cmd_chaos_run(args: argparse.Namespace) -> int:
     from chaos.experiment import Experiment, dry_run
     from chaos.spec import load_spec
-    spec = load_spec(args.spec, short=args.short)
+    spec = load_spec(args.spec, short=args.short, client=args.client)
     if args.dry_run:
         print("\n".join(dry_run(spec, args.seed)))
         return 0
@@ -415,9 +416,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """The main job: the demo suite on local clusters, each run verified, then the report."""
     from report.demo import Demo, DemoOptions, exit_code
     experiments = tuple(args.experiments or DemoOptions.experiments)
-    if args.with_flink and FLINK_DEMO not in experiments:
+    if getattr(args, "with_flink", False) and FLINK_DEMO not in experiments:
         experiments += (FLINK_DEMO,)
-    options = DemoOptions(experiments=experiments,
+    options = DemoOptions(experiments=experiments, clients=tuple(args.clients),
                           transaction_versions=tuple(args.transaction_versions), runs_dir=args.runs_dir,
                           keep=args.keep, seed=args.seed, verify=not args.no_verify)
     try:
@@ -484,6 +485,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _names(text: str) -> list[str]:
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
 def _versions(text: str) -> list[int]:
     try:
         return [int(v) for v in text.split(",") if v.strip()]
@@ -501,6 +506,9 @@ def _add_demo_commands(sub) -> None:
     demo.add_argument("--with-flink", action="store_true",
                       help=f"add {FLINK_DEMO} (Flink's exactly-once pipeline on a real Flink cluster; its "
                            "checkpoints and restarts on the timeline)")
+    demo.add_argument("--clients", type=_names, default=["confluent"], metavar="NAME[,NAME]",
+                      help="run each experiment once per Kafka client (confluent, franz-go, kafkajs, java: their "
+                           "transactional producers and processors; docs/clients.md)")
     demo.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where the suite directory goes")
     demo.add_argument("--seed", type=int, default=1)
     demo.add_argument("--keep", action="store_true", help="leave the (last level's) clusters running afterwards")
@@ -589,6 +597,7 @@ def _add_txn_commands(sub) -> None:
 
 def _add_chaos_commands(sub) -> None:
     from chaos.workloads import WORKLOADS
+    from chaos.workloads.native import REFERENCE, clients
     chaos = sub.add_parser("chaos", help="workloads, faults and experiments against a real cluster")
     csub = chaos.add_subparsers(dest="action", required=True)
     wl = csub.add_parser("workload", help="run one workload alone, recording a run history under runs/; "
@@ -597,6 +606,8 @@ def _add_chaos_commands(sub) -> None:
     wl.add_argument("--duration", type=float, default=30.0, help="seconds (default 30)")
     wl.add_argument("--instances", type=int, default=1, help="processes of the workload (default 1)")
     wl.add_argument("--seed", type=int, default=0)
+    wl.add_argument("--client", choices=clients(), default=REFERENCE, help="the Kafka client of txn-producer and "
+                    f"processor (default {REFERENCE}: confluent-kafka; docs/clients.md)")
     wl.add_argument("--runs-dir", type=Path, default=Path("runs"))
     wl.add_argument("--bootstrap", help="Kafka bootstrap (default $TXNLAB_KAFKA_BOOTSTRAP, else the local cluster)")
     wl.add_argument("--state-dir", type=Path, default=None, help="the local cluster to use when no bootstrap is given")
@@ -608,11 +619,25 @@ def _add_chaos_commands(sub) -> None:
     annotate.add_argument("run_dir", type=Path)
     annotate.add_argument("--grafana", help="Grafana base URL, e.g. http://127.0.0.1:19850")
     annotate.set_defaults(func=cmd_chaos_annotate)
+    matrix = csub.add_parser("matrix", help="built-in experiments in short mode, each once per Kafka client, on one "
+                             "cluster, verified in one Spark session; a report with a client x experiment table "
+                             "(the demo's machinery: txnlab demo --clients)")
+    matrix.add_argument("experiments", nargs="*", help="built-in experiments (default: the demo suite)")
+    matrix.add_argument("--clients", type=_names, default=list(clients()), metavar="NAME[,NAME]",
+                        help=f"the clients (default all: {','.join(clients())})")
+    matrix.add_argument("--transaction-versions", type=_versions, default=[2], metavar="N[,N]")
+    matrix.add_argument("--runs-dir", type=Path, default=Path("runs"))
+    matrix.add_argument("--seed", type=int, default=1)
+    matrix.add_argument("--keep", action="store_true", help="leave the clusters running afterwards")
+    matrix.add_argument("--no-verify", action="store_true", help="skip the Spark verification (verdicts unknown)")
+    matrix.set_defaults(func=cmd_demo)
     run = csub.add_parser("run", help="run an experiment: a spec file or a built-in name; always heals")
     run.add_argument("spec", help="a YAML spec file or a built-in name (txnlab chaos list)")
     run.add_argument("--seed", type=int, default=0, help="seed of the random schedule and targets")
     run.add_argument("--short", action="store_true", help="the spec's short mode (built-ins: <= 90 s)")
     run.add_argument("--dry-run", action="store_true", help="validate and print the schedule; start nothing")
+    run.add_argument("--client", choices=clients(), help="run every txn-producer and processor of the spec on this "
+                     "Kafka client (default: as the spec says; docs/clients.md)")
     run.add_argument("--runs-dir", type=Path, default=Path("runs"))
     run.set_defaults(func=cmd_chaos_run)
     heal = csub.add_parser("heal", help="heal the faults a chaos run journaled as active (after txnlab itself died), "

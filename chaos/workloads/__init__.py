@@ -12,3 +12,5 @@ WORKLOADS = {
     "streams": "chaos.workloads.streams",
     "flink": "chaos.workloads.flink",
 }
+# The transactional roles: every client runs them (chaos/workloads/native.py), a zombie producer is one of them.
+TRANSACTIONAL_WORKLOADS = ("txn-producer", "processor")

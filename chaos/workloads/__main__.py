@@ -7,6 +7,7 @@ import sys
 
 from chaos.workloads import WORKLOADS
 from chaos.workloads.base import WorkloadContext, add_common_arguments
+from chaos.workloads.native import REFERENCE, exec_client, split_client
 from cluster.errors import TxnlabError
 
 
@@ -15,6 +16,14 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] not in WORKLOADS:
         print(f"usage: python -m chaos.workloads {{{','.join(WORKLOADS)}}} [options]", file=sys.stderr)
         return 2
+    try:
+        client, rest = split_client(argv[0], argv[1:])
+        if client != REFERENCE:
+            exec_client(client, argv[0], rest)       # the client's own program, in this process
+    except TxnlabError as exc:
+        print(f"python -m chaos.workloads {argv[0]}: error: {exc}", file=sys.stderr)
+        return 2
+    argv = [argv[0], *rest]
     module = importlib.import_module(WORKLOADS[argv[0]])
     parser = argparse.ArgumentParser(prog=f"python -m chaos.workloads {argv[0]}")
     add_common_arguments(parser)

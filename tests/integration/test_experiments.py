@@ -71,9 +71,10 @@ def test_builtin_experiment_short_mode(name, short_runs):
     short_runs(name)
 
 
-def run_short(name: str, cluster, runs_dir, finalizer, seed: int = 11):
-    """One built-in experiment in short mode, with what every short run must show; its result."""
-    spec = load_spec(name, short=True)
+def run_short(name: str, cluster, runs_dir, finalizer, seed: int = 11, spec=None):
+    """One built-in experiment in short mode (or `spec`, a short variant of it), with what every short run must
+    show; its result."""
+    spec = spec or load_spec(name, short=True)
     started = time.monotonic()
     result = Experiment(spec, seed=seed, runs_dir=runs_dir, progress=print, backend=LocalBackend(cluster)).run()
     finalizer(lambda: drop_run_topics(cluster, result))
@@ -121,6 +122,13 @@ def short_runs_of(names, cluster, runs_dir, finalizer) -> dict:
 
 def test_zombie_is_fenced_and_nothing_it_wrote_afterwards_is_visible(cluster, conn, short_runs):
     result = short_runs("zombie-producer")                  # the built-in's short run above (or run now)
+    assert_zombie_fenced(result, conn)
+    assert_healed(cluster)
+
+
+def assert_zombie_fenced(result, conn) -> None:
+    """txp-0 of a zombie-producer run was told it is fenced, committed nothing it began after its successor's
+    init, and nothing it wrote after that is visible to read_committed."""
     ops = read_history(result.run_dir).ops
     fenced_at = min(op["time"] for op in ops if op["process"] == "txp-0-zombie" and op["f"] == "init"
                     and op["type"] == "ok")
@@ -137,7 +145,6 @@ def test_zombie_is_fenced_and_nothing_it_wrote_afterwards_is_visible(cluster, co
     for topic in result.summary["end_offsets"]:
         visible |= {decode_value(r.value)["id"] for r in read_to_end(conn, topic, committed=True)}
     assert late_ids and not late_ids & visible
-    assert_healed(cluster)
 
 
 def interruptible_spec(tmp_path) -> dict:

@@ -157,6 +157,16 @@ def test_anomalies_name_a_catalogued_client_bug_only_on_the_releases_it_affects(
     assert matching_anomaly_bugs("3.6.2", *doubled) == []          # another problem of the same check
 
 
+def test_anomalies_name_a_catalogued_client_bug_only_on_runs_of_that_client():
+    from chaos.spec import matching_anomaly_bugs
+    twice = ({"exactly_once_processing": 40}, {"exactly_once_processing": {"duplicate-output": 40}})
+    assert [b.id for b in matching_anomaly_bugs("4.4.0", *twice, clients=frozenset({"kafkajs"}))] == ["kafkajs-kip-447"]
+    assert matching_anomaly_bugs("4.4.0", *twice, clients=frozenset({"franz-go"})) == []
+    assert matching_anomaly_bugs("4.4.0", *twice) == []                       # the reference client's run
+    lost = ({"exactly_once_processing": 3}, {"exactly_once_processing": {"unprocessed": 3}})
+    assert matching_anomaly_bugs("4.4.0", *lost, clients=frozenset({"kafkajs"})) == []
+
+
 def test_a_run_page_names_the_client_bug_its_anomalies_match(tmp_path):
     run = with_checks(stored_run(tmp_path, "late-produce", 1), streams_processing=2, open_at_end=0,
                       problems={"streams_processing": {"unprocessed": 2}})

@@ -96,13 +96,15 @@ def test_a_failed_streams_build_says_what_maven_said(monkeypatch, home):
     assert not install.streams_app_installed("4.3.1")
 
 
-def test_main_installs_the_release_the_streams_app_and_flink(monkeypatch, capsys, home):
+def test_main_installs_the_release_the_streams_app_flink_and_the_clients(monkeypatch, capsys, home):
     fake_mvn(monkeypatch)
     monkeypatch.setattr(install, "install_flink", lambda progress=print: versions.flink_dir())   # pip: not here
+    built = versions.txnlab_home() / "clients" / "franz-go"
+    monkeypatch.setattr(install, "install_clients", lambda: [built])       # go, npm, mvn: tests/unit/test_clients.py
     assert install.main(["4.3.1"]) == 0
     out = capsys.readouterr().out
     assert "Kafka jars ready" in out and "Kafka Streams app ready" in out and "txnlab-streams.jar" in out
-    assert f"Flink ready in {versions.flink_dir()}" in out
+    assert f"Flink ready in {versions.flink_dir()}" in out and f"client workloads ready in {built}" in out
 
 
 def test_flink_counts_as_installed_only_with_its_python_its_connector_and_the_pins_stamp(home):

@@ -12,6 +12,7 @@ import pytest
 
 from chaos.history import HistoryWriter
 from report import build, detection, html, series
+from report.demo import CLIENTS_COMPARISON, DemoError, DemoOptions
 
 T0 = 1_800_000_000.0
 
@@ -320,3 +321,47 @@ def test_a_flink_jobs_checkpoints_and_restarts_are_on_its_timeline_and_its_page(
     run["verify"] = {**run["verify"], "valid": False, "checks": {**run["verify"]["checks"], "streams_processing": {
         "valid": False, "count": 46, "problems": {"unprocessed": 46}, "description": "d"}}}
     assert "verify counted 46 anomalies of processing" in html.render(report, suite)
+
+
+def test_a_client_matrix_has_a_column_per_client_and_says_why_a_cell_did_not_run(tmp_path):
+    """`txnlab chaos matrix` (report/demo.py with clients): each client is a level; an experiment with no workload
+    of a client's is recorded without a run, and its cell says why instead of a verdict."""
+    suite = stored_suite(tmp_path)
+    data = json.loads((suite / build.SUITE_FILE).read_text())
+    clients = {1: "confluent", 2: "franz-go"}
+    data.pop("transaction_versions")
+    data.update(levels=[*clients.values(), "kafkajs"], comparison=CLIENTS_COMPARISON)
+    data["runs"] = [{**{k: v for k, v in r.items() if k != "transaction_version"}, "level": clients[r["transaction_version"]]}
+                    for r in data["runs"]]
+    data["runs"].append({"experiment": "zombie-producer", "level": "kafkajs", "run_dir": None,
+                         "not_applicable": "nothing of kafkajs to test"})
+    data["runs"].append({"experiment": "hanging-transaction-drill", "level": "kafkajs", "run_dir": None,
+                         "error": "RuntimeError: the cluster did not start"})
+    (suite / build.SUITE_FILE).write_text(json.dumps(data))
+    report = build.write(suite)
+    zombie = report["side_by_side"][0]["levels"]
+    assert zombie["confluent"]["anomalies_by_check"] == {"duplicate": 1} and zombie["franz-go"]["anomalies_by_check"] == {}
+    assert zombie["franz-go"]["stalls"] == [] and zombie["franz-go"]["recovered"] in (True, False, "unknown")
+    assert zombie["kafkajs"] == {"absent": "nothing of kafkajs to test"}
+    assert report["side_by_side"][1]["levels"]["kafkajs"] == {
+        "absent": "did not run: RuntimeError: the cluster did not start"}
+    assert len(report["runs"]) == 4 and len(report["summary"]) == 4
+    page = (suite / "report.html").read_text()
+    assert "<h2>clients side by side</h2>" in page and "<th>kafkajs</th>" in page and "nothing of kafkajs to test" in page
+    anchor = zombie["franz-go"]["anchor"]
+    assert f"href='#{anchor}'" in page and f'id="{anchor}"' in page     # each cell leads to its run's section
+    assert "duplicate 1" in page
+
+
+def test_demo_levels_are_transaction_versions_clients_or_both():
+    assert [DemoOptions(transaction_versions=(1, 2)).level(tv, "confluent") for tv in (1, 2)] == \
+        ["transaction.version=1", "transaction.version=2"]
+    matrix = DemoOptions(clients=("confluent", "kafkajs"))
+    assert matrix.levels() == [(2, "confluent"), (2, "kafkajs")]
+    assert [matrix.level(*lv) for lv in matrix.levels()] == ["confluent", "kafkajs"]
+    assert [matrix.subdir(*lv) for lv in matrix.levels()] == ["tv2-confluent", "tv2-kafkajs"]
+    both = DemoOptions(clients=("confluent", "franz-go"), transaction_versions=(1, 2))
+    assert both.level(1, "franz-go") == "transaction.version=1 franz-go" and DemoOptions().subdir(2, "confluent") == "tv2"
+    for bad in (("sarama",), (), ("kafkajs", "kafkajs")):
+        with pytest.raises(DemoError, match="clients must be distinct ones of confluent, java, franz-go, kafkajs"):
+            DemoOptions(clients=bad).check()

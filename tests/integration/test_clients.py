@@ -1,0 +1,143 @@
+"""The clients besides confluent-kafka (cluster/clients.py: franz-go, KafkaJS), each speaking the workload protocol
+(docs/workload-protocol.md) on the real cluster. Per client: the conformance run (two of its transactional
+producers and two of its exactly-once processors, no fault) verifies valid with both isolation levels read, and a
+duplicate planted in a copy of it (a committed record of its producer re-sent outside any transaction) is counted
+exactly once; then its producer and its processor go through coordinator-kill and zombie-producer in short mode
+(the built-ins, run on the client, with the role each lacks added), with what every short run must show
+(test_experiments.run_short: faults healed, every process committed, every fault recovered) and verified valid.
+A client that did something wrong would be asserted here as its catalogued finding (docs/findings.md), nothing
+else accepted. All runs of a client are verified in one `txnlab verify` call (the session's Spark server)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from chaos.backends import LocalBackend
+from chaos.experiment import Experiment
+from chaos.history import read_history
+from chaos.ids import headers
+from chaos.spec import builtin_specs, parse_spec, with_client
+from cluster.clients import native_clients
+from cluster.reads import read_to_end
+from tests.integration.conftest import TEST_BASE_PORT, cluster_state_dir
+from tests.integration.test_experiments import assert_healed, assert_zombie_fenced, drop_run_topics, run_short
+from tests.integration.test_verify import copy_run, record_end_offsets, send
+
+pytestmark = pytest.mark.timeout(1500)        # a client's module set-up: three runs and one verify of four
+CHECKS = ("duplicate", "aborted_read", "lost_write", "torn_transaction", "nonmonotonic_send", "inconsistent_offsets",
+          "exactly_once_processing", "open_at_end", "unaccounted", "poll_skip", "nonmonotonic_poll", "unseen")
+EXPERIMENTS = {"coordinator-kill": "txn-producer", "zombie-producer": "processor"}    # built-in -> the role it lacks
+
+
+def conformance_spec(client: str) -> dict:
+    return {"name": f"conformance-{client}",
+            "description": f"the workload protocol's conformance run of {client}: its producers and processors, no fault",
+            "cluster": {"local": {"state_dir": str(cluster_state_dir()), "base_port": TEST_BASE_PORT}},
+            "workloads": [{"workload": "txn-producer", "instances": 2}, {"workload": "processor", "instances": 2}],
+            "duration_s": 20, "schedule": {"faults": []}, "quiescence": {"timeout_s": 30}}
+
+
+def on_client(name: str, client: str):
+    """Built-in `name` in short mode with the transactional role it lacks added, every transactional workload on
+    `client`."""
+    data = yaml.safe_load(builtin_specs()[name].read_text())
+    for doc in (data, data.get("short") or {}):
+        if "workloads" in doc:
+            doc["workloads"].append({"workload": EXPERIMENTS[name], "instances": 1})
+    return parse_spec(with_client(data, client), name, short=True)
+
+
+def plant_duplicate(run, conn) -> str:
+    """A committed record of the client's producer txp-0 re-sent, the same value and ids, outside any
+    transaction, into its partition: its id."""
+    attempt = next(op for op in read_history(run).ops
+                   if op["process"] == "txp-0" and op["f"] == "txn" and op["type"] == "ok")
+    write = attempt["value"]["writes"][0]
+    original = next(r for r in read_to_end(conn, write["topic"], committed=True)
+                    if r.value and f'"{write["id"]}"'.encode() in r.value)
+    send(conn, [(write["topic"], write["partition"], original.value,
+                 headers(write["id"], attempt["value"]["attempt"], "txp-0"))], **{"enable.idempotence": False})
+    record_end_offsets(conn, run)
+    return write["id"]
+
+
+@pytest.fixture(scope="module", params=native_clients())
+def client_runs(request, cluster, tmp_path_factory):
+    """One client's runs: {"conformance", "planted", <experiment>...: run dir}, their reports (one verify call),
+    the planted id, and the experiments' results."""
+    client, conn = request.param, cluster.connection()
+    runs_dir = tmp_path_factory.mktemp(f"runs-{client}")
+    drops = []
+    try:
+        clean = Experiment(parse_spec(with_client(conformance_spec(client), client), "test"), seed=5,
+                           runs_dir=runs_dir, progress=print, backend=LocalBackend(cluster)).run()
+        drops.append(lambda: drop_run_topics(cluster, clean))
+        assert clean.steady and clean.error is None, clean.error
+        planted = copy_run(clean.run_dir, tmp_path_factory.mktemp(f"planted-{client}"))
+        planted_id = plant_duplicate(planted, conn)
+        results = {name: run_short(name, cluster, runs_dir, drops.append, spec=on_client(name, client))
+                   for name in EXPERIMENTS}
+        runs = {"conformance": clean.run_dir, "planted": planted, **{n: r.run_dir for n, r in results.items()}}
+        out = subprocess.run([sys.executable, "-m", "txnlab.cli", "verify", *map(str, runs.values()), "--json",
+                              "--examples", "20"], capture_output=True, text=True, timeout=1200)
+        assert out.returncode in (0, 1), out.stderr[-4000:]
+        by_dir = {r["run"]: r for r in json.loads(out.stdout)}
+        reports = {name: by_dir[str(run)] for name, run in runs.items()}
+        yield client, runs, reports, planted_id, {"conformance": clean, **results}
+    finally:
+        for drop in drops:
+            drop()
+
+
+def failing(report: dict) -> dict:
+    return {name: c["examples"][:3] for name, c in report["checks"].items() if c["valid"] is not True}
+
+
+def client_processes(run) -> set[str]:
+    """The processes a run started on its client (their --client option), by name."""
+    specs = json.loads((run / "spec.json").read_text())["specs"]
+    return {s["process"] for s in specs if "--client" in s["args"]}
+
+
+def test_a_clean_run_of_the_client_verifies_valid_reading_both_isolation_levels(client_runs):
+    client, runs, reports, _, results = client_runs
+    report = reports["conformance"]
+    assert report["valid"] is True and report["evidence"]["complete"], (client, failing(report), report["evidence"])
+    assert all(report["checks"][c]["count"] == 0 for c in CHECKS), (client, failing(report))
+    records = report["counts"]["records"]
+    assert records["read_committed"] > 0 and records["read_uncommitted"] > records["read_committed"], (client, records)
+    ops = read_history(runs["conformance"]).ops
+    on_client = client_processes(runs["conformance"])
+    assert on_client == {"txp-0", "txp-1", "eos-0", "eos-1"}, on_client
+    committed = {op["process"] for op in ops if op["type"] == "ok" and op["f"] in ("txn", "process")}
+    assert on_client <= committed, f"{client}: never committed: {sorted(on_client - committed)}"
+    aborted = [op for op in ops if op["process"] in on_client and op["type"] == "fail" and op["f"] == "txn"]
+    assert aborted, f"{client}: no deliberate abort (--abort-share) was recorded"
+    assert results["conformance"].summary["completed_at_shutdown"] == 0, \
+        f"{client}: an invoke left open at SIGTERM (the protocol: complete every invoke, then exit)"
+
+
+def test_a_planted_duplicate_is_counted_exactly_once(client_runs):
+    client, _, reports, planted_id, _ = client_runs
+    report = reports["planted"]
+    assert report["valid"] is False and report["checks"]["duplicate"]["count"] == 1, (client, failing(report))
+    assert planted_id in json.dumps(report["checks"]["duplicate"]["examples"]), report["checks"]["duplicate"]
+    assert {name for name, c in report["checks"].items() if c["valid"] is not True} == {"duplicate"}, failing(report)
+
+
+@pytest.mark.parametrize("experiment", sorted(EXPERIMENTS))
+def test_the_client_s_producer_and_processor_stay_exactly_once_through_the_experiment(client_runs, experiment, cluster):
+    client, runs, reports, _, results = client_runs
+    report = reports[experiment]
+    assert report["valid"] is True and report["evidence"]["complete"], (client, experiment, failing(report),
+                                                                        report["evidence"])
+    roles = {s["workload"] for s in json.loads((runs[experiment] / "spec.json").read_text())["specs"]
+             if "--client" in s["args"]}
+    assert roles == {"txn-producer", "processor"}, roles
+    if experiment == "zombie-producer":
+        assert_zombie_fenced(results[experiment], cluster.connection())
+    assert_healed(cluster)
