@@ -126,21 +126,22 @@ def test_zombie_is_fenced_and_nothing_it_wrote_afterwards_is_visible(cluster, co
     assert_healed(cluster)
 
 
-def assert_zombie_fenced(result, conn) -> None:
-    """txp-0 of a zombie-producer run was told it is fenced, committed nothing it began after its successor's
-    init, and nothing it wrote after that is visible to read_committed."""
+def assert_zombie_fenced(result, conn, old: str = "txp-0", new: str = "txp-0-zombie", since: int = 0) -> None:
+    """`old` of a zombie-producer run (its paused txp-0) was told it is fenced, committed nothing it began after
+    `new`'s init (its successor's, the first after `since`), and nothing it wrote after that is visible to
+    read_committed."""
     ops = read_history(result.run_dir).ops
-    fenced_at = min(op["time"] for op in ops if op["process"] == "txp-0-zombie" and op["f"] == "init"
-                    and op["type"] == "ok")
-    old = [op for op in ops if op["process"] == "txp-0" and op["f"] == "txn" and op["type"] != "invoke"]
-    assert any(op["value"].get("fenced") for op in old), "the resumed original must see it is fenced"
-    late_ids = {w["id"] for op in old if op["time"] > fenced_at and op["type"] != "ok" for w in op["value"]["writes"]}
+    fenced_at = min(op["time"] for op in ops if op["process"] == new and op["f"] == "init"
+                    and op["type"] == "ok" and op["time"] > since)
+    fenced = [op for op in ops if op["process"] == old and op["f"] == "txn" and op["type"] != "invoke"]
+    assert any(op["value"].get("fenced") for op in fenced), f"the resumed {old} must see it is fenced"
+    late_ids = {w["id"] for op in fenced if op["time"] > fenced_at and op["type"] != "ok" for w in op["value"]["writes"]}
     began = {op["value"]["attempt"]: op["time"] for op in ops
-             if op["process"] == "txp-0" and op["f"] == "txn" and op["type"] == "invoke"}
+             if op["process"] == old and op["f"] == "txn" and op["type"] == "invoke"}
     # A commit sent before the pause completes (ok) when the process resumes: legitimate. A transaction
     # BEGUN after the zombie's init must never commit.
-    assert not [op for op in old if began[op["value"]["attempt"]] > fenced_at and op["type"] == "ok"], \
-        "a zombie committed a transaction it began after it was fenced"
+    assert not [op for op in fenced if began[op["value"]["attempt"]] > fenced_at and op["type"] == "ok"], \
+        f"{old} committed a transaction it began after it was fenced"
     visible = set()
     for topic in result.summary["end_offsets"]:
         visible |= {decode_value(r.value)["id"] for r in read_to_end(conn, topic, committed=True)}
