@@ -1,9 +1,10 @@
-"""The workloads of clients other than confluent-kafka: a program of their own (franz-go: Go, KafkaJS: Node.js),
-built or installed at set-up (cluster/clients.py), speaking docs/workload-protocol.md over the run's socket.
+"""The workloads of clients other than confluent-kafka: a program of their own (Kafka's Java clients: Java, franz-go:
+Go, KafkaJS: Node.js), built or installed at set-up (cluster/clients.py), speaking docs/workload-protocol.md over
+the run's socket.
 
-Owns: CLIENTS (every client a transactional workload may run on: the reference confluent-kafka, franz-go,
-KafkaJS), reading `--client` off a workload's arguments, and exec'ing the client's program with the rest of them
-in this process (same pid: the runner stops, pauses and kills it as any workload).
+Owns: the clients a transactional workload may run on (clients(): the reference confluent-kafka, then
+cluster/clients.py's CLIENTS), reading `--client` off a workload's arguments, and exec'ing the client's program
+with the rest of them in this process (same pid: the runner stops, pauses and kills it as any workload).
 Must not: translate what the program writes (it writes the history itself) or install anything.
 """
 from __future__ import annotations
