@@ -33,31 +33,33 @@ def vectors() -> list[dict]:
     return cases
 
 
-@pytest.mark.skipif(shutil.which("go") is None, reason="no Go toolchain (scripts/setup.sh requires one)")
-def test_franz_go_names_records_as_the_reference_does(tmp_path):
+def checked(tmp_path, command: list[str], cwd=None, timeout: float = 120) -> subprocess.CompletedProcess:
+    """A client's own check of the reference's vectors: `command` run with them in $TXNLAB_ID_VECTORS (and, for
+    a command that takes the file as its last argument, there too)."""
     path = tmp_path / "vectors.json"
     path.write_text(json.dumps(vectors()))
-    proc = subprocess.run(["go", "test", "-count=1", "-run", "TestIdsMatchPython", "."], cwd=CLIENTS["franz-go"].source,
-                          env={**os.environ, "TXNLAB_ID_VECTORS": str(path)}, capture_output=True, text=True, timeout=600)
+    argv = [str(path) if arg == "{vectors}" else arg for arg in command]
+    return subprocess.run(argv, cwd=cwd, env={**os.environ, "TXNLAB_ID_VECTORS": str(path)}, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.mark.skipif(shutil.which("go") is None, reason="no Go toolchain (scripts/setup.sh requires one)")
+def test_franz_go_names_records_as_the_reference_does(tmp_path):
+    proc = checked(tmp_path, ["go", "test", "-count=1", "-run", "TestIdsMatchPython", "."],
+                   cwd=CLIENTS["franz-go"].source, timeout=600)
     assert proc.returncode == 0 and "ok" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
 
 
 @pytest.mark.skipif(shutil.which("node") is None, reason="no Node.js (scripts/setup.sh installs it)")
 def test_kafkajs_names_records_as_the_reference_does(tmp_path):
-    path = tmp_path / "vectors.json"
-    path.write_text(json.dumps(vectors()))
-    proc = subprocess.run(["node", "--test", "records.test.js"], cwd=CLIENTS["kafkajs"].source,
-                          env={**os.environ, "TXNLAB_ID_VECTORS": str(path)}, capture_output=True, text=True, timeout=120)
+    proc = checked(tmp_path, ["node", "--test", "records.test.js"], cwd=CLIENTS["kafkajs"].source)
     assert proc.returncode == 0 and "# pass 1" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
 
 
 @pytest.mark.skipif(shutil.which("java") is None, reason="no JDK (scripts/setup.sh installs one)")
 def test_the_java_client_names_records_as_the_reference_does(tmp_path):
-    path = tmp_path / "vectors.json"
-    path.write_text(json.dumps(vectors()))
     client = CLIENTS["java"]
     client.install()                                   # built at set-up; a no-op unless its sources changed
-    proc = subprocess.run(["java", "-cp", str(client.product()), client.main, "--check-ids", str(path)],
-                          capture_output=True, text=True, timeout=120)
+    proc = checked(tmp_path, ["java", "-cp", str(client.product()), client.main, "--check-ids", "{vectors}"])
     assert proc.returncode == 0 and f"ok: {len(vectors())} vectors" in proc.stdout + proc.stderr, \
         proc.stdout[-3000:] + proc.stderr[-3000:]
