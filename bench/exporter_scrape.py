@@ -59,9 +59,9 @@ from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from kafka.structs import TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
-from chaos.faults import abort_hanging
-from chaos.inject_hanging import InjectedHanging, inject_hanging
-from chaos.producer_flood import flood_producer_ids
+from chaos.nemesis.faults import abort_hanging
+from chaos.nemesis.inject_hanging import InjectedHanging, inject_hanging
+from chaos.nemesis.producer_flood import flood_producer_ids
 from cluster.admin import ClusterAdmin
 from cluster.connection import ConnectionSettings
 from cluster.java import java_command

@@ -56,8 +56,8 @@ from typing import Any, Callable
 
 import yaml
 
-from chaos.journal import FAULTS_DIR, read_journal
-from chaos.spec import STARTUP_ALLOWANCE_S, builtin_specs, parse_spec
+from chaos.nemesis.journal import FAULTS_DIR, read_journal
+from chaos.runner.spec import STARTUP_ALLOWANCE_S, builtin_specs, parse_spec
 from cluster.admin import IN_PROGRESS_STATES, ClusterAdmin
 from cluster.local import LocalCluster
 from cluster.supervisor import Supervisor, live_process
@@ -67,7 +67,7 @@ from cluster.waiting import Deadline
 KINDS = ("sigint", "sigterm", "sigkill", "exception")
 SIGNALS = {"sigint": signal.SIGINT, "sigterm": signal.SIGTERM, "sigkill": signal.SIGKILL}
 PLANTED = "planted by bench/heal_trials.py"
-HEAL_FRAMES = (("chaos/experiment.py", "_heal_everything"), ("chaos/run.py", "finish"))
+HEAL_FRAMES = (("chaos/runner/experiment.py", "_heal_everything"), ("chaos/workloads/run.py", "finish"))
 STATE_DIR = "bench-heal-cluster"
 QUIESCE_MARGIN_S = 30.0          # past the largest transaction.timeout.ms: the coordinator's abort sweep
 RUNNER_EXIT_S = 300.0            # after the moment: the runner's heal (180 s at most) and finish
@@ -135,7 +135,7 @@ def spec_copy(data: dict, state_dir: Path, base_port: int, nodes: int) -> dict:
 
 
 def run_tag_of(run_dir: Path) -> str:
-    """A run directory is <time>-<name>-<run tag> (chaos/run.py new_run_dir)."""
+    """A run directory is <time>-<name>-<run tag> (chaos/workloads/run.py new_run_dir)."""
     return Path(run_dir).name.rsplit("-", 1)[-1]
 
 
@@ -396,7 +396,7 @@ def run_topics(cluster: LocalCluster, run_dir: Path, tag: str) -> list[str]:
 
 
 def lso_behind(cluster: LocalCluster, topics: list[str]) -> tuple[bool, object]:
-    from chaos.probes import open_partitions
+    from chaos.runner.probes import open_partitions
     stuck = open_partitions(cluster.connection(), topics)
     return not stuck, stuck or f"LSO == HWM on {len(topics)} topics"
 

@@ -5,7 +5,7 @@ One invocation, one dedicated 3-node local cluster (ports --base-port .. +899, d
 repeatable), in order:
   1. generate a run directory of N records that looks exactly like a txnlab run: topics <tag>-a and
      <tag>-b (6 partitions each); --producers processes txp-0.. running txn-producer's own worker
-     (chaos/workloads/txn_producer.py: same plan, record values and headers, transactional.id
+     (chaos/workloads/confluent/txn_producer.py: same plan, record values and headers, transactional.id
      "<tag>.<process>", the same invoke/ok/fail history operations) with a batching producer,
      transactions of --txn-records records (default 5,000: measured here, the brokers spend about half
      the CPU per record on 5,000-record transactions that they spend on 1,000-record ones; the last
@@ -13,7 +13,7 @@ repeatable), in order:
      deliberately (5%); the history written in bulk by this process (ops sent
      over pipes, not the run's Unix socket) into history/part-NNNNN.jsonl rolled every ROLL_LINES lines;
      spec.json, cluster.json, end_offsets.json (measured once every LSO has caught up with its high
-     watermark) and group_offsets.json ({}) as chaos/run.py writes them;
+     watermark) and group_offsets.json ({}) as chaos/workloads/run.py writes them;
   2. (a) Kafka's ConsumerPerformance, read_committed, both topics (--include), --num-records = the
          committed records, run as kafka-consumer-perf-test.sh runs it (G1, -Xmx512M, full JIT); then
          again read_uncommitted, every record: verify must read both views, so "both views" is N over
@@ -75,13 +75,14 @@ import psutil
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from chaos.columnar import write_twin
-from chaos.history import ROLL_LINES, encode, make_op, seal_line, write_format_marker
-from chaos.run import RunInfo, WorkloadSpec, new_run_dir, new_run_tag
+from chaos.record.columnar import write_twin
+from chaos.record.history import ROLL_LINES, encode, make_op, seal_line, write_format_marker
+from chaos.workloads.plans import WorkloadSpec
+from chaos.workloads.run import RunInfo, new_run_dir, new_run_tag
 from chaos.workloads.base import WorkloadContext
 from chaos.workloads.topics import TopicError
-from chaos.workloads import txn_producer
-from chaos.workloads.txn_producer import TransactionalWorker
+from chaos.workloads.confluent import txn_producer
+from chaos.workloads.confluent.txn_producer import TransactionalWorker
 from cluster.admin import ClusterAdmin
 from cluster.connection import ConnectionSettings
 from cluster.java import TEMPLATES, java_binary, require_kafka_libs
@@ -180,7 +181,7 @@ def generator(job: dict, pipe: Connection) -> None:
 
 class PartWriter:
     """history/part-NNNNN.jsonl rolled every ROLL_LINES lines and sealed, each with its columnar twin, as
-    chaos.history.HistoryWriter writes them (its seal_line, format marker and chaos/columnar.py's twin)."""
+    chaos.record.history.HistoryWriter writes them (its seal_line, format marker and chaos/record/columnar.py's twin)."""
 
     def __init__(self, run_dir: Path, run_start_ns: int = 0):
         self.dir = run_dir / "history"
@@ -321,7 +322,7 @@ def write_run(conn: ConnectionSettings, run_dir: Path, tag: str, n: int, args: a
 
 
 def settled_end_offsets(conn: ConnectionSettings, topics: list[str]) -> dict:
-    """{topic: {partition: {hwm, lso}}} as chaos.run records them, once every LSO has reached its HWM
+    """{topic: {partition: {hwm, lso}}} as chaos.workloads.run records them, once every LSO has reached its HWM
     (every transaction here has completed; the markers of the last ones may still be on their way)."""
     def read() -> dict | None:
         offsets = {}

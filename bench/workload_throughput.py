@@ -19,8 +19,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from chaos.history import read_history
-from chaos.run import Run, WorkloadSpec, new_run_dir, new_run_tag
+from chaos.record.history import read_history
+from chaos.workloads.plans import WorkloadSpec
+from chaos.workloads.run import Run, new_run_dir, new_run_tag
 from cluster.java import java_command
 from cluster.local import LocalCluster
 from report.stack import local_stack

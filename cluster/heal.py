@@ -5,7 +5,7 @@ every failure kept with its step's name), and the heal of a cluster made of such
 every node resumed and started, each waited for until it serves and is registered (one deadline for
 all), preferred leaders elected; raising HealError, which names every step that failed, at the end.
 Must not: know how a node is signalled or where Toxiproxy runs (the caller passes the actions in:
-cluster/local.py's LocalCluster, chaos/backends.py's DockerBackend).
+cluster/local.py's LocalCluster, chaos/nemesis/backends.py's DockerBackend).
 """
 from __future__ import annotations
 

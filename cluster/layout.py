@@ -145,7 +145,7 @@ class ClusterLayout:
         return self.base_port + 600 + node
 
     def request_hold_port(self, node: int) -> int:
-        """The Kafka-aware request hold's relay in front of the node's client listener (chaos/request_hold.py),
+        """The Kafka-aware request hold's relay in front of the node's client listener (chaos/nemesis/request_hold.py),
         bound only while a hold-requests fault runs."""
         return self.base_port + 650 + node
 

@@ -266,7 +266,7 @@ class LocalCluster:
     def heal(self, timeout: float = 120.0) -> None:
         """Undo every fault (cluster/heal.py: each step on its own, HealError naming those that failed):
         no toxics, every node resumed, running, serving and registered, and leadership back on the
-        preferred replicas. The one heal of the local cluster (chaos/backends.py's LocalBackend uses it)."""
+        preferred replicas. The one heal of the local cluster (chaos/nemesis/backends.py's LocalBackend uses it)."""
         heal_cluster(self.layout.node_ids, reset_toxics=self.heal_network, resume=self.resume_node,
                      start=self.start_node, wait_serving=self.wait_serving, elect=self._elect_preferred_leaders,
                      timeout=timeout)

@@ -19,10 +19,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from chaos.backends import LocalBackend
-from chaos.history import HistoryError, read_history
-from chaos.recovery import recovery, stall_text
-from chaos.spec import BUG_SIDES, BugSpec, bug_side_spec, expected_anomalies, load_bug
+from chaos.nemesis.backends import LocalBackend
+from chaos.record.history import HistoryError, read_history
+from chaos.record.recovery import recovery, stall_text
+from chaos.runner.spec import BUG_SIDES, BugSpec, bug_side_spec, expected_anomalies, load_bug
 from cluster.errors import TxnlabError
 from cluster.local import LocalCluster
 from cluster.progress import Progress
@@ -47,7 +47,7 @@ class BugOptions:
     master: str = "local[*]"
     base_port: int = BUGS_BASE_PORT
     state_root: Path | None = None         # default $TXNLAB_HOME/bugs
-    variant: str | None = None             # another pair of sides of the bug (chaos/spec.py BugVariant); None: natural
+    variant: str | None = None             # another pair of sides of the bug (chaos/runner/spec.py BugVariant); None: natural
 
 
 def suite_title(bug: BugSpec) -> str:
@@ -92,7 +92,7 @@ def errors_seen(run_dir: Path, names: tuple[str, ...]) -> dict[str, dict] | None
 
 
 def stalls_and_recovery(run_dir: Path) -> tuple[list[dict] | None, bool | str]:
-    """The run's stalls (chaos/recovery.py's entries: process, call, library, when, restarted) and whether it
+    """The run's stalls (chaos/record/recovery.py's entries: process, call, library, when, restarted) and whether it
     recovered, from its history. Stalls None when the history cannot be read or was cut short with none seen:
     no stall seen is then no evidence of none."""
     try:

@@ -4,7 +4,7 @@ Owns: reading a suite directory (suite.json + its runs) or a single run director
 the experiment's outcome (probes, quiescence, faults as windows), the verification verdict and anomaly
 examples exactly as `txnlab verify` wrote them (RUN/verify/report.json), the Prometheus timelines and
 alerts the demo captured (RUN/prometheus.json), the alerts' detection latencies, the workloads' recovery
-after each fault (chaos/recovery.py, from the history), and for suites run at several levels (the demo's
+after each fault (chaos/record/recovery.py, from the history), and for suites run at several levels (the demo's
 transaction.version levels, a bug's affected and fixed sides: suite.json `levels`, each run's `level`) the
 side-by-side comparison. `write` puts report.json, the timeline
 pictures and report.html in the suite directory.
@@ -19,11 +19,11 @@ from pathlib import Path
 
 import yaml
 
-from chaos.annotations import fault_windows
-from chaos.history import read_history
-from chaos.recovery import recovery, restart_text, stall_text
-from chaos.plans import option_value
-from chaos.spec import matching_anomaly_bugs, matching_bugs
+from chaos.record.annotations import fault_windows
+from chaos.record.history import read_history
+from chaos.record.recovery import recovery, restart_text, stall_text
+from chaos.workloads.plans import option_value
+from chaos.runner.spec import matching_anomaly_bugs, matching_bugs
 from chaos.workloads.native import CLIENT_OPTION
 from report import detection, series
 from cluster.errors import TxnlabError
@@ -38,7 +38,7 @@ COMPARISON = {
             "with partition verification off at both levels (that is what lets a transaction be injected at all), "
             "so the drill shows what the exporter and the alerts see when one hangs."}
 EXAMPLES = 5
-ATTEMPT_F = ("txn", "process")      # history f of a transaction attempt (chaos/workloads/transactional.py)
+ATTEMPT_F = ("txn", "process")      # history f of a transaction attempt (chaos/workloads/confluent/transactional.py)
 
 
 RULES_FILE = Path(__file__).resolve().parent.parent / "dashboards" / "alerts" / "txnlab.rules.yml"

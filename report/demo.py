@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from typing import Callable
 from pathlib import Path
 
-from chaos.backends import LocalBackend
-from chaos.history import read_history
-from chaos.experiment import Experiment
-from chaos.spec import ExperimentSpec, SpecError, load_spec
+from chaos.nemesis.backends import LocalBackend
+from chaos.record.history import read_history
+from chaos.runner.experiment import Experiment
+from chaos.runner.spec import ExperimentSpec, SpecError, load_spec
 from chaos.workloads.native import REFERENCE, clients
 from cluster.layout import DRILL_BROKER_CONFIG
 from cluster.local import LocalCluster

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-# What dashboards/alerts/txnlab.rules.yml is meant to catch, by fault kind (chaos/fault_kinds.py).
+# What dashboards/alerts/txnlab.rules.yml is meant to catch, by fault kind (chaos/nemesis/fault_kinds.py).
 EXPECTED: dict[str, tuple[str, ...]] = {
     "hanging-transaction": ("HangingTransaction", "LSOStuck"),
     "storm": ("ProducerStateGrowth",),

@@ -40,11 +40,11 @@ TIMELINES = (
              "sum(kafkatxn_broker_active_producers)"),
     Timeline("throughput", "Workload throughput (records written to the run's topics)", "records/s",
              f"sum(rate(kafkatxn_partition_high_watermark{{{TOPICS}}}[20s]))"),
-    # chaos/plans.py: the Streams workload's stateless output topic gets one record per input processed
+    # chaos/workloads/plans.py: the Streams workload's stateless output topic gets one record per input processed
     Timeline("streams_throughput", "Kafka Streams throughput (records its stateless step wrote, aborted ones "
              "included)", "records/s", 'sum(rate(kafkatxn_partition_high_watermark{topic="{tag}-sout"}[20s]))',
              workload="streams"),
-    # chaos/plans.py: the Flink job's stateless output topic, one record per input (written when checkpoints commit)
+    # chaos/workloads/plans.py: the Flink job's stateless output topic, one record per input (written when checkpoints commit)
     Timeline("flink_throughput", "Flink job throughput (records its sink wrote, aborted transactions included)",
              "records/s", 'sum(rate(kafkatxn_partition_high_watermark{topic="{tag}-fout"}[20s]))', workload="flink"),
 )

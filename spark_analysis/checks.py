@@ -36,7 +36,7 @@ per-id checks, `positions` (position_index) both views and the acknowledgements 
   unseen                Jepsen's unseen: an acknowledged write no read_committed consumer polled although one
                         polled its partition past it (and no poll-skip of one already reports it)
 The consumers are the observers (`poll`) and the processor instances (each `process` invoke's inputs: one
-poll). A consumer's stream of a partition starts over at its recorded `seek`s (chaos/workloads/observer.py,
+poll). A consumer's stream of a partition starts over at its recorded `seek`s (chaos/workloads/confluent/observer.py,
 processor.py: the observer's start at 0, the processor's rewinds, assignments and revocations): a rewind is
 no nonmonotonic poll, and the first poll after a seek must begin at the seek's position (after an
 assignment, whose position is the group's committed offset and not recorded, it is not judged: what the

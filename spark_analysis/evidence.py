@@ -3,12 +3,12 @@
 Owns: what makes a verdict `unknown` rather than true or false (docs/verify.md lists every reason):
   the run's files: no end_offsets.json (the run never finished) or one that records no topic; no
     group_offsets.json while the run has processors, copiers or Streams applications; either one not JSON;
-  the history's completeness, from the seals chaos/history.py ends every part file with: no history; a
+  the history's completeness, from the seals chaos/record/history.py ends every part file with: no history; a
     part empty, cut (its last line not its seal) or holding other lines than its seal counts; parts not
     numbered 0..n-1 or none sealed final (a missing part); lines the writer dropped; fewer or more
     operations than the final seal's; a history without any seal and without history-format.json (written
     before seals existed);
-  the history's own pairing (chaos/history.py's rule, per process in time order): an invoke without its
+  the history's own pairing (chaos/record/history.py's rule, per process in time order): an invoke without its
     completion, a completion without its invoke; a group the processors committed that
     group_offsets.json lacks; a topic the history wrote to that end_offsets.json lacks;
   the topics (check_topics): a recorded topic the cluster no longer has (or has with other partitions),
@@ -19,7 +19,7 @@ copiers: summarise) are one Spark aggregation each (histories reach 10^7 lines):
 or per operation type, counts, small sets and a few examples reach the driver, which reads only each part
 file's last line itself.
 Must not: read Kafka records (load.py), judge them (checks.py), or import chaos/ (the seal's shape
-travels as data: SEAL_PROCESS, SEAL_F mirror chaos/history.py).
+travels as data: SEAL_PROCESS, SEAL_F mirror chaos/record/history.py).
 """
 from __future__ import annotations
 
@@ -36,8 +36,8 @@ from cluster.reads import log_start_offsets, partition_offsets, topic_partitions
 from spark_analysis import load
 from spark_analysis.schemas import TRANSACTIONAL_F
 
-SEAL_PROCESS, SEAL_F = "history", "seal"          # chaos/history.py
-FORMAT_NAME = "history-format.json"                # chaos/history.py: {"seals": true}: the writer sealed
+SEAL_PROCESS, SEAL_F = "history", "seal"          # chaos/record/history.py
+FORMAT_NAME = "history-format.json"                # chaos/record/history.py: {"seals": true}: the writer sealed
 UNSEALED = "history written without seals (txnlab before issue 17's history seals): its completeness cannot " \
            "be established"
 PAIRED_F = ("txn", "process", "init", "jvm", "fault", "heal", "heal-all", "quiescence")   # never observations
@@ -236,7 +236,7 @@ def operations_of(ops: DataFrame) -> DataFrame:
 
 
 def pairing_gaps(ops: DataFrame) -> list[str]:
-    """chaos/history.py's pairing, per process in time order: an invoke's next operation completes it (the
+    """chaos/record/history.py's pairing, per process in time order: an invoke's next operation completes it (the
     writer completes every open invoke at close); a fail/info, or an ok of an f that is never an observation
     (PAIRED_F), follows its invoke. One aggregation; counts and one example of each reach the driver."""
     order = Window.partitionBy("process").orderBy("time", F.when(F.col("type") == "invoke", 0).otherwise(1))

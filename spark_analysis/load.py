@@ -23,10 +23,10 @@ from pyspark.sql import functions as F
 
 from spark_analysis.schemas import HISTORY, HISTORY_COLUMNS, RECORD_VALUE, TRANSACTIONAL_F
 
-HEADER_ID, HEADER_ATTEMPT, HEADER_PRODUCER = "txnlab.id", "txnlab.attempt", "txnlab.producer"   # chaos/ids.py
+HEADER_ID, HEADER_ATTEMPT, HEADER_PRODUCER = "txnlab.id", "txnlab.attempt", "txnlab.producer"   # chaos/record/ids.py
 HEADER_INPUT = "txnlab.input"
 STORM_F = "produce"                   # the storm's idempotent sends and the VerifiableProducer's (java_copier.py)
-# a record id of run R: "R.<process>.<attempt number>.<index>" (chaos/ids.py); any run when R is not known
+# a record id of run R: "R.<process>.<attempt number>.<index>" (chaos/record/ids.py); any run when R is not known
 ID_PATTERN = r"^{run}\.[A-Za-z0-9_-]+\.[0-9]+\.[0-9]+$"
 ANY_RUN = "[A-Za-z0-9-]+"
 COPIER_TOOL = "TransactionalMessageCopier"
@@ -70,7 +70,7 @@ def let_go(df: DataFrame) -> None:
 
 
 # ---- the history --------------------------------------------------------------------------------------
-TWIN_KEY = b"txnlab.twin"          # chaos/columnar.py: the twin's Parquet metadata, about its source part
+TWIN_KEY = b"txnlab.twin"          # chaos/record/columnar.py: the twin's Parquet metadata, about its source part
 
 
 def history_parts(run_dir: Path) -> list[Path]:
@@ -78,7 +78,7 @@ def history_parts(run_dir: Path) -> list[Path]:
 
 
 def twin_of(part: Path) -> dict | None:
-    """The columnar twin of a JSON part (chaos/columnar.py: part-NNNNN.parquet beside it) when it was made from
+    """The columnar twin of a JSON part (chaos/record/columnar.py: part-NNNNN.parquet beside it) when it was made from
     the part as it is now (its name, size and mtime): its metadata (lines and seals it holds, ...) with `path`
     and `rows` (the Parquet footer's count, which must equal its `lines`); None: read the JSON (no twin, an
     unreadable or stale one)."""
@@ -300,7 +300,7 @@ def read_view(spark: SparkSession, options: dict[str, str], ends: dict[str, dict
         .load()
 
 
-# Where a txnlab workload puts each header (chaos/ids.py headers): read there first
+# Where a txnlab workload puts each header (chaos/record/ids.py headers): read there first
 HEADER_AT = {HEADER_ID: 0, HEADER_ATTEMPT: 1, HEADER_PRODUCER: 2, HEADER_INPUT: 3}
 
 
@@ -329,7 +329,7 @@ def well_formed(run_tag: str | None) -> str:
 def records_of(raw: DataFrame, view: str, copier_inputs: list[str] = (), copier_outputs: list[str] = (),
                run_tag: str | None = None, streams_outputs: list[str] = ()) -> DataFrame:
     """Kafka rows -> the `records` frame. A txnlab workload's record carries its id, attempt, producer (and a
-    processor's output its input) in headers (chaos/ids.py), read without parsing the value; a record without
+    processor's output its input) in headers (chaos/record/ids.py), read without parsing the value; a record without
     a well-formed id header has its value parsed as JSON (null when it is not). Only a well-formed id of
     this run makes a record txnlab's: foreign JSON with an `id`, or an empty or foreign `txnlab.id`
     header, stays foreign. A copier's output is a verbatim copy (kind copier, no id: a copied txnlab record

@@ -1,7 +1,7 @@
 """The shapes the checks work on: the history as Spark reads it, record values, and the normalised frames.
 
-Owns: the explicit schema of a history line (chaos/history.py writes it; every field any workload puts
-in `value` that a check reads), the schema of a txnlab record value (chaos/ids.py), and the column
+Owns: the explicit schema of a history line (chaos/record/history.py writes it; every field any workload puts
+in `value` that a check reads), the schema of a txnlab record value (chaos/record/ids.py), and the column
 contract of the frames the checks take:
   records   view, topic, partition, offset, key, id, attempt, producer, input, text, kind, value_hash
             (kind: "txnlab" a record with a well-formed id of this run, "copier" a value on a Java copier
@@ -36,7 +36,7 @@ OP_VALUE = StructType([
     StructField("commit_offsets", ArrayType(POSITION)), StructField("error", StringType()),
     StructField("fenced", BooleanType()), StructField("reason", StringType()),
     StructField("isolation", StringType()), StructField("records", ArrayType(POSITION)),
-    StructField("positions", ArrayType(POSITION)),     # a consumer's `seek` (chaos/workloads/observer.py)
+    StructField("positions", ArrayType(POSITION)),     # a consumer's `seek` (chaos/workloads/confluent/observer.py)
     # Kafka's Java tools (chaos/workloads/java_copier.py): VerifiableProducer sends and the JVM's args
     StructField("id", StringType()), StructField("topic", StringType()), StructField("partition", IntegerType()),
     StructField("offset", LongType()), StructField("tool", StringType()), StructField("args", ArrayType(StringType())),
@@ -47,7 +47,7 @@ OP_VALUE = StructType([
     StructField("drained", BooleanType()),              # a Flink job's client's stop (chaos/workloads/flink.py)
 ])
 
-HISTORY_COLUMNS = StructType([        # a history line; the columnar twin's schema (chaos/columnar.py writes it)
+HISTORY_COLUMNS = StructType([        # a history line; the columnar twin's schema (chaos/record/columnar.py writes it)
     StructField("time", LongType()), StructField("wall", DoubleType()), StructField("process", StringType()),
     StructField("type", StringType()), StructField("f", StringType()), StructField("value", OP_VALUE),
 ])

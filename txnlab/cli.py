@@ -52,8 +52,8 @@ def _key_values(items: list[str], flag: str) -> list[tuple[str, str]]:
 
 
 def _active_faults(cluster) -> str | None:
-    """The warning when a chaos run left faults journaled as active on this cluster (chaos/journal.py)."""
-    from chaos.journal import active_faults_message
+    """The warning when a chaos run left faults journaled as active on this cluster (chaos/nemesis/journal.py)."""
+    from chaos.nemesis.journal import active_faults_message
     return active_faults_message(cluster.layout.state_dir)
 
 
@@ -182,7 +182,7 @@ def cmd_txn_abort(args: argparse.Namespace) -> int:
 
 
 def cmd_txn_inject_hanging(args: argparse.Namespace) -> int:
-    from chaos.inject_hanging import inject_hanging
+    from chaos.nemesis.inject_hanging import inject_hanging
     from exporter.config import load_config
     conn = load_config(args.config, flags={"kafka.bootstrap": args.bootstrap}).kafka
     injected = inject_hanging(conn, args.topic, args.partition, transactional_id=args.transactional_id)
@@ -191,7 +191,7 @@ def cmd_txn_inject_hanging(args: argparse.Namespace) -> int:
 
 
 def cmd_chaos_workload(args: argparse.Namespace) -> int:
-    from chaos.solo import run_solo
+    from chaos.runner.solo import run_solo
     from cluster.connection import ConnectionSettings
     conn = ConnectionSettings.from_env(bootstrap=args.bootstrap or _local_bootstrap(args))
     result = run_solo(conn, args.workload, args.duration, args.runs_dir, seed=args.seed, instances=args.instances,
@@ -203,7 +203,7 @@ def cmd_chaos_workload(args: argparse.Namespace) -> int:
 
 
 def cmd_chaos_list(args: argparse.Namespace) -> int:
-    from chaos.spec import builtin_specs, load_spec
+    from chaos.runner.spec import builtin_specs, load_spec
     from rich.table import Table
     table = Table(title="built-in experiments (txnlab chaos run NAME [--short])")
     for column in ("name", "duration", "short", "description"):
@@ -218,8 +218,8 @@ def cmd_chaos_list(args: argparse.Namespace) -> int:
 
 
 def cmd_chaos_run(args: argparse.Namespace) -> int:
-    from chaos.experiment import Experiment, dry_run
-    from chaos.spec import load_spec
+    from chaos.runner.experiment import Experiment, dry_run
+    from chaos.runner.spec import load_spec
     spec = load_spec(args.spec, short=args.short, client=args.client)
     if args.dry_run:
         print("\n".join(dry_run(spec, args.seed)))
@@ -228,7 +228,7 @@ def cmd_chaos_run(args: argparse.Namespace) -> int:
     result = Experiment(spec, args.seed, args.runs_dir, progress=lambda m: err.print(f"[cyan]chaos[/]: {m}"),
                         local_stack=local_stack()).run()
     from rich.markup import escape
-    from chaos.recovery import summary
+    from chaos.record.recovery import summary
     from report.build import fault_line
     recovery = summary(result.recovery)
     for line in [fault_line(f) for f in recovery.get("faults", [])] or [
@@ -240,14 +240,14 @@ def cmd_chaos_run(args: argparse.Namespace) -> int:
 
 
 def cmd_chaos_heal(args: argparse.Namespace) -> int:
-    from chaos.journal import FAULTS_DIR, heal_journal
+    from chaos.nemesis.journal import FAULTS_DIR, heal_journal
     if (args.run_dir is None) == (args.cluster is None):
         raise TxnlabError("give a run directory or --cluster STATE_DIR (not both)")
     if args.run_dir is not None and not args.run_dir.is_dir():
         raise TxnlabError(f"no run directory {args.run_dir}")
     backend = None
     if args.cluster is not None:
-        from chaos.backends import LocalBackend
+        from chaos.nemesis.backends import LocalBackend
         from cluster.local import LocalCluster
         backend = LocalBackend(LocalCluster.load(args.cluster))
     directory = (args.run_dir or backend.layout.state_dir) / FAULTS_DIR
@@ -376,7 +376,7 @@ def _add_spark_commands(sub) -> None:
 
 
 def cmd_chaos_annotate(args: argparse.Namespace) -> int:
-    from chaos.annotations import fault_windows, post_to_grafana
+    from chaos.record.annotations import fault_windows, post_to_grafana
     windows = fault_windows(args.run_dir)
     for w in windows:
         print(f"{w.start:.0f}-{w.end:.0f}  {w.process}  {w.label}")
@@ -434,7 +434,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_bugs_list(args: argparse.Namespace) -> int:
     from rich.table import Table
-    from chaos.spec import bug_files, load_bug
+    from chaos.runner.spec import bug_files, load_bug
     table = Table(title="catalogued bugs of Kafka and its clients (txnlab bugs run ID [--tries N] [--full])")
     from report.bugs import expectation
     for column in ("id", "title", "affected", "fixed", "shows as"):

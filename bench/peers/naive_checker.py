@@ -29,8 +29,8 @@ from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from chaos.history import iter_history
-from chaos.ids import HEADER_ID, decode_value
+from chaos.record.history import iter_history
+from chaos.record.ids import HEADER_ID, decode_value
 from cluster.connection import ConnectionSettings
 
 STALL_S = 60.0          # a view gives up when no partition made progress for this long

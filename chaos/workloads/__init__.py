@@ -2,13 +2,18 @@
 
 Each module has `add_arguments(parser)` and `run(ctx, args)`; `python -m chaos.workloads NAME ...`
 runs one (see base.py). WORKLOADS names them for the runner and the CLI.
+The room: confluent/ (the reference client's workloads), one folder per other Kafka client (javaclient/,
+franzgo/, kafkajs/: programs of their own, docs/workload-protocol.md; native.py execs them), the JVM
+frameworks (streams.py with streams/, flink.py with flink/, java_copier.py, jvm.py), what all share (base.py,
+topics.py), each workload's default plan (plans.py) and the run that hosts the processes (run.py).
+Imports record/ only, besides itself.
 """
 WORKLOADS = {
-    "txn-producer": "chaos.workloads.txn_producer",
-    "processor": "chaos.workloads.processor",
+    "txn-producer": "chaos.workloads.confluent.txn_producer",
+    "processor": "chaos.workloads.confluent.processor",
     "java-copier": "chaos.workloads.java_copier",
-    "storm": "chaos.workloads.storm",
-    "observer": "chaos.workloads.observer",
+    "storm": "chaos.workloads.confluent.storm",
+    "observer": "chaos.workloads.confluent.observer",
     "streams": "chaos.workloads.streams",
     "flink": "chaos.workloads.flink",
 }

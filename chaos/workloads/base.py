@@ -18,7 +18,7 @@ completes every outstanding invoke of the process as `info` (value.stalled = the
 unknown), records one `ok` observation f = "stall" {call, timeout_s, limit_s, seconds, thread, stack (the
 stuck thread's Python stack, innermost last), client, client_version, library, library_version}, dumps
 every thread's stack into the log, and exits the process with EXIT_STALL: the runner restarts it as an
-orchestrator would (chaos/run.py). A stall is never silent.
+orchestrator would (chaos/workloads/run.py). A stall is never silent.
 """
 from __future__ import annotations
 
@@ -35,14 +35,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from chaos.history import HistoryClient
-from chaos.ids import first_attempt
+from chaos.record.history import HistoryClient
+from chaos.record.ids import first_attempt
+from chaos.record.recovery import STALL_F
 from cluster.connection import ConnectionSettings
 from cluster.waiting import Deadline
 
-EXIT_STALL = 75              # a client call stalled: the runner restarts the process (chaos/run.py)
-STALL_F = "stall"
-READY_F = "ready"            # one `ok` of it: the process is ready, the method's clock may start (chaos/plans.py)
+EXIT_STALL = 75              # a client call stalled: the runner restarts the process (chaos/workloads/run.py)
+READY_F = "ready"            # one `ok` of it: the process is ready, the method's clock may start (chaos/workloads/plans.py)
 STALL_FACTOR = 2.0
 STALL_FLOOR_S = 5.0
 WATCH_TICK_S = 0.25
@@ -56,7 +56,7 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--duration", type=float, default=0.0, help="seconds; 0 = until SIGTERM")
     p.add_argument("--incarnation", type=int, default=0, help="how many times this process was started before "
-                   "under its name (the runner's restarts): its attempts are numbered apart (chaos/ids.py)")
+                   "under its name (the runner's restarts): its attempts are numbered apart (chaos/record/ids.py)")
 
 
 @dataclass
@@ -68,7 +68,7 @@ class WorkloadContext:
     process: str
     rng: random.Random
     deadline: Deadline | None                # of the run's --duration
-    first_attempt: int = 0                   # this incarnation's first attempt number (chaos/ids.py)
+    first_attempt: int = 0                   # this incarnation's first attempt number (chaos/record/ids.py)
     stop: threading.Event = field(default_factory=threading.Event)
     client: dict = field(default_factory=dict)    # the Kafka client a workload drives (client_of), for stalls
     _outstanding: dict[str, dict] = field(default_factory=dict)    # history process -> its open invoke

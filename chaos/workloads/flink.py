@@ -68,7 +68,7 @@ F = "flink"
 SUBMIT_F = "flink-submit"
 ROLES = ("jobmanager", "taskmanager", "job")
 TM_FIRST_S = 3.0            # then the JobManager waits this long for its TaskManagers to stop
-STOP_WAIT_S = 33.0          # a JobManager or TaskManager waits this long for the job to drain (chaos/run.py
+STOP_WAIT_S = 33.0          # a JobManager or TaskManager waits this long for the job to drain (chaos/workloads/run.py
                             # gives the workloads STOP_TIMEOUT_S to stop; JavaTool then STOP_GRACE_S to the JVM)
 START_WAIT_S = 120.0        # for the cluster's configuration, its REST API and a TaskManager
 SUBMIT_TIMEOUT_S = 120.0
@@ -143,7 +143,7 @@ def topology(run_tag: str, args: argparse.Namespace) -> dict:
 
 
 def prepare(release: str | None, progress: Callable[[str], None]) -> None:
-    """Before a run (chaos/experiment.py): the pinned Flink install (a no-op when made at set-up)."""
+    """Before a run (chaos/runner/experiment.py): the pinned Flink install (a no-op when made at set-up)."""
     install_flink(progress)
 
 
@@ -355,7 +355,7 @@ class JobClient:
                                      "duration_ms": c.get("end_to_end_duration"),
                                      "savepoint": bool(c.get("is_savepoint")),
                                      **({"failure": c.get("failure_message")[:300]} if c.get("failure_message") else {})})
-                if c["status"] == "COMPLETED" and not self.ready:     # the run's clock starts now (chaos/plans.py)
+                if c["status"] == "COMPLETED" and not self.ready:     # the run's clock starts now (chaos/workloads/plans.py)
                     self.ready = True
                     self.ctx.observe(READY_F, {"job_id": self.job_id, "checkpoint": c["id"]})
 

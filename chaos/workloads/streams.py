@@ -21,7 +21,7 @@ committed is what read_committed shows, paired by the input id each output carri
   <process>/jvm   invoke jvm {tool, args}; ok | fail + {pid, exit_code, ...}            (chaos/workloads/jvm.py)
 The application's settings, the connection's secrets included, go to the JVM in a properties file (0600,
 deleted at exit), never on its command line. Its state directory is this process's own (a temporary folder
-under the run's scratch folder (TMPDIR, chaos/run.py), removed at exit, by the next start under the same name
+under the run's scratch folder (TMPDIR, chaos/workloads/run.py), removed at exit, by the next start under the same name
 after a kill (a restarted instance restores its state from the changelog), or with the scratch folder when the
 run finishes); it is also the JVM's java.io.tmpdir, where RocksDB unpacks its native library.
 Must not: signal any process but its JVM (a paused workload is paused with its JVM: cluster/supervisor.py
@@ -93,7 +93,7 @@ def extra_settings(args: argparse.Namespace) -> dict[str, str]:
 
 
 def application_id(run_tag: str, args: argparse.Namespace | None) -> str:
-    """--application-id, by default "<run tag>.streams" (a run's groups start with its tag: chaos/run.py)."""
+    """--application-id, by default "<run tag>.streams" (a run's groups start with its tag: chaos/workloads/run.py)."""
     return (args.application_id if args else None) or f"{run_tag}.streams"
 
 
@@ -130,7 +130,7 @@ class StreamsEvents(ToolEvents):
 
 
 def prepare(release: str | None, progress: Callable[[str], None]) -> None:
-    """Before a run (chaos/experiment.py): the app built against the release its workloads will run."""
+    """Before a run (chaos/runner/experiment.py): the app built against the release its workloads will run."""
     install_streams_app(release, progress)
 
 

@@ -13,8 +13,8 @@ import pytest
 from confluent_kafka import Producer
 from kafka.structs import TopicPartition
 
-from chaos import _raw_produce as raw
-from chaos.inject_hanging import InjectedHanging, inject_hanging
+from chaos.nemesis import _raw_produce as raw
+from chaos.nemesis.inject_hanging import InjectedHanging, inject_hanging
 from cluster.abort import AbortRefused, abort_transaction, open_transaction, partition_producers
 from cluster.admin import ClusterAdmin
 from cluster.connection import ConnectionSettings

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos.history import read_history
+from chaos.record.history import read_history
 from cluster.versions import txnlab_home
 from report.bugs import BugOptions, BugRun, exit_code
 

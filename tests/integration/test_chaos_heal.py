@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from chaos.backends import LocalBackend
-from chaos.journal import FAULTS_DIR, WORKLOADS, heal_journal, read_journal
+from chaos.nemesis.backends import LocalBackend
+from chaos.nemesis.journal import FAULTS_DIR, WORKLOADS, heal_journal, read_journal
 from cluster.supervisor import Supervisor
 from cluster.waiting import wait_until
 from tests.integration.test_experiments import assert_healed, interruptible_spec

@@ -1,4 +1,4 @@
-"""A client that hangs is a finding, not a stuck run (chaos/workloads/base.py, chaos/run.py, chaos/recovery.py):
+"""A client that hangs is a finding, not a stuck run (chaos/workloads/base.py, chaos/workloads/run.py, chaos/record/recovery.py):
 the coordinator of a confluent-kafka processor's consumer group is killed while it commits its transactions;
 librdkafka's send_offsets_to_transaction never returns (librdkafka-5456 in chaos/bugs/), the workload's watchdog
 records the stall with its call and stack and exits, the runner restarts it, the run recovers and verifies valid.
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from chaos.backends import LocalBackend
-from chaos.experiment import Experiment
-from chaos.history import read_history
-from chaos.spec import bug_side_spec, load_bug
+from chaos.nemesis.backends import LocalBackend
+from chaos.runner.experiment import Experiment
+from chaos.record.history import read_history
+from chaos.runner.spec import bug_side_spec, load_bug
 from chaos.workloads.base import EXIT_STALL
 from cluster.supervisor import Supervisor
 from report.build import fault_line, stall_bugs

@@ -17,11 +17,11 @@ import sys
 import pytest
 import yaml
 
-from chaos.backends import LocalBackend
-from chaos.experiment import Experiment
-from chaos.history import read_history
-from chaos.ids import headers
-from chaos.spec import builtin_specs, parse_spec, with_client
+from chaos.nemesis.backends import LocalBackend
+from chaos.runner.experiment import Experiment
+from chaos.record.history import read_history
+from chaos.record.ids import headers
+from chaos.runner.spec import builtin_specs, parse_spec, with_client
 from cluster.clients import native_clients
 from cluster.reads import read_to_end
 from tests.integration.conftest import TEST_BASE_PORT, cluster_state_dir

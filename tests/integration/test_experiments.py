@@ -11,12 +11,12 @@ import time
 import pytest
 import yaml
 
-from chaos.backends import LocalBackend
-from chaos.history import read_history
-from chaos.ids import decode_value
-from chaos.experiment import Experiment
-from chaos.spec import builtin_specs, load_spec, parse_spec
-from chaos.plans import option_value
+from chaos.nemesis.backends import LocalBackend
+from chaos.record.history import read_history
+from chaos.record.ids import decode_value
+from chaos.runner.experiment import Experiment
+from chaos.runner.spec import builtin_specs, load_spec, parse_spec
+from chaos.workloads.plans import option_value
 from chaos.workloads import flink
 from cluster.reads import read_to_end
 from cluster.waiting import wait_until
@@ -165,7 +165,7 @@ def interruptible_spec(tmp_path) -> dict:
 
 def at_a_terminal() -> None:
     """The child as a user's terminal starts it: Ctrl-C delivered. (A suite run as a background job inherits
-    SIGINT ignored, and a process started so rightly ignores it: see chaos/experiment.py.)"""
+    SIGINT ignored, and a process started so rightly ignores it: see chaos/runner/experiment.py.)"""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 

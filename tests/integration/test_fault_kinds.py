@@ -1,7 +1,7 @@
 """Every fault kind on the real local cluster: start it, see its real effect, heal it, see it gone.
 
 Broker faults act through LocalBackend on the session cluster (heal_after restores it even when a
-test fails); workload faults act on the processes of a real chaos.run.Run; the hanging transaction
+test fails); workload faults act on the processes of a real chaos.workloads.run.Run; the hanging transaction
 is injected on the drill cluster and aborted by the heal.
 """
 from __future__ import annotations
@@ -12,10 +12,11 @@ import time
 import pytest
 from kafka.errors import KafkaError
 
-from chaos.backends import LocalBackend, answers
-from chaos.faults import FaultEnv, make_fault
-from chaos.history import read_history
-from chaos.run import Run, WorkloadSpec, new_run_dir, new_run_tag
+from chaos.nemesis.backends import LocalBackend, answers
+from chaos.nemesis.faults import FaultEnv, make_fault
+from chaos.record.history import read_history
+from chaos.workloads.plans import WorkloadSpec
+from chaos.workloads.run import Run, new_run_dir, new_run_tag
 from cluster.admin import transaction_state_partition
 from cluster.reads import partition_offsets, read_to_end
 from cluster.smoke import ensure_topic

@@ -17,11 +17,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from chaos.backends import LocalBackend
-from chaos.experiment import Experiment
-from chaos.history import read_history
-from chaos.ids import decode_value
-from chaos.spec import load_bug, parse_spec
+from chaos.nemesis.backends import LocalBackend
+from chaos.runner.experiment import Experiment
+from chaos.record.history import read_history
+from chaos.record.ids import decode_value
+from chaos.runner.spec import load_bug, parse_spec
 from cluster.reads import read_to_end
 from report import detection, series
 from tests.integration.test_experiments import FLINK, drop_run_topics, short_runs_of
@@ -130,7 +130,7 @@ def test_a_killed_jobmanager_loses_the_job_and_its_client_submits_it_again(runs)
 
 
 def held_commits(ops: list[dict]) -> list[dict]:
-    """The requests the fault's relay held (chaos/request_hold.py), with how long each was held."""
+    """The requests the fault's relay held (chaos/nemesis/request_hold.py), with how long each was held."""
     return [h for op in ops if op["process"].startswith("nemesis") and op["f"] == "heal" and op["type"] == "ok"
             for h in op["value"].get("held", [])]
 

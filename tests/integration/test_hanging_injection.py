@@ -13,8 +13,8 @@ from kafka.admin import KafkaAdminClient, ProducerState, TransactionState
 from kafka.protocol.consumer.offsets import IsolationLevel, OffsetSpec
 from kafka.structs import TopicPartition
 
-from chaos.inject_hanging import InjectedHanging, VerificationEnabledError, inject_hanging
-from chaos.producer_flood import flood_producer_ids
+from chaos.nemesis.inject_hanging import InjectedHanging, VerificationEnabledError, inject_hanging
+from chaos.nemesis.producer_flood import flood_producer_ids
 from cluster.abort import ExpectedTransaction, abort_transaction
 from cluster import versions
 from cluster.admin import ClusterAdmin

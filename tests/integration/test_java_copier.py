@@ -7,8 +7,9 @@ import uuid
 
 import pytest
 
-from chaos.history import read_history
-from chaos.run import Run, WorkloadSpec, new_run_dir, new_run_tag
+from chaos.record.history import read_history
+from chaos.workloads.plans import WorkloadSpec
+from chaos.workloads.run import Run, new_run_dir, new_run_tag
 from cluster.reads import read_to_end
 from cluster.smoke import ensure_topic
 from tests.unit.test_java_copier import assert_paired

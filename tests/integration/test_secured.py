@@ -22,10 +22,10 @@ import requests
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 
-from chaos.history import read_history
-from chaos.ids import decode_value
-from chaos.plans import plan
-from chaos.run import Run, new_run_dir, new_run_tag
+from chaos.record.history import read_history
+from chaos.record.ids import decode_value
+from chaos.workloads.plans import plan
+from chaos.workloads.run import Run, new_run_dir, new_run_tag
 from cluster import security
 from cluster.connection import ConnectionSettings
 from cluster.reads import read_to_end
@@ -260,9 +260,9 @@ def test_no_password_in_logs_run_directories_reports_or_command_lines(secured_cl
 
 
 def test_a_short_chaos_experiment_runs_and_heals_on_the_secured_cluster(secured_cluster, tmp_path):
-    from chaos.backends import LocalBackend
-    from chaos.experiment import Experiment
-    from chaos.spec import load_spec
+    from chaos.nemesis.backends import LocalBackend
+    from chaos.runner.experiment import Experiment
+    from chaos.runner.spec import load_spec
     from tests.integration.test_experiments import assert_healed, nemesis
 
     spec = load_spec("coordinator-kill", short=True)

@@ -25,11 +25,11 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from chaos.history import read_history
-from chaos.ids import attempt_id, encode_value, headers, record_id
-from chaos.experiment import Experiment
-from chaos.spec import parse_spec
-from chaos.backends import LocalBackend
+from chaos.record.history import read_history
+from chaos.record.ids import attempt_id, encode_value, headers, record_id
+from chaos.runner.experiment import Experiment
+from chaos.runner.spec import parse_spec
+from chaos.nemesis.backends import LocalBackend
 from cluster.reads import partition_offsets, read_to_end
 from tests.integration.conftest import TEST_BASE_PORT, cluster_state_dir
 from tests.integration.test_experiments import drop_run_topics
@@ -301,7 +301,7 @@ def plant_poll_skip(run, conn) -> tuple[str, list[int]]:
     """A real read_committed consumer of partition 0 of the run's `-a` topic, three single-record polls,
     then moved past the next three committed records; its polls appended as consumer `test-rc`."""
     from confluent_kafka import Consumer, TopicPartition
-    from chaos.workloads.observer import record_id_of
+    from chaos.workloads.confluent.observer import record_id_of
     ends = json.loads((run / "end_offsets.json").read_text())
     topic = next(t for t in sorted(ends) if t.endswith("-a"))
     end = ends[topic]["0"]["lso"]

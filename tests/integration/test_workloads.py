@@ -6,10 +6,10 @@ from collections import Counter
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from chaos.history import read_history
-from chaos.ids import decode_value
-from chaos.run import Run, new_run_dir, new_run_tag
-from chaos.plans import plan
+from chaos.record.history import read_history
+from chaos.record.ids import decode_value
+from chaos.workloads.run import Run, new_run_dir, new_run_tag
+from chaos.workloads.plans import plan
 from cluster.reads import read_to_end
 
 pytestmark = pytest.mark.kafka_core      # the version matrix's core (scripts/kafka_matrix.py)

@@ -5,7 +5,7 @@ import json
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
-from chaos.annotations import TAG, fault_windows, post_to_grafana
+from chaos.record.annotations import TAG, fault_windows, post_to_grafana
 
 
 def op(process, op_type, f, wall, **value):

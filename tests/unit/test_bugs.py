@@ -40,7 +40,7 @@ def test_an_expected_problem_reproduces_only_by_its_own_anomalies(tmp_path):
 
 def test_an_expected_check_is_a_check_or_a_check_and_one_of_its_problems():
     import pytest
-    from chaos.spec import BugExpect
+    from chaos.runner.spec import BugExpect
     assert BugExpect(checks=["streams_processing:duplicate-output", "open_at_end"]).checks[0].endswith("output")
     with pytest.raises(ValueError, match="checks.0"):
         BugExpect(checks=["streams processing"])
@@ -69,7 +69,7 @@ def test_an_unverified_run_is_neither_reproduced_nor_clean(tmp_path):
 
 
 def test_an_expected_error_a_workload_recorded_is_a_reproduction_even_in_a_valid_run(tmp_path):
-    from chaos.history import HistoryWriter
+    from chaos.record.history import HistoryWriter
     run = with_checks(stored_run(tmp_path, "zombie", 1), duplicate=0)
     with HistoryWriter(run) as history:                # appended to the run's history, as a workload would
         history.record("streams-0", "ok", "streams", {"event": "error", "error": "org.apache.kafka.streams.errors."
@@ -149,7 +149,7 @@ def test_judging_a_directory_that_is_no_bug_suite_is_a_clear_error(tmp_path):
 
 
 def test_anomalies_name_a_catalogued_client_bug_only_on_the_releases_it_affects():
-    from chaos.spec import matching_anomaly_bugs
+    from chaos.runner.spec import matching_anomaly_bugs
     lost = ({"streams_processing": 2, "streams_state": 2}, {"streams_processing": {"unprocessed": 2}})
     assert [b.id for b in matching_anomaly_bugs("3.6.2", *lost)] == ["KAFKA-16903"]
     assert matching_anomaly_bugs("3.8.1", *lost) == [] and matching_anomaly_bugs(None, *lost) == []
@@ -158,7 +158,7 @@ def test_anomalies_name_a_catalogued_client_bug_only_on_the_releases_it_affects(
 
 
 def test_anomalies_name_a_catalogued_client_bug_only_on_runs_of_that_client():
-    from chaos.spec import matching_anomaly_bugs
+    from chaos.runner.spec import matching_anomaly_bugs
     twice = ({"exactly_once_processing": 40}, {"exactly_once_processing": {"duplicate-output": 40}})
     assert [b.id for b in matching_anomaly_bugs("4.4.0", *twice, clients=frozenset({"kafkajs"}))] == ["kafkajs-kip-447"]
     assert matching_anomaly_bugs("4.4.0", *twice, clients=frozenset({"franz-go"})) == []

@@ -1,4 +1,4 @@
-"""Every client's workloads name their records as the Python reference does (chaos/ids.py: record and attempt
+"""Every client's workloads name their records as the Python reference does (chaos/record/ids.py: record and attempt
 ids, the padded JSON value, the headers, a keyed record's key number): vectors made here by the reference are
 checked by each client's own code (franz-go: records_test.go under `go test`; KafkaJS: records.test.js under
 `node --test`; the Java client: its Main --check-ids)."""
@@ -11,8 +11,8 @@ import subprocess
 
 import pytest
 
-from chaos.ids import INCARNATION_STRIDE, attempt_id, encode_value, headers, record_id
-from chaos.workloads.txn_producer import key_number
+from chaos.record.ids import INCARNATION_STRIDE, attempt_id, encode_value, headers, record_id
+from chaos.workloads.confluent.txn_producer import key_number
 from cluster.clients import CLIENTS
 
 

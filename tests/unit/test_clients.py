@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from chaos.plans import PlanError, plan
-from chaos.spec import SpecError, load_spec, parse_spec, with_client
+from chaos.workloads.plans import PlanError, plan
+from chaos.runner.spec import SpecError, load_spec, parse_spec, with_client
 from chaos.workloads.native import REFERENCE, ClientError, clients, split_client
 from cluster.clients import CLIENTS
 from tests.unit.test_spec import minimal_spec, problems_of

@@ -1,4 +1,4 @@
-"""The history's columnar twin (chaos/columnar.py): one per sealed part, holding its lines as Spark's JSON
+"""The history's columnar twin (chaos/record/columnar.py): one per sealed part, holding its lines as Spark's JSON
 reader reads them, none for a part with a line that does not fit; a reader takes it only while its part is
 unchanged (spark_analysis/load.py twin_of); the twin's schema and Spark's HISTORY are one contract."""
 from __future__ import annotations
@@ -8,8 +8,8 @@ import os
 
 import pyarrow.parquet as pq
 
-from chaos.columnar import arrow_schema, write_twin
-from chaos.history import HistoryWriter
+from chaos.record.columnar import arrow_schema, write_twin
+from chaos.record.history import HistoryWriter
 from spark_analysis.load import history_parts, twin_of
 
 
@@ -80,7 +80,7 @@ def test_a_part_with_a_line_that_does_not_fit_gets_no_twin(tmp_path):
 def test_a_large_part_is_split_into_row_groups_of_about_row_group_bytes(tmp_path, monkeypatch):
     """Spark splits a Parquet file between tasks only at its row groups: a part of big operations (thousands of
     record ids each) gets groups of ~ROW_GROUP_BYTES, not one; a small part stays one group."""
-    from chaos import columnar
+    from chaos.record import columnar
     writer = HistoryWriter(tmp_path / "big")
     for i in range(40):
         writer.record("txp-0", "invoke", "txn", {"attempt": f"a{i}", "writes": [

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from chaos.history import HistoryWriter
+from chaos.record.history import HistoryWriter
 from spark_analysis import evidence, load
 from spark_analysis.evidence import UNSEALED, check_history, load_run_files
 

@@ -7,7 +7,7 @@ import signal
 
 import pytest
 
-from chaos.experiment import Terminated, _no_interrupts, _terminate_like_interrupt
+from chaos.runner.experiment import Terminated, _no_interrupts, _terminate_like_interrupt
 
 
 @pytest.fixture

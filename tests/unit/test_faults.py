@@ -12,12 +12,12 @@ import pytest
 from kafka.errors import UnknownTopicOrPartitionError
 from pydantic import ValidationError
 
-from chaos import backends, faults
-from chaos.backends import Backend, BackendError, DockerBackend, LocalBackend
-from chaos.fault_kinds import FAULT_KINDS, parse_params
-from chaos.run import Run
-from chaos.faults import FaultEnv, FaultError, make_fault, network_toxic, parse_target, resolve_target
-from chaos.inject_hanging import InjectedHanging
+from chaos.nemesis import backends, faults
+from chaos.nemesis.backends import Backend, BackendError, DockerBackend, LocalBackend
+from chaos.nemesis.fault_kinds import FAULT_KINDS, parse_params
+from chaos.workloads.run import Run
+from chaos.nemesis.faults import FaultEnv, FaultError, make_fault, network_toxic, parse_target, resolve_target
+from chaos.nemesis.inject_hanging import InjectedHanging
 from cluster.local import LocalCluster
 from cluster.toxiproxy import add_toxic_on_links, toxic_names
 
@@ -95,7 +95,7 @@ class FakeAdmin:
 
 
 class FakeRun:
-    """The part of chaos.run.Run faults use, with processes that only exist as names (the real last_spec and
+    """The part of chaos.workloads.run.Run faults use, with processes that only exist as names (the real last_spec and
     restart, over the fake start)."""
     last_spec = Run.last_spec
     restart = Run.restart
@@ -563,7 +563,7 @@ def test_a_killed_workload_is_started_again_with_its_options_and_its_next_incarn
     assert fault.heal(env) == {"process": "txp-0", "restarted": True}
     assert fault.heal(env) == {"process": "txp-0", "restarted": True}
     started = [c[1] for c in env.run.calls if c[0] == "start"]
-    # the same options, and --incarnation 1: its attempts numbered apart from the killed one's (chaos/ids.py)
+    # the same options, and --incarnation 1: its attempts numbered apart from the killed one's (chaos/record/ids.py)
     assert [(s.process, s.args) for s in started] == [("txp-0", (*env.run.info.specs[0]["args"], "--incarnation", "1"))]
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from chaos.plans import plan
-from chaos.spec import load_bug, load_spec
+from chaos.workloads.plans import plan
+from chaos.runner.spec import load_bug, load_spec
 from chaos.workloads import flink as workload
 from cluster import flink
 from cluster.layout import LOOPBACK
@@ -141,7 +141,7 @@ def test_a_job_client_adopts_submits_again_and_records_checkpoints_once(tmp_path
     client.rest = Rest({"/jobs/j1/checkpoints": history})
     client.note_checkpoints()
     client.note_checkpoints()
-    # the first completed checkpoint makes the client ready, once: the run's clock starts (chaos/plans.py)
+    # the first completed checkpoint makes the client ready, once: the run's clock starts (chaos/workloads/plans.py)
     assert [(v["event"], v.get("checkpoint"), v.get("status")) for v in seen] == \
         [("restored", 7, None), ("checkpoint", 1, "FAILED"), ("checkpoint", 2, "COMPLETED"), ("ready", 2, None)]
     assert json.dumps(seen)                               # every value is JSON for the history

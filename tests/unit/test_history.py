@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from chaos.history import HistoryClient, HistoryError, HistoryWriter, iter_history, read_history
+from chaos.record.history import HistoryClient, HistoryError, HistoryWriter, iter_history, read_history
 from cluster.waiting import wait_until
 
 
@@ -94,7 +94,7 @@ def test_a_client_killed_mid_line_loses_only_its_torn_tail(tmp_path):
 def test_a_crash_mid_write_leaves_a_readable_prefix(tmp_path):
     script = textwrap.dedent(f"""
         import os
-        from chaos.history import HistoryWriter
+        from chaos.record.history import HistoryWriter
         w = HistoryWriter({str(tmp_path)!r})
         for i in range(100):
             w.record("p", "ok", "poll", {{"i": i}})

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from chaos.ids import (HEADER_ATTEMPT, HEADER_ID, IdError, attempt_id, attempt_of, decode_value, encode_value,
+from chaos.record.ids import (HEADER_ATTEMPT, HEADER_ID, IdError, attempt_id, attempt_of, decode_value, encode_value,
                        headers, parse_record_id, record_id)
 
 
@@ -53,7 +53,7 @@ def test_headers():
 
 
 def test_a_restarted_incarnation_numbers_its_attempts_apart_and_after_the_earlier_ones():
-    from chaos.ids import INCARNATION_STRIDE, first_attempt
+    from chaos.record.ids import INCARNATION_STRIDE, first_attempt
     assert first_attempt(0) == 0 and first_attempt(2) == 2 * INCARNATION_STRIDE
     later = parse_record_id(record_id("r1", "eos-0", first_attempt(1), 0))
     assert later.attempt_no > 10 ** 6 and record_id("r1", "eos-0", first_attempt(1), 0) != record_id("r1", "eos-0", 0, 0)

@@ -14,10 +14,10 @@ from types import SimpleNamespace
 import psutil
 import pytest
 
-from chaos import journal as journal_module
-from chaos.experiment import ActiveFault, Experiment
-from chaos.faults import FaultEnv, make_fault
-from chaos.journal import (FAULTS_DIR, Journal, active_faults_message, heal_journal, journal_dirs, read_journal,
+from chaos.nemesis import journal as journal_module
+from chaos.runner.experiment import ActiveFault, Experiment
+from chaos.nemesis.faults import FaultEnv, make_fault
+from chaos.nemesis.journal import (FAULTS_DIR, Journal, active_faults_message, heal_journal, journal_dirs, read_journal,
                            write_atomic)
 from cluster.heal import HealError, heal_cluster, run_steps
 from cluster.supervisor import live_process

@@ -1,7 +1,7 @@
 """Probe evaluation logic: confirmation of held transactions, polling until a probe holds."""
 from types import SimpleNamespace
 
-from chaos import probes
+from chaos.runner import probes
 
 
 def looks(monkeypatch, *answers):

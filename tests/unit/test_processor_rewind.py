@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from chaos.workloads import processor as processor_module
-from chaos.workloads.processor import Processor
+from chaos.workloads.confluent import processor as processor_module
+from chaos.workloads.confluent.processor import Processor
 
 BATCH = {"commit_offsets": [{"topic": "in", "partition": 0, "offset": 7}]}
 

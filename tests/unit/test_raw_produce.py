@@ -10,10 +10,10 @@ from kafka.record.default_records import DefaultRecordBatch
 from kafka.record.memory_records import MemoryRecords
 from kafka.structs import TopicPartition
 
-from chaos import _raw_produce as raw
-from chaos.inject_hanging import (NO_SUCH_SETTING, broker_configs, transaction_timeout_ms, verification_blocks_injection,
+from chaos.nemesis import _raw_produce as raw
+from chaos.nemesis.inject_hanging import (NO_SUCH_SETTING, broker_configs, transaction_timeout_ms, verification_blocks_injection,
                            verification_enabled_message)
-from chaos.producer_flood import assign_round_robin, ids_per_partition, produce_requests
+from chaos.nemesis.producer_flood import assign_round_robin, ids_per_partition, produce_requests
 
 Partition = ProduceResponse.TopicProduceResponse.PartitionProduceResponse
 

@@ -1,9 +1,9 @@
-"""Recovery and liveness after each fault, from small synthetic histories (chaos/recovery.py)."""
+"""Recovery and liveness after each fault, from small synthetic histories (chaos/record/recovery.py)."""
 from __future__ import annotations
 
 import time
 
-from chaos.recovery import recovery, summary
+from chaos.record.recovery import recovery, summary
 from cluster.admin import ClusterAdmin
 
 
@@ -215,13 +215,13 @@ def test_each_fault_has_the_slowest_commit_and_advance_and_chaos_run_gets_them_w
                                                                "error": "HistoryError: no history"}
 
 
-# ---- the group offsets sampler of a run (chaos/run.py) ------------------------------------------------------
+# ---- the group offsets sampler of a run (chaos/workloads/run.py) ------------------------------------------------------
 def test_a_run_samples_its_groups_offsets_into_the_history_and_a_failed_sample_is_a_gap(tmp_path, monkeypatch):
     from collections import namedtuple
     from types import SimpleNamespace
 
-    from chaos import run as run_module
-    from chaos.history import read_history
+    from chaos.workloads import run as run_module
+    from chaos.record.history import read_history
     from cluster.connection import ConnectionSettings
 
     calls = {"n": 0, "clients": 0}
@@ -276,7 +276,7 @@ def test_chaos_run_prints_one_recovery_line_per_fault_and_the_summary_in_its_jso
     import json
     from types import SimpleNamespace
 
-    from chaos import experiment
+    from chaos.runner import experiment
     from report import stack
     from txnlab import cli
 
@@ -308,7 +308,7 @@ def test_a_group_seen_once_is_asked_for_even_when_a_listing_leaves_it_out(tmp_pa
     from collections import namedtuple
     from types import SimpleNamespace
 
-    from chaos import run as run_module
+    from chaos.workloads import run as run_module
     from cluster.connection import ConnectionSettings
     listings = [[{"group_id": "r1.eos"}], []]
     asked = []

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos.history import HistoryWriter
+from chaos.record.history import HistoryWriter
 from report import build, detection, html, series
 from report.demo import CLIENTS_COMPARISON, DemoError, DemoOptions
 

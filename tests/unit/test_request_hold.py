@@ -1,4 +1,4 @@
-"""The Kafka-aware request hold (chaos/request_hold.py): header parsing, the hold policy, and the relay on
+"""The Kafka-aware request hold (chaos/nemesis/request_hold.py): header parsing, the hold policy, and the relay on
 loopback sockets (an upstream that records what reaches it; the real cluster: test_fault_kinds.py)."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from chaos.request_hold import API_KEYS, HoldPolicy, RequestHeader, RequestHold, parse_header
+from chaos.nemesis.request_hold import API_KEYS, HoldPolicy, RequestHeader, RequestHold, parse_header
 
 
 def request(api_key: int, correlation_id: int, client_id: str | None, body: bytes = b"\x00\x01") -> bytes:

@@ -7,8 +7,9 @@ import threading
 
 import pytest
 
-from chaos import experiment as ex
-from chaos.run import Run, WorkloadSpec
+from chaos.runner import experiment as ex
+from chaos.workloads.plans import WorkloadSpec
+from chaos.workloads.run import Run
 from chaos.workloads.base import READY_F
 from cluster.connection import ConnectionSettings
 
@@ -58,7 +59,7 @@ class _Admin:
 
 def test_the_workloads_run_the_java_clients_release_when_it_is_not_the_clusters(tmp_path, monkeypatch):
     from cluster.versions import KAFKA_VERSION_VARIABLE
-    monkeypatch.setattr("chaos.run.ClusterAdmin", _Admin)
+    monkeypatch.setattr("chaos.workloads.run.ClusterAdmin", _Admin)
     for java_clients, expected in ((None, "4.3.1"), ("3.6.2", "3.6.2")):
         envs = []
         run = Run(ConnectionSettings(bootstrap="127.0.0.1:1"), tmp_path / f"run-{expected}", "r3", 7, "t",

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from chaos.schedule import ScheduledFault, build_schedule, describe
-from chaos.spec import builtin_specs, load_spec, parse_spec
+from chaos.runner.schedule import ScheduledFault, build_schedule, describe
+from chaos.runner.spec import builtin_specs, load_spec, parse_spec
 from tests.unit.test_spec import minimal_spec
 
 SEEDS = range(40)

@@ -11,7 +11,7 @@ import yaml
 from cluster.local import EXPORTER_INTERVAL_SECONDS
 from exporter.config import CollectionSection
 
-from chaos.spec import (SHORT_LIMIT_S, BugSide, ExperimentSpec, LocalClusterSpec, Probe, SpecError, bug_files, bug_side_spec,
+from chaos.runner.spec import (SHORT_LIMIT_S, BugSide, ExperimentSpec, LocalClusterSpec, Probe, SpecError, bug_files, bug_side_spec,
                         builtin_specs, load_bug, load_spec, parse_spec)
 
 REQUIRED_BUILTINS = {"broker-hard-bounce", "broker-clean-bounce", "coordinator-kill", "controller-kill",
@@ -286,8 +286,8 @@ def test_topics_and_processes_follow_the_solo_plan():
 
 
 def test_the_compose_stack_is_a_cluster_of_its_own_with_a_docker_backend():
-    from chaos.backends import DockerBackend
-    from chaos.experiment import make_backend
+    from chaos.nemesis.backends import DockerBackend
+    from chaos.runner.experiment import make_backend
     spec = parse_spec(minimal_spec(cluster={"compose": {"project": "txnlab"}}))
     backend = make_backend(spec, progress=lambda m: None)      # the Docker SDK is reached only when a fault acts
     assert isinstance(backend, DockerBackend) and backend.project == "txnlab"
@@ -421,7 +421,7 @@ def test_a_client_bug_runs_each_side_s_own_workloads_in_both_modes():
 
 
 def test_the_workloads_java_clients_are_made_before_the_method_once_per_release(monkeypatch):
-    from chaos import experiment
+    from chaos.runner import experiment
     from chaos.workloads import streams
     made = []
     monkeypatch.setattr(experiment, "install_kafka", lambda release, progress: made.append(("jars", release)))

@@ -1,6 +1,6 @@
 """Bounded client calls (chaos/workloads/base.py): a call past twice its timeout is a stall, recorded and ended
-with EXIT_STALL; the runner's restart of a stalled process (chaos/run.py); recovery's reading of stalls and
-restarts (chaos/recovery.py); a stall matched to the catalog (chaos/spec.py, report/build.py, report/bugs.py)."""
+with EXIT_STALL; the runner's restart of a stalled process (chaos/workloads/run.py); recovery's reading of stalls and
+restarts (chaos/record/recovery.py); a stall matched to the catalog (chaos/runner/spec.py, report/build.py, report/bugs.py)."""
 from __future__ import annotations
 
 import subprocess
@@ -11,10 +11,11 @@ import time
 
 import pytest
 
-from chaos.history import HistoryWriter, read_history
-from chaos.recovery import recovery
+from chaos.record.history import HistoryWriter, read_history
+from chaos.record.recovery import recovery
 from chaos.workloads import base
-from chaos.workloads.base import EXIT_STALL, STALL_F, CallWatch, stall_limit
+from chaos.record.recovery import STALL_F
+from chaos.workloads.base import EXIT_STALL, CallWatch, stall_limit
 from cluster.supervisor import Supervisor
 from tests.unit.test_recovery import commit, fault, op, quiescence, run
 
@@ -60,7 +61,7 @@ STALLING_WORKLOAD = textwrap.dedent("""
     import sys, time
     from chaos.workloads import base
     from chaos.workloads.base import WorkloadContext
-    from chaos.history import HistoryClient
+    from chaos.record.history import HistoryClient
     base.STALL_FLOOR_S = 0.2
     ctx = WorkloadContext(conn=None, history=HistoryClient(sys.argv[1], int(sys.argv[2])), run_tag="r1",
                           process="eos-0", rng=None, deadline=None)
@@ -101,7 +102,8 @@ def test_supervisor_knows_how_its_children_ended(tmp_path):
 
 
 def test_the_runner_restarts_a_stalled_process_after_the_delay_and_records_it(tmp_path, monkeypatch):
-    from chaos.run import Run, WorkloadSpec
+    from chaos.workloads.plans import WorkloadSpec
+    from chaos.workloads.run import Run
     the_run = Run(conn=None, run_dir=tmp_path, run_tag="r1", seed=1, name="t")
     started: list[WorkloadSpec] = []
     monkeypatch.setattr(the_run, "start", lambda spec, duration=0.0: started.append(spec))
@@ -208,7 +210,7 @@ def test_a_call_already_running_when_the_first_fault_started_belongs_to_that_fau
 
 
 def test_a_restart_that_fails_is_recorded_with_its_error_and_the_restarter_goes_on(tmp_path, monkeypatch):
-    from chaos.run import Run
+    from chaos.workloads.run import Run
 
     def refuse(spec, duration=0.0):
         raise OSError("no such file: processor")
@@ -239,8 +241,8 @@ def test_a_stalled_process_whose_restart_failed_is_not_recovered_and_why_says_so
 
 
 def test_a_process_restarted_late_is_awaited_until_it_commits_again(tmp_path):
-    from chaos.recovery import COMMIT_F
-    from chaos.run import Run
+    from chaos.record.recovery import COMMIT_F
+    from chaos.workloads.run import Run
     the_run = Run(conn=None, run_dir=tmp_path, run_tag="r1", seed=1, name="t")
     try:
         the_run.supervisor.start("eos-0", [sys.executable, "-c", "import time; time.sleep(30)"], tmp_path / "l.log")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos.plans import plan
+from chaos.workloads.plans import plan
 from chaos.workloads import streams
 
 
@@ -64,7 +64,7 @@ def test_the_plan_tracks_the_changelog_streams_creates_itself():
 
 
 def test_the_keyed_feeder_puts_each_key_in_one_partition_number_of_both_topics():
-    from chaos.workloads import txn_producer
+    from chaos.workloads.confluent import txn_producer
     worker = txn_producer.TransactionalWorker.__new__(txn_producer.TransactionalWorker)
     worker.args = argparse.Namespace(records=50, topics=["a", "b"], keys=16)
     worker.partitions = {"a": 6, "b": 6}

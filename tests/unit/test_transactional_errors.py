@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 from confluent_kafka import KafkaError, KafkaException
 
-from chaos.workloads.transactional import TransactionalClient
+from chaos.workloads.confluent.transactional import TransactionalClient
 
 
 class Producer:

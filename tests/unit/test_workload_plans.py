@@ -8,11 +8,11 @@ import time
 
 import pytest
 
-from chaos.plans import plan
-from chaos.solo import _topics_of
+from chaos.workloads.plans import plan
+from chaos.runner.solo import _topics_of
 from chaos.workloads import WORKLOADS
 from chaos.workloads.base import Pacer, error_text
-from chaos.workloads.txn_producer import TransactionalWorker, add_arguments
+from chaos.workloads.confluent.txn_producer import TransactionalWorker, add_arguments
 
 
 def test_every_workload_has_a_plan_with_unique_processes():

@@ -4,7 +4,7 @@ nothing of txnlab.
 
   KafkaSource (read_committed, the group's committed offsets, else the earliest; offsets committed to the
   group when a checkpoint completes) over the keyed input topics (txn-producer --keys writes them)
-  -> key: "k" + CRC-32(id) mod --keys, as the feeder chose it (chaos/workloads/txn_producer.py key_number)
+  -> key: "k" + CRC-32(id) mod --keys, as the feeder chose it (chaos/workloads/confluent/txn_producer.py key_number)
   -> per key (keyed state, checkpointed every --checkpoint-ms): for each input two records
        --output  {"input": <input id>, "instance": "subtask-<i>" (process mode; thread mode: "flink")}
        --counts  {"key", "count", "sum", "input"}   the running count and sum (amount: 1 + the index the

@@ -1,6 +1,6 @@
 """`txnlab chaos workload NAME`: one workload alone against any cluster, in a run of its own.
 
-Owns: running one workload alone as chaos/plans.py plans it, for a duration with progress, and always
+Owns: running one workload alone as chaos/workloads/plans.py plans it, for a duration with progress, and always
 finishing the run (Ctrl-C included); a cluster it cannot use (unreachable, TLS, authentication) fails it
 before anything starts.
 Must not: inject faults (experiments do, issue 5).
@@ -11,10 +11,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from chaos.plans import plan
-from chaos.run import Run, new_run_dir, new_run_tag
+from chaos.workloads.plans import plan
+from chaos.workloads.run import Run, new_run_dir, new_run_tag
 from chaos.workloads.native import REFERENCE, prepare_client
-from chaos.spec import RestartSpec
+from chaos.runner.spec import RestartSpec
 from cluster.connection import ConnectionSettings
 from cluster.diagnose import require_reachable
 from cluster.progress import Progress

@@ -1,22 +1,29 @@
 """The default plan of each workload: its topics, its processes, and what feeds it (the processor gets
 a transactional producer writing its input; a transactional producer gets both observers).
 
-Owns: `plan()`, used by `txnlab chaos workload` (chaos/solo.py) and by experiment specs (chaos/spec.py)
+Owns: `plan()`, used by `txnlab chaos workload` (chaos/runner/solo.py) and by experiment specs (chaos/runner/spec.py)
 for the processes and topics of each workload they name. Pure data, no side effects.
-Must not: start processes or create topics (chaos/run.py does).
+Must not: start processes or create topics (chaos/workloads/run.py does).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Callable
 
-from chaos.run import WorkloadSpec
 from chaos.workloads import WORKLOADS, streams
 from chaos.workloads.native import CLIENT_OPTION, REFERENCE, ClientError, check_client
 from cluster.errors import TxnlabError
 
 
 STREAMS_KEYS = 16             # the Streams feeder's keys (txn-producer --keys)
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """One workload process: which workload, its name in the history, its options."""
+    workload: str
+    process: str
+    args: tuple[str, ...] = ()
 
 
 class PlanError(TxnlabError, ValueError):

@@ -10,13 +10,13 @@ partitions stay open), probes after, and experiment.json in the run directory.
 ALWAYS heals: every fault that started is healed (idempotently) and the backend heals the cluster
 (SIGCONT, toxics removed, nodes started) on a normal end, on an exception, on Ctrl-C, SIGTERM and SIGHUP
 (a second signal does not cut the heal short); then the run is finished (workloads stopped, outstanding
-operations completed as info, end offsets recorded). Each fault is journaled (chaos/journal.py) before it
+operations completed as info, end offsets recorded). Each fault is journaled (chaos/nemesis/journal.py) before it
 starts and its entry removed only once its heal succeeded, so after a kill -9 of the runner `txnlab chaos
 heal RUN_DIR` heals what is left (and stops the run's workload processes: they are journaled too, from
 before the first starts until all are stopped); a fault is healed only once (its heal retried at the end when it
 failed), and every heal step runs whether the others failed or not.
-Must not: validate specs (chaos/spec.py), decide when faults happen (chaos/schedule.py) or how
-(chaos/faults.py).
+Must not: validate specs (chaos/runner/spec.py), decide when faults happen (chaos/runner/schedule.py) or how
+(chaos/nemesis/faults.py).
 """
 from __future__ import annotations
 
@@ -31,15 +31,17 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Mapping
 
-from chaos import probes, recovery
+from chaos.runner import probes
+from chaos.record import recovery
 from chaos.workloads.native import REFERENCE, prepare_client
-from chaos.backends import Backend, LocalBackend
-from chaos.faults import Fault, FaultEnv, make_fault
-from chaos.journal import WORKLOADS, Journal, active_faults_message, journal_dirs, this_runner
-from chaos.run import Run, WorkloadSpec, new_run_dir, new_run_tag
-from chaos.schedule import ScheduledFault, build_schedule, describe
-from chaos.plans import plan
-from chaos.spec import ExperimentSpec
+from chaos.nemesis.backends import Backend, LocalBackend
+from chaos.nemesis.faults import Fault, FaultEnv, make_fault
+from chaos.nemesis.journal import WORKLOADS, Journal, active_faults_message, journal_dirs, this_runner
+from chaos.workloads.plans import WorkloadSpec
+from chaos.workloads.run import Run, new_run_dir, new_run_tag
+from chaos.runner.schedule import ScheduledFault, build_schedule, describe
+from chaos.workloads.plans import plan
+from chaos.runner.spec import ExperimentSpec
 from chaos.workloads import WORKLOADS as WORKLOAD_MODULES
 from chaos.workloads.base import READY_F
 from cluster.errors import TxnlabError
@@ -57,7 +59,7 @@ class SteadyStateError(TxnlabError, RuntimeError):
 
 
 class NotReadyError(TxnlabError, RuntimeError):
-    """A workload process the method waits for (chaos/plans.py Plan.ready) was not ready in time: nothing was
+    """A workload process the method waits for (chaos/workloads/plans.py Plan.ready) was not ready in time: nothing was
     injected."""
 
 
@@ -85,7 +87,7 @@ class ExperimentResult:
     probes_after: list[dict] = field(default_factory=list)
     quiescence: dict = field(default_factory=dict)
     summary: dict = field(default_factory=dict)
-    recovery: dict = field(default_factory=dict)      # chaos/recovery.py: liveness after each fault
+    recovery: dict = field(default_factory=dict)      # chaos/record/recovery.py: liveness after each fault
     restart_settle: dict = field(default_factory=dict)   # the wait for processes restarted late (_settle_restarts)
     alerts: list[str] = field(default_factory=list)      # the spec's: alerts its faults are meant to raise
     ready_s: float | None = None                          # the wait for the plans' ready processes (None: none)
@@ -161,9 +163,9 @@ def make_backend(spec: ExperimentSpec, progress: Progress, local_stack: Mapping[
         cluster.up(progress=lambda m: progress(f"cluster: {m}"), timeout=240)
         return LocalBackend(cluster)
     if spec.cluster.compose is not None:
-        from chaos.backends import DockerBackend
+        from chaos.nemesis.backends import DockerBackend
         return DockerBackend(project=spec.cluster.compose.project)
-    from chaos.backends import ExistingBackend
+    from chaos.nemesis.backends import ExistingBackend
     return ExistingBackend(spec.cluster.existing)
 
 
@@ -246,7 +248,7 @@ class Experiment:
         self._await_ready(run, ready)
         if self.spec.restart.on_stall:
             run.restart_stalled(self.spec.restart.delay_s)
-        run.sample_group_offsets()               # group offsets over time, for chaos/recovery.py
+        run.sample_group_offsets()               # group offsets over time, for chaos/record/recovery.py
         self.result.probes_before = self._probes(self.spec.probes.before, run)
         if not all(p["ok"] for p in self.result.probes_before):
             raise SteadyStateError(f"steady state does not hold before the experiment: {self.result.probes_before}")
@@ -438,7 +440,7 @@ class Experiment:
     # ---- quiescence and probes ----------------------------------------------------------------------------
     def _quiesce(self, run: Run, env: FaultEnv) -> None:
         self.progress("quiescence: healing, letting workloads finish their transactions")
-        run.history.record(NEMESIS, "invoke", "quiescence", {})     # the recovery horizon (chaos/recovery.py)
+        run.history.record(NEMESIS, "invoke", "quiescence", {})     # the recovery horizon (chaos/record/recovery.py)
         self.backend.heal(timeout=180)
         run.stop_all()
         deadline = Deadline(self.spec.quiescence.timeout_s)

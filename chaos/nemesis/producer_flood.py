@@ -18,7 +18,7 @@ from kafka.admin import KafkaAdminClient
 from kafka.protocol.producer import ProduceRequest
 from kafka.structs import TopicPartition
 
-from chaos import _raw_produce as raw
+from chaos.nemesis import _raw_produce as raw
 from cluster.admin import ClusterAdmin
 from cluster.connection import ConnectionSettings
 from cluster.errors import TxnlabError

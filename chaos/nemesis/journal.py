@@ -14,9 +14,9 @@ cluster. Steps: resume-node(s), start-node(s), remove-toxics, remove-all-toxics 
 proxy back on its node, after a hold-requests fault), resume-process and
 stop-process (a pid is signalled only while its create time matches the record), stop-run-processes (every
 process recorded in a run's pids/), abort-hanging (the one re-validated abort, cluster/abort.py, through
-chaos.faults.abort_hanging). Every entry names its runner (pid and create time): the entries of a run whose
+chaos.nemesis.faults.abort_hanging). Every entry names its runner (pid and create time): the entries of a run whose
 runner is alive are a run in progress, which a heal does not touch unless forced.
-Must not: decide what a fault does or how a live run heals it (chaos/faults.py, chaos/experiment.py),
+Must not: decide what a fault does or how a live run heals it (chaos/nemesis/faults.py, chaos/runner/experiment.py),
 signal a process whose create time does not match, keep an entry whose heal did not succeed, or heal
 under a live runner's feet unless forced.
 """
@@ -157,7 +157,7 @@ def step_name(step: dict) -> str:
 
 def backend_of(entry: dict) -> Any:
     """The backend an entry was written for (its `backend`: Backend.describe())."""
-    from chaos import backends
+    from chaos.nemesis import backends
     described = entry.get("backend") or {}
     kind = described.get("backend")
     if kind == "local":
@@ -211,7 +211,7 @@ def stop_run_processes(step: dict) -> None:
 
 def abort_hanging_step(step: dict, backend: Any) -> None:
     from kafka.structs import TopicPartition
-    from chaos.faults import abort_hanging
+    from chaos.nemesis.faults import abort_hanging
     abort_hanging(backend.connection(), TopicPartition(step["topic"], step["partition"]), step["transactional_id"],
                   step.get("producer_id"))
 

@@ -5,8 +5,8 @@ Owns: the spec model (pydantic, unknown keys rejected at every level), loading a
 experiment, run on an affected and a fixed side; see BugSpec), and SpecError: one message naming the file and the
 field path of every problem (`schedule.faults[2].kind: unknown fault 'kil-broker'; ...`), never a value.
 Must not: reach a cluster, start a process or read the environment: loading a spec is pure. The fault
-kinds and their parameters are chaos/fault_kinds.py's; the processes and topics of a workload are
-chaos/plans.py's plan(); this module checks a spec against both and decides nothing else.
+kinds and their parameters are chaos/nemesis/fault_kinds.py's; the processes and topics of a workload are
+chaos/workloads/plans.py's plan(); this module checks a spec against both and decides nothing else.
 
 The model:
 
@@ -27,7 +27,7 @@ The model:
       before: [{name: exporter-up, promql: kafkatxn_up, expect: "== 1"}]
       after: [{name: lso, admin: lso-equals-hwm, within_s: 10}]
     quiescence: {timeout_s: 60}           # heal all, let transactions finish, wait for LSO == HWM
-    restart: {on_stall: true, delay_s: 2} # a workload whose client call stalled is started again (chaos/run.py)
+    restart: {on_stall: true, delay_s: 2} # a workload whose client call stalled is started again (chaos/workloads/run.py)
     alerts: [TransactionNearTimeout]      # alerts its faults should raise (the report: latency, clearing)
     short: {duration_s: 45, schedule: ..., workloads: ..., quiescence: ...}   # load_spec(short=True)
     java_clients: 3.7.2                   # the JVM workloads' Kafka clients and Streams (default: the cluster's)
@@ -64,9 +64,9 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
                       model_validator)
 from pydantic_core import PydanticCustomError
 
-from chaos.fault_kinds import FAULT_KINDS, Params, ZombieProducerParams, parse_params
-from chaos.run import WorkloadSpec
-from chaos.plans import option_value, plan
+from chaos.nemesis.fault_kinds import FAULT_KINDS, Params, ZombieProducerParams, parse_params
+from chaos.workloads.plans import WorkloadSpec
+from chaos.workloads.plans import option_value, plan
 from chaos.workloads import TRANSACTIONAL_WORKLOADS, WORKLOADS
 from chaos.workloads.base import add_common_arguments
 from chaos.workloads.native import REFERENCE, check_client, split_client
@@ -74,7 +74,7 @@ from cluster.layout import HANGING_DRILL_BROKER_CONFIG, HANGING_DRILL_FEATURES, 
 from cluster.errors import TxnlabError
 from cluster.versions import kafka_version
 
-EXPERIMENTS_DIR = Path(__file__).with_name("experiments")
+EXPERIMENTS_DIR = Path(__file__).parents[1] / "experiments"
 STARTUP_ALLOWANCE_S = 10.0       # topics created and workload processes started, before the method
 SHORT_LIMIT_S = 90.0
 EXPECT_RE = re.compile(r"^\s*(?:(==|!=|<=|>=|<|>)\s*(-?\d+(?:\.\d+)?)|(empty|nonempty))\s*$")
@@ -215,7 +215,7 @@ class WorkloadEntry(_Strict):
     workload: WorkloadName
     instances: int = Field(1, ge=1, le=64)
     options: list[str] = []
-    placement: Literal["kafka", "apart"] = "kafka"     # its topics' leaders (chaos/plans.py Plan.leader_shifts)
+    placement: Literal["kafka", "apart"] = "kafka"     # its topics' leaders (chaos/workloads/plans.py Plan.leader_shifts)
     client: str = REFERENCE                            # the Kafka client its processes run on (chaos/workloads/native.py)
 
     @model_validator(mode="after")
@@ -236,15 +236,15 @@ class WorkloadEntry(_Strict):
         return self
 
     def plan(self):
-        """This workload's plan (chaos/plans.py), topics and processes named with `{tag}`."""
+        """This workload's plan (chaos/workloads/plans.py), topics and processes named with `{tag}`."""
         return plan(self.workload, "{tag}", self.instances, list(self.options), client=self.client)
 
     def topics(self) -> dict[str, int]:
-        """Topic -> partitions, named with `{tag}` (as chaos/plans.py plans this workload)."""
+        """Topic -> partitions, named with `{tag}` (as chaos/workloads/plans.py plans this workload)."""
         return self.plan().topics
 
     def processes(self) -> list[WorkloadSpec]:
-        """The workload's processes, as chaos/plans.py plans them (`{tag}` for the run tag)."""
+        """The workload's processes, as chaos/workloads/plans.py plans them (`{tag}` for the run tag)."""
         return self.plan().specs
 
 
@@ -356,10 +356,10 @@ class QuiescenceSpec(_Strict):
 
 
 class RestartSpec(_Strict):
-    """What the runner does with a workload process whose client call stalled (chaos/run.py): start it again
+    """What the runner does with a workload process whose client call stalled (chaos/workloads/run.py): start it again
     after delay_s, as an orchestrator's liveness probe would (on_stall: false leaves it dead). A process
     restarted late, not yet committing again when the run's duration ends, gets up to settle_s more before
-    quiescence (chaos/experiment.py): the run does not cut an orchestrator's restart short."""
+    quiescence (chaos/runner/experiment.py): the run does not cut an orchestrator's restart short."""
     on_stall: bool = True
     delay_s: float = Field(2.0, ge=0, le=600)
     settle_s: float = Field(45.0, ge=0, le=600)
@@ -666,7 +666,7 @@ def parse_spec(data: dict[str, Any], source: str = "<spec>", short: bool = False
 #             (`txnlab bugs run ID --variant NAME`): e.g. the bug still reached on a fixed release with its fix
 #             turned off; `affected` and `fixed` are the bug's natural sides (the releases before and after its fix,
 #             with their defaults)
-BUGS_DIR = Path(__file__).with_name("bugs")
+BUGS_DIR = Path(__file__).parents[1] / "bugs"
 BUG_SIDES = ("affected", "fixed")
 
 

@@ -21,7 +21,7 @@ from typing import Callable
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from chaos.ids import encode_value, headers
+from chaos.record.ids import encode_value, headers
 from chaos.workloads.base import WorkloadContext, confluent_client, delivery_to, error_text
 from cluster.errors import TxnlabError
 

@@ -14,7 +14,7 @@ import argparse
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from chaos.ids import HEADER_ID
+from chaos.record.ids import HEADER_ID
 from chaos.workloads.base import WorkloadContext, confluent_client, error_text
 from chaos.workloads.topics import LIST_TIMEOUT_S, partition_counts
 

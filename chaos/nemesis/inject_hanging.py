@@ -17,7 +17,7 @@ import kafka.errors as Errors
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 from kafka.structs import TopicPartition
 
-from chaos import _raw_produce as raw
+from chaos.nemesis import _raw_produce as raw
 from cluster.admin import ClusterAdmin
 from cluster.connection import ConnectionSettings
 from cluster.waiting import wait_until

@@ -19,7 +19,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from chaos.spec import ExperimentSpec, RandomSchedule, fits
+from chaos.runner.spec import ExperimentSpec, RandomSchedule, fits
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from typing import Callable
 
 from kafka.structs import TopicPartition
 
-from chaos.fault_kinds import with_tag
+from chaos.nemesis.fault_kinds import with_tag
 from cluster.admin import ClusterAdmin
 from cluster.connection import ConnectionSettings
 from cluster.reads import partition_offsets

@@ -1,4 +1,4 @@
-"""The faults: one class per kind of the catalog (chaos/fault_kinds.py), each with its heal.
+"""The faults: one class per kind of the catalog (chaos/nemesis/fault_kinds.py), each with its heal.
 
 Owns: what each fault does to a cluster or a run, resolving its target at run time (`{tag}` becomes
 the run tag), and undoing it. `start(env)` and `heal(env)` return what they did, with the targets
@@ -9,12 +9,12 @@ broker back wait until it serves requests and is registered (env.heal_timeout). 
 removes every toxic of the cluster and points every proxy back at its node, so network, isolate and
 hold-requests faults should not overlap in a schedule.
 rolling-restart's start blocks until every node has been restarted.
-For the fault journal (chaos/journal.py), `undo_steps(env)` says what a heal needs without this object:
+For the fault journal (chaos/nemesis/journal.py), `undo_steps(env)` says what a heal needs without this object:
 before the start (after `prepare(env)`, which fixes the names a start will use) the steps that might be
 needed, after it the precise ones (resolved node, toxic names, pids with create times, the injected
 transaction's producer id and epoch). It never raises and never talks to the cluster.
 Must not: record in the history or schedule (the runner does both), talk to nodes other than through
-a Backend (chaos/backends.py), import exporter/, or write an abort marker other than through
+a Backend (chaos/nemesis/backends.py), import exporter/, or write an abort marker other than through
 cluster.abort (the one re-validated abort, which `txnlab txn abort` uses too).
 
 The zombie producer. `zombie-producer` pauses process P, then starts a second process of P's workload
@@ -37,13 +37,14 @@ from typing import Any, Callable, ClassVar
 import kafka.errors as Errors
 from kafka.structs import TopicPartition
 
-from chaos.backends import HEAL_TIMEOUT_S, ISOLATE_TOXIC, Backend
-from chaos.fault_kinds import TARGET_FORMS, TARGET_RE, Params, parse_params, with_tag
-from chaos.inject_hanging import InjectedHanging, inject_hanging
+from chaos.nemesis.backends import HEAL_TIMEOUT_S, ISOLATE_TOXIC, Backend
+from chaos.nemesis.fault_kinds import TARGET_FORMS, TARGET_RE, Params, parse_params, with_tag
+from chaos.nemesis.inject_hanging import InjectedHanging, inject_hanging
 from chaos.workloads import TRANSACTIONAL_WORKLOADS
-from chaos.plans import option_value, without_option
-from chaos.request_hold import API_KEYS, HoldPolicy, RequestHold
-from chaos.run import Run, WorkloadSpec
+from chaos.workloads.plans import option_value, without_option
+from chaos.nemesis.request_hold import API_KEYS, HoldPolicy, RequestHold
+from chaos.workloads.plans import WorkloadSpec
+from chaos.workloads.run import Run
 from cluster.abort import abort_transaction, open_transaction
 from cluster.admin import ClusterAdmin
 from cluster.connection import ConnectionSettings
@@ -367,7 +368,7 @@ class IsolateBroker(Network):
 
 class HoldRequests(NodeFault):
     """The node's client proxy pointed at a Kafka-aware relay that holds the named requests of the named
-    clients (chaos/request_hold.py); heal: the proxy back on the node, then every held request released."""
+    clients (chaos/nemesis/request_hold.py); heal: the proxy back on the node, then every held request released."""
     kind = "hold-requests"
 
     def __init__(self, params: Params):
@@ -576,7 +577,7 @@ class Storm(Fault):
 
 # ---- hanging transactions ---------------------------------------------------------------------------
 class HangingTransaction(Fault):
-    """chaos.inject_hanging.inject_hanging on topic-partition under a fresh transactional id; heal aborts the
+    """chaos.nemesis.inject_hanging.inject_hanging on topic-partition under a fresh transactional id; heal aborts the
     open transaction through cluster.abort (re-validated; the epochs DescribeProducers reports, KIP-664)."""
     kind = "hanging-transaction"
 

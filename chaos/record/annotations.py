@@ -14,7 +14,7 @@ from pathlib import Path
 
 import requests
 
-from chaos.history import read_history
+from chaos.record.history import read_history
 
 TAG = "txnlab-fault"
 

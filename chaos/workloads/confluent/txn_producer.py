@@ -6,7 +6,7 @@ deliberately aborts a configurable share. History (f = "txn"):
   ok     the same + offsets: [offset per write]           commit acknowledged
   fail   the same + error                                  aborted, or certainly not committed
   info   the same + error                                  commit outcome unknown (timeout, fenced, fatal)
-What an error means for the outcome: chaos/workloads/transactional.py.
+What an error means for the outcome: chaos/workloads/confluent/transactional.py.
 Must not: retry a transaction under the same attempt id (a retry is a new attempt).
 """
 from __future__ import annotations
@@ -14,10 +14,10 @@ from __future__ import annotations
 import argparse
 import zlib
 
-from chaos.ids import attempt_id, record_id
+from chaos.record.ids import attempt_id, record_id
 from chaos.workloads.base import Pacer, WorkloadContext
 from chaos.workloads.topics import LIST_TIMEOUT_S, partition_counts
-from chaos.workloads.transactional import (TransactionalArgumentsError, TransactionalClient,
+from chaos.workloads.confluent.transactional import (TransactionalArgumentsError, TransactionalClient,
                                            add_transactional_arguments, check_transactional_arguments)
 
 F = "txn"

@@ -23,11 +23,11 @@ import argparse
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
-from chaos.ids import attempt_id, record_id
+from chaos.record.ids import attempt_id, record_id
 from chaos.workloads.base import WorkloadContext, error_text
-from chaos.workloads.observer import SEEK, record_id_of
+from chaos.workloads.confluent.observer import SEEK, record_id_of
 from chaos.workloads.topics import LIST_TIMEOUT_S, partition_counts
-from chaos.workloads.transactional import (TransactionalClient, add_transactional_arguments,
+from chaos.workloads.confluent.transactional import (TransactionalClient, add_transactional_arguments,
                                            check_transactional_arguments as check_args)  # noqa: F401 - the hook
 
 F = "process"

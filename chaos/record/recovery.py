@@ -6,7 +6,7 @@ Owns: a pure reading of a run's history (no cluster, no files but the history):
   - a process has ended when it said so: a `fenced` failure (--on-fenced exit), a copier's
     `ShutdownComplete`, or its `<name>/jvm` completing;
   - the run's group offsets are the `group_offsets` observations (process "observer-groups", ok,
-    {group: {topic: {partition: offset}}}, sampled every ~2 s by chaos/run.py; a sample that failed is an
+    {group: {topic: {partition: offset}}}, sampled every ~2 s by chaos/workloads/run.py; a sample that failed is an
     ok `group_offsets_error` {error}), so a group "advances" at the first sample in which any partition's
     committed offset is above the last sample at or before the reference time (resolution: the sampling
     interval; with no successful sample at or before it, the first one after it is the base);
@@ -18,7 +18,7 @@ The horizon is the start of quiescence (the `quiescence` operation of process "n
 operation): quiescence stops the workloads and heals everything, so what commits then is no recovery.
 Stalls and restarts: a workload whose client call stalled recorded an `ok` `stall` observation (the call,
 its bound, the client library and version, the stack) and exited; the runner recorded an `ok` `restart`
-of it when it started it again (chaos/run.py). A stall belongs to the last fault that started at or before its
+of it when it started it again (chaos/workloads/run.py). A stall belongs to the last fault that started at or before its
 call began, or to the first fault when the call was already running as it started (per fault: `stalls`, each with the time of the process's next restart, null when none came before the
 horizon); a process whose first commit after the heal came after such a restart recovered "after a restart"
 (its entry's `restarted_s`; the fault's `restarted` names them). A stalled process never restarted and never
@@ -41,13 +41,13 @@ from bisect import bisect_left
 from collections import defaultdict
 from pathlib import Path
 
-from chaos.history import read_history
-from chaos.workloads.base import STALL_F
+from chaos.record.history import read_history
 
 GROUP_OBSERVER = "observer-groups"
 GROUP_F = "group_offsets"
 GROUP_ERROR_F = "group_offsets_error"   # a sample that failed: a gap, never "no advance"
-RESTART_F = "restart"      # the runner started a stalled process again (chaos/run.py)
+STALL_F = "stall"          # a client call stalled (the workloads' watchdog: chaos/workloads/base.py)
+RESTART_F = "restart"      # the runner started a stalled process again (chaos/workloads/run.py)
 COMMIT_F = ("txn", "process", "copy")
 NS = 1e9
 UNOBSERVED_S = 1.0         # a heal this close to the horizon leaves nothing to see after it

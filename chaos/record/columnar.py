@@ -87,7 +87,7 @@ def write_twin(part: Path) -> Path | None:
     except Exception as exc:  # noqa: BLE001 - pyarrow's errors (ArrowInvalid, OSError): the JSON stays the only form
         log.info("no columnar twin of %s: %s", part, exc)
         return None
-    from chaos.history import SEAL_F, SEAL_PROCESS      # history.py writes twins: imported here, not at the top
+    from chaos.record.history import SEAL_F, SEAL_PROCESS      # history.py writes twins: imported here, not at the top
     is_seal = pc.and_(pc.equal(table["process"], SEAL_PROCESS), pc.equal(table["f"], SEAL_F))
     seals = int(pc.sum(pc.cast(pc.fill_null(is_seal, False), "int64")).as_py() or 0)
     with open(part, "rb") as source:                # its last line (the part's seal), for a reader of the twin alone

@@ -16,7 +16,7 @@ Two share ToxiproxyBackend (toxics, waiting, the heal):
 And ExistingBackend, a cluster txnlab does not run: no node or network control (those faults refuse).
 Every toxic a backend adds is named `txnlab-<name>-<stream>`, on both streams unless told otherwise,
 and heal_network() removes every toxic of every proxy.
-Must not: resolve fault targets or decide what a fault is (chaos/faults.py), or touch anything but
+Must not: resolve fault targets or decide what a fault is (chaos/nemesis/faults.py), or touch anything but
 loopback addresses and the containers of the compose services it names (an existing cluster is
 only ever reached as a Kafka client).
 """
@@ -286,7 +286,7 @@ class ExistingBackend:
     """An existing cluster reached by its bootstrap address (security from TXNLAB_KAFKA_*): no node or
     network control, so only workload faults (pause-workload, zombie-producer, storm) and
     hanging-transaction run on it; the others fail at start with a BackendError, and heals have
-    nothing to undo. `existing` has .bootstrap and .prometheus_url (chaos.spec.ExistingClusterSpec)."""
+    nothing to undo. `existing` has .bootstrap and .prometheus_url (chaos.runner.spec.ExistingClusterSpec)."""
 
     def __init__(self, existing: Any, environ: dict[str, str] | None = None):
         self.existing = existing

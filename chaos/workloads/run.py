@@ -8,7 +8,7 @@ complete outstanding invokes as info, record the end offsets (HWM and LSO) of ev
 and the committed offsets of the run's consumer groups (those named "<run tag>.*"); while the workloads
 run, a sampler thread records those groups' committed offsets every GROUP_SAMPLE_S into the history
 (process "observer-groups", ok `group_offsets` {group: {topic: {partition: offset}}}, or ok
-`group_offsets_error` {error} when a sample failed; chaos/recovery.py reads them).
+`group_offsets_error` {error} when a sample failed; chaos/record/recovery.py reads them).
 Restarts, as an orchestrator would: with `restart_stalled(delay_s)`, a workload process that exits with
 EXIT_STALL (a client call stalled: chaos/workloads/base.py) is started again after delay_s under the same
 name and options (so the same transactional.id: its init_transactions fences the stuck producer's epoch), its
@@ -33,9 +33,10 @@ from functools import partial
 from pathlib import Path
 from typing import Callable
 
-from chaos.history import HistoryError, HistoryWriter
-from chaos.recovery import GROUP_ERROR_F, GROUP_F, GROUP_OBSERVER, RESTART_F
+from chaos.record.history import HistoryError, HistoryWriter
+from chaos.record.recovery import GROUP_ERROR_F, GROUP_F, GROUP_OBSERVER, RESTART_F
 from chaos.workloads.base import EXIT_STALL
+from chaos.workloads.plans import WorkloadSpec, without_option
 from cluster.admin import ClusterAdmin
 from cluster.connection import ConnectionSettings
 from cluster.heal import run_steps
@@ -51,14 +52,6 @@ from cluster.progress import Progress
 GROUP_SAMPLE_S = 2.0
 RESTART_CHECK_S = 0.5
 STOP_TIMEOUT_S = 50.0      # how long a stopped workload may take to exit (a Flink job drains first: chaos/workloads/flink.py)
-
-
-@dataclass(frozen=True)
-class WorkloadSpec:
-    """One workload process: which workload, its name in the history, its options."""
-    workload: str
-    process: str
-    args: tuple[str, ...] = ()
 
 
 @dataclass
@@ -146,8 +139,7 @@ class Run:
 
     def restart(self, process: str) -> None:
         """Start `process` again with its last options and its next --incarnation (its ids apart from the earlier
-        ones': chaos/ids.py); KeyError: the run never started it."""
-        from chaos.plans import without_option     # plans imports this module
+        ones': chaos/record/ids.py); KeyError: the run never started it."""
         spec = self.last_spec(process)
         if spec is None:
             raise KeyError(process)
@@ -208,7 +200,7 @@ class Run:
 
     def awaiting_restart(self, commit_f: tuple[str, ...]) -> list[str]:
         """Processes about to be restarted after a stall, or restarted and running but without an `ok` of
-        commit_f since (chaos/experiment.py lets them come back before quiescence)."""
+        commit_f since (chaos/runner/experiment.py lets them come back before quiescence)."""
         waiting = set(self.pending_restarts)
         for name, at in list(self.restarted_at.items()):
             since = max((t for t in (self.history.last_ok(name, f) for f in commit_f) if t is not None), default=-1)

@@ -13,7 +13,7 @@ process's last invoke; at shutdown the writer completes every outstanding invoke
 
 Files: <run>/history/part-00000.jsonl, part-00001.jsonl, ... rolled every ROLL_LINES lines: plain JSON
 lines, which Spark reads in parallel with an explicit schema; beside each sealed part its columnar twin
-part-NNNNN.parquet (chaos/columnar.py), which Spark reads instead while the part is unchanged. Durable: flushed every FLUSH_S and fsynced
+part-NNNNN.parquet (chaos/record/columnar.py), which Spark reads instead while the part is unchanged. Durable: flushed every FLUSH_S and fsynced
 every FSYNC_S and on close. A crash leaves a readable prefix: the reader stops at a torn last line and
 says so.
 
@@ -83,7 +83,7 @@ def seal_line(run_start_ns: int, part: int, lines: int, final: bool, operations:
 
 def write_format_marker(run_dir: Path) -> None:
     """<run>/history-format.json: the history of this run is sealed."""
-    (Path(run_dir) / FORMAT_NAME).write_text(json.dumps({"seals": True, "writer": "chaos/history.py"}) + "\n")
+    (Path(run_dir) / FORMAT_NAME).write_text(json.dumps({"seals": True, "writer": "chaos/record/history.py"}) + "\n")
 
 
 def is_seal(op: dict) -> bool:
@@ -193,8 +193,8 @@ class HistoryWriter:
         self._file = self._open_part()
 
     def _twin(self, part: str) -> None:
-        """The sealed part's columnar twin (chaos/columnar.py), written beside it in the background."""
-        from chaos.columnar import write_twin
+        """The sealed part's columnar twin (chaos/record/columnar.py), written beside it in the background."""
+        from chaos.record.columnar import write_twin
         thread = threading.Thread(target=write_twin, args=(Path(part),), name="history-twin", daemon=True)
         thread.start()
         self._twins.append(thread)

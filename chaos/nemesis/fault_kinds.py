@@ -1,7 +1,7 @@
 """The fault catalog: every fault kind an experiment may schedule and the parameters it takes.
 
 Owns: the parameter models (validated, unknown keys rejected) and the target syntax. Experiment specs
-validate against this; chaos/faults.py implements each kind with its heal. Pure data, no side effects.
+validate against this; chaos/nemesis/faults.py implements each kind with its heal. Pure data, no side effects.
 
 Targets (resolved when the fault starts, against the live cluster; `{tag}` becomes the run tag):
     node:2                    a node id
@@ -103,7 +103,7 @@ class NetworkParams(TargetParams):
 
 class HoldRequestsParams(TargetParams):
     """Hold requests of the named types from the named clients on the wire (a Kafka-aware relay in front of
-    the node's client listener, chaos/request_hold.py); heal: release what is held, the relay out of the
+    the node's client listener, chaos/nemesis/request_hold.py); heal: release what is held, the relay out of the
     path. Starting and healing close the node's client connections (their clients reconnect)."""
     apis: list[Literal["Produce", "FindCoordinator", "InitProducerId", "AddPartitionsToTxn", "AddOffsetsToTxn",
                        "EndTxn", "TxnOffsetCommit"]] = Field(["EndTxn"], min_length=1)
