@@ -118,12 +118,10 @@ def acl_bindings(acls: Iterable[Acl] = ACLS) -> list:
 @dataclass(frozen=True)
 class Secrets:
     """state_dir/secrets: role passwords, the CA and the certificates (0700 folder, 0600 files).
-    hostnames: DNS names the server certificate must hold besides localhost and 127.0.0.1 (the compose
-    stack's containers dial each other by name). seen_at: where the processes given settings built from
-    these secrets see the folder (a container's mount; default: the folder itself)."""
+    seen_at: where the processes given settings built from these secrets see the folder (a container's mount;
+    default: the folder itself)."""
 
     folder: Path
-    hostnames: tuple[str, ...] = ()
     seen_at: Path | None = None
 
     def seen(self, path: Path) -> str:
@@ -181,8 +179,7 @@ class Secrets:
             write_private(self.web_password_file, secrets.token_hex(24) + "\n")
         if not (self.ca_file.exists() and self.ca_key_file.exists()):
             _write_ca(self)
-        if not (self.server_cert_file.exists() and self.server_key_file.exists() and self.broker_keystore.exists()
-                and set(self.hostnames) <= _dns_names(self.server_cert_file)):
+        if not (self.server_cert_file.exists() and self.server_key_file.exists() and self.broker_keystore.exists()):
             _write_server_cert(self)
 
 
@@ -223,15 +220,8 @@ def _write_ca(s: Secrets) -> None:
         stale.unlink(missing_ok=True)
 
 
-def _dns_names(cert_file: Path) -> set[str]:
-    from cryptography import x509
-    cert = x509.load_pem_x509_certificate(cert_file.read_bytes())
-    return set(cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-               .get_values_for_type(x509.DNSName))
-
-
 def _write_server_cert(s: Secrets) -> None:
-    """One certificate for every broker and the exporter's HTTPS: all listen on 127.0.0.1 (and s.hostnames)."""
+    """One certificate for every broker and the exporter's HTTPS: all listen on 127.0.0.1."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import rsa
@@ -244,7 +234,7 @@ def _write_server_cert(s: Secrets) -> None:
             .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
             .issuer_name(ca.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=CERT_DAYS))
-            .add_extension(x509.SubjectAlternativeName([*(x509.DNSName(h) for h in ("localhost", *s.hostnames)),
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"),
                                                         x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
             .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
                            critical=False)

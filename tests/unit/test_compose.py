@@ -1,10 +1,11 @@
 """docker-compose.yml: generated from the same layout as the local launcher, and valid compose.
 
-Docker has no engine here: Debian's docker-compose validates the file against its schema
-(`config -q` needs no engine). `make test` installs it (scripts/setup.sh, WITH_TEST_TOOLS=1).
+Debian's docker-compose validates the files against its schema (`config -q` needs no engine); the stack runs on a
+real engine in tests/integration/test_docker.py.
 """
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import stat
@@ -45,25 +46,70 @@ def test_a_broken_file_is_rejected(tmp_path):
     assert proc.returncode != 0 and "imagee" in proc.stderr
 
 
+def properties(path: Path) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in path.read_text().splitlines() if line and not line.startswith("#"))
+
+
 def test_every_broker_link_crosses_toxiproxy():
     layout = compose.compose_layout()
     doc = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())
     assert {"kafka-1", "kafka-2", "kafka-3", "toxiproxy", "prometheus"} <= set(doc["services"])
     for node in layout.node_ids:
-        env = doc["services"][f"kafka-{node}"]["environment"]
-        assert env["KAFKA_MIN_INSYNC_REPLICAS"] == "2"
-        assert env["KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR"] == "3"
-        assert f"CLIENT://localhost:{layout.client_proxy_port(node)}" in env["KAFKA_ADVERTISED_LISTENERS"]
-        peers_advertised = [e for e in env["KAFKA_ADVERTISED_LISTENERS"].split(",")
-                            if e.startswith("REPL_FROM_") and not e.startswith(f"REPL_FROM_{node}:")]
-        assert peers_advertised and all("//toxiproxy:" in e for e in peers_advertised)
-        voters = env["KAFKA_CONTROLLER_QUORUM_VOTERS"].split(",")
-        assert all("@toxiproxy:" in v for v in voters if not v.startswith(f"{node}@"))
+        service = doc["services"][f"kafka-{node}"]
+        assert f"./compose/kafka-{node}.properties:{compose.KAFKA_PROPERTIES}:ro" in service["volumes"]
+        props = properties(REPO_ROOT / "compose" / f"kafka-{node}.properties")
+        assert props["min.insync.replicas"] == "2" and props["transaction.state.log.replication.factor"] == "3"
+        advertised = dict(e.split("://") for e in props["advertised.listeners"].split(","))
+        assert advertised["CLIENT"] == f"127.0.0.1:{layout.client_proxy_port(node)}"       # through the proxy
+        for peer in layout.peers(node):
+            assert advertised[f"REPL_FROM_{peer}"] == f"127.0.0.1:{layout.repl_proxy_port(node, peer)}"
+        voters = dict(v.split("@") for v in props["controller.quorum.voters"].split(","))
+        for voter in layout.peers(node):
+            assert voters[str(voter)] == f"127.0.0.1:{layout.controller_proxy_port(voter, node)}"
+        assert props["log.dirs"] == compose.KAFKA_DATA
     proxies = compose.toxiproxy_config(layout)
     assert [p["name"] for p in proxies] == [p.name for p in layout.proxies()]
-    for proxy in proxies:
-        target = proxy["name"].split("-")[0][1:]          # n2-repl-from-1 -> node 2
-        assert proxy["upstream"].startswith(f"kafka-{target}:")
+    assert all(p["listen"].startswith("127.0.0.1:") and p["upstream"].startswith("127.0.0.1:") for p in proxies)
+
+
+@pytest.mark.parametrize("name", ["docker-compose.yml", compose.SECURED_FILE])
+def test_every_service_is_on_the_host_network_or_none_and_publishes_nothing(name):
+    """No bridge with addresses outside 127.0.0.0/8: every service shares the host's network and binds 127.0.0.1
+    (the one-shot ones that need no network have none); no port is published."""
+    doc = yaml.safe_load((REPO_ROOT / name).read_text())
+    assert {s["network_mode"] for s in doc["services"].values()} <= {"host", "none"}
+    assert not [n for n, s in doc["services"].items() if "ports" in s or "networks" in s]
+    assert "networks" not in doc
+    text = (REPO_ROOT / name).read_text() + (REPO_ROOT / "compose" / "toxiproxy.json").read_text()
+    assert "0.0.0.0" not in text
+
+
+def test_every_image_is_built_from_a_debian_base_by_a_dockerfile_of_its_own():
+    doc = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())
+    built = {s["image"]: s["build"] for s in doc["services"].values() if "build" in s}
+    assert set(built) == set(compose.images(compose.compose_layout()).values())
+    for build in built.values():
+        dockerfile = (REPO_ROOT / build["dockerfile"]).read_text()
+        assert build["network"] == "host"
+        froms = [line.split()[1] for line in dockerfile.splitlines() if line.startswith("FROM ")]
+        assert froms and set(froms) == {compose.BASE_IMAGE}, build["dockerfile"]
+    kafka = doc["services"]["kafka-1"]
+    assert kafka["build"]["args"] == {"KAFKA_VERSION": compose.compose_layout().kafka_version}
+    assert compose.layout_of_label(kafka["labels"][compose.LAYOUT_LABEL]) == compose.compose_layout()
+    assert doc["services"]["grafana"]["profiles"] == ["grafana"]      # the one public image: opt in
+
+
+def test_a_stack_of_its_own_renders_every_file_into_its_folder_with_its_ports(tmp_path):
+    layout = compose.compose_layout(base_port=33000)
+    files = compose.stack_files(layout, tmp_path)
+    assert all(path.parent in (tmp_path, tmp_path / "grafana") for path in files)
+    doc = yaml.safe_load(files[tmp_path / "docker-compose.yml"])
+    assert doc["services"]["kafka-1"]["build"]["context"] == str(REPO_ROOT)
+    assert f"{tmp_path}/kafka-2.properties:{compose.KAFKA_PROPERTIES}:ro" in doc["services"]["kafka-2"]["volumes"]
+    assert "--port" in doc["services"]["exporter"]["command"] and "33800" in doc["services"]["exporter"]["command"]
+    assert json.loads(files[tmp_path / "toxiproxy.json"])[0]["listen"] == "127.0.0.1:33001"
+    assert compose.layout_of_label(doc["services"]["kafka-3"]["labels"][compose.LAYOUT_LABEL]) == layout
+    assert "CLIENT://127.0.0.1:33001" in files[tmp_path / "kafka-1.properties"]
 
 
 def test_exporter_service_and_prometheus_scrape_it():
@@ -89,7 +135,7 @@ def test_verify_service_runs_the_spark_job_with_the_connector_setup_uses():
     assert verify["profiles"] == ["verify"] and "./runs:/runs" in verify["volumes"]
     assert f"TXNLAB_KAFKA_BOOTSTRAP={layout.bootstrap}" in verify["environment"]
     assert "spark_analysis/pom.xml" in dockerfile and 'ENTRYPOINT ["txnlab", "verify"]' in dockerfile
-    assert 'pip install --no-cache-dir ".[verify]"' in dockerfile
+    assert 'pip install --no-cache-dir -e ".[verify,report]"' in dockerfile
     assert "SPARK_KAFKA_VERSION" in dockerfile and "openjdk-17-jre-headless" in dockerfile
 
 
@@ -109,7 +155,7 @@ def test_secrets_are_private_and_fit_the_containers(compose_secrets: Path):
     assert not ({"ca-key.pem"} | {f"{r}.password" for r in security.ROLES}) & set(copied)  # stays on the host
     cert = x509.load_pem_x509_certificate((compose_secrets / "server.pem").read_bytes())
     names = set(cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName))
-    assert {"localhost", "toxiproxy", "kafka-1", "kafka-2", "kafka-3"} <= names   # containers dial by name
+    assert names == {"localhost"}                         # every container dials 127.0.0.1 (host network)
     # Every file a container is told to read is one the secrets container puts in the volume.
     mount = str(compose.SECRETS_MOUNT)
     texts = [SECURED.read_text(), (REPO_ROOT / "compose" / "prometheus.secured.yml").read_text(),
@@ -128,7 +174,9 @@ def test_secured_brokers_listen_only_on_sasl_ssl_with_scram_users(compose_secret
             f"REPL_FROM_{n}" for n in layout.node_ids)}
         assert props["ssl.keystore.location"] == f"{compose.SECRETS_MOUNT}/broker-keystore.pem"
         assert props["super.users"] == "User:admin" and props["allow.everyone.if.no.acl.found"] == "false"
-        assert "toxiproxy:" in props["controller.quorum.voters"]                   # every link still proxied
+        voters = dict(v.split("@") for v in props["controller.quorum.voters"].split(","))
+        assert all(voters[str(v)] == f"127.0.0.1:{layout.controller_proxy_port(v, node)}"   # every link proxied
+                   for v in layout.peers(node))
         args = (compose_secrets / f"kafka-{node}.format.args").read_text().split()
         assert args[:2] == ["kafka.tools.StorageTool", "format"] and args.count("--add-scram") == len(security.ROLES)
         assert f"{compose.SECRETS_MOUNT}/kafka-{node}.properties" in args
@@ -164,13 +212,3 @@ def test_secured_exporter_serves_https_and_prometheus_scrapes_it_with_basic_auth
     assert "./compose/prometheus.secured.yml:/etc/prometheus/prometheus.yml:ro" in doc["services"]["prometheus"]["volumes"]
     assert doc["services"]["secrets"]["volumes"][0] == "./compose/secrets:/host-secrets:ro"
     assert "compose/secrets/" in (REPO_ROOT / ".gitignore").read_text().split()
-
-
-def test_compose_secrets_regenerate_a_certificate_without_the_container_names(tmp_path: Path):
-    plain = security.Secrets(tmp_path / "secrets")
-    plain.ensure()
-    ca, password = plain.ca_file.read_bytes(), plain.password("admin")
-    compose.write_secrets(plain.folder)
-    cert = x509.load_pem_x509_certificate(plain.server_cert_file.read_bytes())
-    assert "kafka-1" in cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName)
-    assert plain.ca_file.read_bytes() == ca and plain.password("admin") == password    # the rest is kept
