@@ -7,13 +7,17 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup setup-test demo test unit integration matrix down clean
+.PHONY: setup setup-test setup-docker demo test unit integration matrix docker-up docker-down down clean
 
 setup:
 	bash scripts/setup.sh
 
 setup-test:
 	WITH_TEST_TOOLS=1 bash scripts/setup.sh
+
+# the Docker engine, docker-compose and debootstrap (Debian's), for the compose stack (docs/docker.md)
+setup-docker:
+	WITH_DOCKER=1 bash scripts/setup.sh
 
 demo: setup
 	$(VENV)/bin/txnlab demo $(if $(FLINK),--with-flink)
@@ -30,6 +34,13 @@ integration: setup-test
 # the core integration tests on every Kafka release of KAFKA_VERSIONS (or VERSIONS=4.1.1,4.4.0); docs/kafka-versions.md
 matrix: setup-test
 	$(PY) scripts/kafka_matrix.py $(if $(VERSIONS),--versions $(VERSIONS))
+
+# the compose stack on a Docker engine: the engine started when none answers, the images built, the stack up
+docker-up: setup-docker
+	$(VENV)/bin/txnlab docker up
+
+docker-down:
+	-$(VENV)/bin/txnlab docker down
 
 down:
 	-$(VENV)/bin/txnlab cluster down

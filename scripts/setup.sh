@@ -9,6 +9,7 @@ set -a; source versions.env; set +a
 TXNLAB_HOME=${TXNLAB_HOME:-$ROOT/.txnlab}
 VENV=${VENV:-$ROOT/.venv}
 WITH_TEST_TOOLS=${WITH_TEST_TOOLS:-0}
+WITH_DOCKER=${WITH_DOCKER:-0}
 
 step() { printf '\033[1;36m[setup]\033[0m %s\n' "$*"; }
 fail() { printf '\033[1;31m[setup] error:\033[0m %s\n' "$*" >&2; exit 1; }
@@ -83,10 +84,16 @@ fi
 # 5. Prometheus and promtool: Debian's package.
 have prometheus && have promtool || apt_install prometheus
 
-# 6. test-only tools: Debian's docker-compose validates docker-compose.yml (no engine needed); Debian's
-#    chromium renders the demo report to PNG headless (`python -m report.screenshot`).
-if [ "$WITH_TEST_TOOLS" = 1 ]; then
+# 6. the Docker engine for the compose stack (`make setup-docker`, and the tests): Debian's docker.io (dockerd
+#    is started by `txnlab docker up` when none answers), docker-compose (v1) and debootstrap (the images' base
+#    when no public registry is reachable: docs/docker.md). Test-only: Debian's chromium renders the demo report
+#    to PNG headless (`python -m report.screenshot`).
+if [ "$WITH_TEST_TOOLS" = 1 ] || [ "$WITH_DOCKER" = 1 ]; then
+  [ -x /usr/sbin/dockerd ] || apt_install docker.io
   have docker-compose || apt_install docker-compose
+  [ -x /usr/sbin/debootstrap ] || apt_install debootstrap
+fi
+if [ "$WITH_TEST_TOOLS" = 1 ]; then
   have chromium || apt_install chromium
 fi
 step "ready: Kafka $KAFKA_VERSION, toxiproxy $TOXIPROXY_VERSION, $(prometheus --version 2>&1 | head -1 | cut -d' ' -f1-3)"

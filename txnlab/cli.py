@@ -220,7 +220,7 @@ def cmd_chaos_list(args: argparse.Namespace) -> int:
 def cmd_chaos_run(args: argparse.Namespace) -> int:
     from chaos.runner.experiment import Experiment, dry_run
     from chaos.runner.spec import load_spec
-    spec = load_spec(args.spec, short=args.short, client=args.client)
+    spec = load_spec(args.spec, short=args.short, client=args.client, compose=args.compose)
     if args.dry_run:
         print("\n".join(dry_run(spec, args.seed)))
         return 0
@@ -340,6 +340,67 @@ def cmd_spark_status(args: argparse.Namespace) -> int:
             print(f"  {worker['id']}  {worker['state']}  {worker['cores']} core(s)  {worker['memory_mb']} MB")
     running = any(status["processes"].values())
     return 0 if running and status["status"] == "ALIVE" else 1
+
+
+def _docker_stack(args: argparse.Namespace):
+    from cluster import compose
+    from cluster.docker import Stack
+    layout = compose.compose_layout(getattr(args, "security", "plaintext"), getattr(args, "base_port", 19000),
+                                    getattr(args, "kafka_version", None) or "")
+    return Stack.named(args.project, layout)
+
+
+def cmd_docker_up(args: argparse.Namespace) -> int:
+    from cluster.docker import bring_up
+    done = bring_up(_docker_stack(args), progress=lambda line: err.print(f"[docker] {line}"), build=not args.no_build)
+    print(done["bootstrap"])
+    return 0
+
+
+def cmd_docker_down(args: argparse.Namespace) -> int:
+    from cluster.docker import Stack, bring_down
+    done = bring_down(Stack.named(args.project), progress=lambda line: err.print(f"[docker] {line}"), keep_engine=args.keep_engine)
+    return 1 if any(done["left"].values()) else 0
+
+
+def cmd_docker_status(args: argparse.Namespace) -> int:
+    from cluster.docker import Engine, Stack, engine_answers
+    if not engine_answers():
+        print("no Docker engine answers")
+        return 1
+    rows = Stack.named(args.project).status()
+    engine = "started by txnlab" if Engine().started_here else "not txnlab's"
+    print(f"engine: answering ({engine})")
+    for row in rows:
+        print(f"  {row['service'] or '-':16} {row['status']:10} {row['image']}  {row['name']}")
+    return 0 if rows and all(r["status"] == "running" for r in rows) else 1
+
+
+def _add_docker_commands(sub) -> None:
+    docker = sub.add_parser("docker", help="the compose stack on a Docker engine: the engine started when none "
+                            "answers, txnlab's images built from Debian, the stack up on loopback ports (docs/docker.md)")
+    dsub = docker.add_subparsers(dest="action", required=True)
+    up = dsub.add_parser("up", help="start the engine if needed, build the images, bring the stack up and wait "
+                         "until it serves; prints the bootstrap address")
+    up.add_argument("--security", choices=["plaintext", "sasl_ssl"], default="plaintext",
+                    help="sasl_ssl: the secured profile (SCRAM users, ACLs, the exporter on HTTPS; secrets made once "
+                    "into the stack's folder)")
+    up.add_argument("--base-port", type=int, default=19000, help="the stack's ports, as the local cluster's "
+                    "(client proxies +1..+3, Toxiproxy +700, Prometheus +790, the exporter +800)")
+    up.add_argument("--kafka-version", default=None, help="the brokers' Kafka release, one of versions.env's "
+                    "KAFKA_VERSIONS "
+                    "(default the pin)")
+    up.add_argument("--no-build", action="store_true", help="use the images as they are")
+    up.set_defaults(func=cmd_docker_up)
+    down = dsub.add_parser("down", help="remove the stack's containers and volumes; stop the engine if txnlab "
+                           "started it and it runs nothing else (exit 1 when something of the project is left)")
+    down.add_argument("--keep-engine", action="store_true")
+    down.set_defaults(func=cmd_docker_down)
+    status = dsub.add_parser("status", help="the stack's containers (exit 1 when not all running)")
+    status.set_defaults(func=cmd_docker_status)
+    for p in (up, down, status):
+        p.add_argument("--project", default=None, help="the compose project, default txnlab (its files in "
+                       "<TXNLAB_HOME>/docker/<project>/)")
 
 
 def _add_spark_commands(sub) -> None:
@@ -638,6 +699,8 @@ def _add_chaos_commands(sub) -> None:
     run.add_argument("--dry-run", action="store_true", help="validate and print the schedule; start nothing")
     run.add_argument("--client", choices=clients(), help="run every txn-producer and processor of the spec on this "
                      "Kafka client (default: as the spec says; docs/clients.md)")
+    run.add_argument("--compose", metavar="PROJECT", help="run it on that compose project's stack (`txnlab docker "
+                     "up`, docs/docker.md) instead of the spec's local cluster")
     run.add_argument("--runs-dir", type=Path, default=Path("runs"))
     run.set_defaults(func=cmd_chaos_run)
     heal = csub.add_parser("heal", help="heal the faults a chaos run journaled as active (after txnlab itself died), "
@@ -690,6 +753,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_chaos_commands(sub)
     _add_verify_command(sub)
     _add_spark_commands(sub)
+    _add_docker_commands(sub)
     _add_demo_commands(sub)
     return parser
 
@@ -698,10 +762,11 @@ EXTRAS = {  # optional extra of pyproject.toml -> modules that show it installed
     "lab": ("confluent_kafka", "psutil", "requests"),
     "verify": ("pyspark", "confluent_kafka"),
     "report": ("matplotlib", "requests"),
+    "docker": ("docker", "psutil", "requests"),
 }
 COMMAND_EXTRAS = {"cluster": ("lab",), "smoke": ("lab",), "chaos": ("lab",), "verify": ("verify",),
                   "spark": ("lab", "verify"),
-                  "report": ("report",), "demo": ("lab", "verify", "report")}
+                  "report": ("report",), "demo": ("lab", "verify", "report"), "docker": ("lab", "docker")}
 
 
 def missing_extras(args: argparse.Namespace) -> list[str]:

@@ -25,7 +25,8 @@ from __future__ import annotations
 from typing import Any, Protocol, runtime_checkable
 
 from cluster.admin import ClusterAdmin, broker_answers, registered_brokers, registered_in_every_view
-from cluster.compose import compose_layout
+from cluster import compose
+from cluster.docker import client as docker_client
 from cluster.connection import ConnectionSettings
 from cluster.heal import heal_cluster
 from cluster.layout import LOOPBACK, ClusterLayout
@@ -212,32 +213,43 @@ class LocalBackend(ToxiproxyBackend):
 
 
 # ---- the compose stack ----------------------------------------------------------------------------
-def docker_client() -> Any:
-    """A Docker SDK client from the environment (DOCKER_HOST or the local socket)."""
-    try:
-        import docker
-    except ImportError as exc:
-        raise BackendError("the docker backend needs the Docker SDK for Python: pip install docker") from exc
-    try:
-        return docker.from_env()
-    except docker.errors.DockerException as exc:
-        raise BackendError(f"cannot reach the Docker engine ({exc}): is Docker running?") from exc
-
-
 class DockerBackend(ToxiproxyBackend):
-    """The compose stack: node i is the container of compose service kafka-i (of `project`, when given)."""
+    """The compose stack: node i is the container of compose service kafka-i (of `project`, when given); its
+    ports are those of the layout its containers carry (cluster/compose.py's LAYOUT_LABEL: a stack of
+    `txnlab docker up` may sit on other ports than the committed file's), else the committed file's."""
 
     def __init__(self, client: Any | None = None, project: str | None = None, layout: ClusterLayout | None = None):
         self._client = client
         self.project = project
-        self.layout = layout or compose_layout()
-        self.toxiproxy = Toxiproxy(f"http://{LOOPBACK}:{self.layout.toxiproxy_port}")
+        self._layout = layout
+        self._toxiproxy: Toxiproxy | None = None
 
     @property
     def client(self) -> Any:
         if self._client is None:
             self._client = docker_client()
         return self._client
+
+    @property
+    def layout(self) -> ClusterLayout:
+        if self._layout is None:
+            labels = [f"{SERVICE_LABEL}=kafka-1"] + ([f"{PROJECT_LABEL}={self.project}"] if self.project else [])
+            carried = {c.labels.get(compose.LAYOUT_LABEL) for c in self.client.containers.list(
+                all=True, filters={"label": labels})} - {None}
+            if len(carried) > 1:
+                raise BackendError("the compose stacks running differ in their layouts: name the compose project")
+            self._layout = compose.layout_of_label(carried.pop()) if carried else compose.compose_layout()
+        return self._layout
+
+    @property
+    def toxiproxy(self) -> Toxiproxy:
+        if self._toxiproxy is None:
+            self._toxiproxy = Toxiproxy(f"http://{LOOPBACK}:{self.layout.toxiproxy_port}")
+        return self._toxiproxy
+
+    @toxiproxy.setter
+    def toxiproxy(self, value: Toxiproxy) -> None:
+        self._toxiproxy = value
 
     def container(self, node: int) -> Any:
         """The container of service kafka-<node>, its state freshly read."""
@@ -278,7 +290,8 @@ class DockerBackend(ToxiproxyBackend):
 
     def describe(self) -> dict:
         return {"backend": "docker", "project": self.project, "services": [f"kafka-{n}" for n in self.node_ids()],
-                "toxiproxy": self.toxiproxy.api, "bootstrap": self.layout.bootstrap}
+                "toxiproxy": self.toxiproxy.api, "bootstrap": self.layout.bootstrap,
+                "kafka_version": self.layout.kafka_version}
 
 
 # ---- a cluster txnlab does not run --------------------------------------------------------------------

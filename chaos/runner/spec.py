@@ -599,9 +599,11 @@ def builtin_specs() -> dict[str, Path]:
     return {path.stem: path for path in sorted(EXPERIMENTS_DIR.glob("*.yaml"))}
 
 
-def load_spec(path_or_name: str | Path, short: bool = False, client: str | None = None) -> ExperimentSpec:
+def load_spec(path_or_name: str | Path, short: bool = False, client: str | None = None,
+              compose: str | None = None) -> ExperimentSpec:
     """A spec file, or a built-in by name, validated in both modes; short=True returns the short one; a
-    `client` runs its transactional workloads on that client (with_client)."""
+    `client` runs its transactional workloads on that client (with_client); `compose` runs it on that compose
+    project's stack instead of its local cluster (with_compose)."""
     path = Path(path_or_name)
     if not path.is_file():
         builtins = builtin_specs()
@@ -610,7 +612,30 @@ def load_spec(path_or_name: str | Path, short: bool = False, client: str | None 
                                                      f"{', '.join(builtins)}")])
         path = builtins[str(path_or_name)]
     data = _read_yaml(path)
-    return parse_spec(with_client(data, client) if client else data, str(path), short)
+    data = with_client(data, client) if client else data
+    return parse_spec(with_compose(data, compose) if compose else data, str(path), short)
+
+
+COMPOSE_NODES = 3       # the compose stack's (cluster/compose.py)
+
+
+def with_compose(data: dict[str, Any], project: str) -> dict[str, Any]:
+    """The spec document on the compose stack of `project` in place of its local cluster; SpecError when the
+    local cluster it asks for is one the stack is not (broker settings, features, the drill's, other nodes)."""
+    data = copy.deepcopy(data)
+    local = (data.get("cluster") or {}).get("local")
+    if local is None:
+        raise SpecError(str(data.get("name", "<spec>")), [("cluster", "only an experiment on the local cluster can run "
+                                                          "on the compose stack instead")])
+    asks = [key for key in ("broker_config", "features") if local.get(key)]
+    asks += ["hanging_drill"] if local.get("hanging_drill") else []
+    asks += ["nodes"] if local.get("nodes") not in (None, COMPOSE_NODES) else []
+    if asks:
+        raise SpecError(str(data.get("name", "<spec>")), [(f"cluster.local.{key}", "the compose stack has its own "
+                                                          "settings: this experiment needs a local cluster")
+                                                         for key in asks])
+    data["cluster"] = {"compose": {"project": project}}
+    return data
 
 
 def with_client(data: dict[str, Any], client: str) -> dict[str, Any]:

@@ -30,7 +30,7 @@ def test_core_dependencies_are_only_what_the_exporter_and_txn_need():
     core = {dep.split("==")[0].lower() for dep in PYPROJECT["project"]["dependencies"]}
     assert core == {"kafka-python", "prometheus-client", "rich", "pydantic", "pyyaml"}
     extras = PYPROJECT["project"]["optional-dependencies"]
-    assert extras["all"] == ["txnlab[lab,verify,report,dashboards]"]
+    assert extras["all"] == ["txnlab[lab,verify,report,dashboards,docker]"]
     assert set(cli.EXTRAS) | {"dashboards", "all", "test"} == set(extras)
     assert any(d.startswith("pyspark[connect]==") for d in extras["verify"])      # the job as a Connect client too
     assert any(d.startswith("matplotlib==") for d in extras["report"])

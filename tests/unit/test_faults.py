@@ -13,6 +13,7 @@ from kafka.errors import UnknownTopicOrPartitionError
 from pydantic import ValidationError
 
 from chaos.nemesis import backends, faults
+from cluster.errors import TxnlabError
 from chaos.nemesis.backends import Backend, BackendError, DockerBackend, LocalBackend
 from chaos.nemesis.fault_kinds import FAULT_KINDS, parse_params
 from chaos.workloads.run import Run
@@ -491,7 +492,9 @@ def test_docker_backend_signals_the_compose_service_containers(docker_stack):
     assert log == [("txnlab-kafka-2-1", "kill", "SIGKILL"), ("txnlab-kafka-2-1", "start"),
                    ("txnlab-kafka-3-1", "pause"), ("txnlab-kafka-3-1", "unpause"),
                    ("txnlab-kafka-1-1", "stop", backends.DOCKER_STOP_TIMEOUT_S)]
-    assert backend.client.filters[0] == ["com.docker.compose.service=kafka-2", "com.docker.compose.project=txnlab"]
+    assert backend.client.filters[:2] == [["com.docker.compose.service=kafka-1", "com.docker.compose.project=txnlab"],
+                                          ["com.docker.compose.service=kafka-2", "com.docker.compose.project=txnlab"]]
+    # (the first: the stack's layout, read once from its node 1's labels)
 
 
 def test_docker_backend_names_what_it_cannot_find(docker_stack):
@@ -539,8 +542,24 @@ def test_docker_backend_isolates_with_the_same_toxics_as_the_local_cluster(docke
 
 def test_docker_backend_without_the_sdk_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "docker", None)
-    with pytest.raises(BackendError, match="pip install docker"):
+    with pytest.raises(TxnlabError, match=r"pip install 'txnlab\[docker\]'"):
         DockerBackend().client
+
+
+def test_docker_backend_takes_its_ports_from_the_stack_it_acts_on():
+    """A stack of `txnlab docker up` at another base port: its containers carry their layout (a label)."""
+    from cluster import compose
+    mine, other = compose.compose_layout(base_port=33000), compose.compose_layout(base_port=34000)
+    containers = [FakeContainer("kafka-1", "a", "running", []), FakeContainer("kafka-1", "b", "running", []),
+                  FakeContainer("kafka-1", "old", "running", [])]
+    containers[0].labels[compose.LAYOUT_LABEL] = compose.layout_label(mine)
+    containers[1].labels[compose.LAYOUT_LABEL] = compose.layout_label(other)
+    backend = DockerBackend(client=FakeDocker(containers), project="a")
+    assert backend.layout == mine and backend.toxiproxy.api == "http://127.0.0.1:33700"
+    assert backend.node_address(2) == "127.0.0.1:33002" and backend.describe()["bootstrap"] == mine.bootstrap
+    with pytest.raises(BackendError, match="name the compose project"):
+        _ = DockerBackend(client=FakeDocker(containers)).layout                   # stacks of two layouts
+    assert DockerBackend(client=FakeDocker(containers), project="old").layout == compose.compose_layout()
 
 
 def test_an_existing_cluster_refuses_node_and_network_faults_and_heals_as_a_no_op():

@@ -1,0 +1,46 @@
+"""The Docker engine's and stack's logic that needs no engine: the apt mirror the base is made from, its sources,
+the stack's names, a spec moved onto the compose stack (the DockerBackend's own: tests/unit/test_faults.py).
+The engine itself, the images and the stack run in tests/integration/test_docker.py."""
+from __future__ import annotations
+
+from pathlib import Path
+import pytest
+
+from chaos.runner.spec import SpecError, load_spec, with_compose
+from cluster import compose
+from cluster.docker import DockerError, Stack, apt_mirror, base_sources, trust_local_cas
+
+
+def test_the_mirror_is_the_one_apt_uses_in_either_format(tmp_path):
+    (tmp_path / "sources.list.d").mkdir()
+    assert apt_mirror(tmp_path) == "http://deb.debian.org/debian"                    # nothing configured
+    (tmp_path / "sources.list").write_text("# a comment\ndeb [arch=amd64] http://mirror.example/debian/ bookworm main\n")
+    assert apt_mirror(tmp_path) == "http://mirror.example/debian"
+    (tmp_path / "sources.list.d" / "debian.sources").write_text(
+        "Types: deb\nURIs: http://deb.local/debian-security\nSuites: bookworm-security\n\n"
+        "Types: deb\nURIs: http://deb.local/debian\nSuites: bookworm bookworm-updates\n")
+    assert apt_mirror(tmp_path) == "http://deb.local/debian"                         # deb822 first, security skipped
+
+
+def test_the_base_gets_updates_and_security_and_this_machines_added_authorities(tmp_path):
+    assert base_sources("http://m/debian").splitlines() == [
+        "deb http://m/debian bookworm main", "deb http://m/debian bookworm-updates main",
+        "deb http://deb.debian.org/debian-security bookworm-security main"]
+    assert trust_local_cas(tmp_path / "rootfs", tmp_path / "none") == []               # nothing added, nothing run
+
+
+def test_a_project_name_is_what_compose_accepts():
+    assert Stack.named("txnlab-test").folder.name == "txnlab-test"
+    with pytest.raises(DockerError, match="lowercase"):
+        Stack.named("My Stack")
+
+
+def test_an_experiment_moves_onto_the_compose_stack_unless_it_needs_its_own_cluster():
+    spec = load_spec("coordinator-kill", short=True, compose="txnlab-test")
+    assert spec.cluster.compose.project == "txnlab-test" and spec.cluster.local is None
+    with pytest.raises(SpecError, match="hanging_drill: the compose stack has its own settings"):
+        load_spec("hanging-transaction-drill", compose="txnlab")
+    with pytest.raises(SpecError, match="only an experiment on the local cluster"):
+        with_compose({"name": "x", "cluster": {"existing": {"bootstrap": "h:1", "disposable": True}}}, "txnlab")
+    moved = with_compose({"name": "x", "cluster": {"local": {"nodes": 3, "state_dir": "/s"}}}, "p")
+    assert moved["cluster"] == {"compose": {"project": "p"}}
