@@ -31,7 +31,7 @@ from cluster.errors import TxnlabError
 from cluster.layout import LOOPBACK, ClusterLayout
 from cluster.supervisor import Supervisor
 from cluster.versions import txnlab_home
-from cluster.waiting import WaitTimeout, wait_until
+from cluster.waiting import WaitTimeout, port_open, wait_until
 
 DOCKERD_ARGS = ["--iptables=false", "--ip6tables=false", "--bridge=none"]
 ENGINE_READY_S = 60.0
@@ -279,6 +279,10 @@ class Stack:
     def up(self, progress: Callable[[str], None] = print, timeout: float = STACK_READY_S) -> None:
         """Start the stack's services (not the on-demand lab) and wait until it serves."""
         services = [name for name in self.services() if name not in self.on_demand()]
+        if not any(row["status"] == "running" for row in self.status()):       # a stack already up is left as it is
+            if busy := [port for port in self.layout.all_ports() if port_open(port)]:
+                raise DockerError(f"ports {busy} of {self.project}'s layout are in use by another program (a local "
+                                  "cluster on the same base port? `txnlab cluster down`), or choose another --base-port")
         self.compose("up", "-d", "--no-build", *services)
         progress(f"{self.project} up: waiting for every broker registered, the exporter and Prometheus")
         self.wait_ready(timeout)
