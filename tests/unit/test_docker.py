@@ -44,3 +44,19 @@ def test_an_experiment_moves_onto_the_compose_stack_unless_it_needs_its_own_clus
         with_compose({"name": "x", "cluster": {"existing": {"bootstrap": "h:1", "disposable": True}}}, "txnlab")
     moved = with_compose({"name": "x", "cluster": {"local": {"nodes": 3, "state_dir": "/s"}}}, "p")
     assert moved["cluster"] == {"compose": {"project": "p"}}
+
+
+def test_up_refuses_naming_the_ports_of_its_layout_another_program_holds(tmp_path, monkeypatch):
+    import socket
+    with socket.socket() as held:                                                     # an ephemeral port: < 61000
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        layout = compose.compose_layout(base_port=port - 790)                      # its Prometheus' port
+        stack = Stack("p", layout, tmp_path)
+        monkeypatch.setattr(Stack, "status", lambda self: [])                        # none of its containers runs
+        monkeypatch.setattr(Stack, "services", lambda self: ["kafka-1"])
+        monkeypatch.setattr(Stack, "on_demand", lambda self: set())
+        monkeypatch.setattr(Stack, "compose", lambda self, *a, **k: pytest.fail("compose ran"))
+        with pytest.raises(DockerError, match=rf"ports \[{port}\] of p's layout are in use"):
+            stack.up(progress=lambda m: None)
