@@ -256,10 +256,13 @@ class Stack:
 
     def compose(self, *args: str, capture: bool = True, timeout: float | None = None,
                 lab: bool = True) -> subprocess.CompletedProcess:
-        """docker-compose on the stack's file and project; lab: with the on-demand lab's services."""
+        """docker-compose on the stack's file and project; lab: with the on-demand lab's services. Not captured, its
+        output goes to stderr (stdout is a command's answer, e.g. `txnlab docker up`'s bootstrap address)."""
         cmd = [*compose_command(), "-f", str(self.compose_file), "-p", self.project, *args]
         env = {**os.environ, "COMPOSE_PROFILES": LAB_PROFILE if lab else ""}
-        proc = subprocess.run(cmd, capture_output=capture, text=True, cwd=self.folder, env=env, timeout=timeout)
+        out = subprocess.PIPE if capture else 2                         # fd 2: whatever wraps sys.stderr
+        proc = subprocess.run(cmd, stdout=out, stderr=subprocess.PIPE if capture else None, text=True, cwd=self.folder,
+                              env=env, timeout=timeout)
         if proc.returncode != 0:
             tail = "\n".join(((proc.stdout or "") + (proc.stderr or "")).strip().splitlines()[-20:])
             raise DockerError(f"`{' '.join(cmd[len(compose_command()):])}` failed (exit {proc.returncode}):\n{tail}")
