@@ -288,7 +288,12 @@ class Stack:
                                   "cluster on the same base port? `txnlab cluster down`), or choose another --base-port")
         self.compose("up", "-d", "--no-build", *services)
         progress(f"{self.project} up: waiting for every broker registered, the exporter and Prometheus")
-        self.wait_ready(timeout)
+        try:
+            self.wait_ready(timeout)
+        except WaitTimeout as exc:
+            raise DockerError(f"{self.project} did not come up: {exc}; the nodes' last log lines:\n"
+                              + self.compose("logs", "--no-color", "--tail", "15",
+                                             *(f"kafka-{n}" for n in self.layout.node_ids)).stdout[-6000:]) from exc
 
     def services(self) -> list[str]:
         import yaml
