@@ -41,6 +41,8 @@ DEFAULT_MIRROR = "http://deb.debian.org/debian"
 SECURITY_MIRROR = "http://deb.debian.org/debian-security"
 STACK_READY_S = 240.0
 DEFAULT_PROJECT = "txnlab"
+SERVICE_LABEL = "com.docker.compose.service"         # what compose labels every container with
+PROJECT_LABEL = "com.docker.compose.project"
 # The on-demand services' profile: the lab (`txnlab verify` in a container, its Spark master and workers).
 LAB_PROFILE = "verify"
 
@@ -295,14 +297,15 @@ class Stack:
                               + self.compose("logs", "--no-color", "--tail", "15",
                                              *(f"kafka-{n}" for n in self.layout.node_ids)).stdout[-6000:]) from exc
 
-    def services(self) -> list[str]:
+    def _services(self) -> dict[str, dict]:
         import yaml
-        return list(yaml.safe_load(self.compose_file.read_text())["services"])
+        return yaml.safe_load(self.compose_file.read_text())["services"]
+
+    def services(self) -> list[str]:
+        return list(self._services())
 
     def on_demand(self) -> set[str]:
-        import yaml
-        doc = yaml.safe_load(self.compose_file.read_text())["services"]
-        return {name for name, service in doc.items() if service.get("profiles")}
+        return {name for name, service in self._services().items() if service.get("profiles")}
 
     def wait_ready(self, timeout: float) -> None:
         from cluster.admin import registered_brokers
@@ -335,7 +338,7 @@ class Stack:
     def leftovers(self) -> dict[str, list[str]]:
         """The project's containers, networks and volumes the engine still has (by compose's project label)."""
         c = client()
-        label = {"label": f"{compose_label('project')}={self.project}"}
+        label = {"label": f"{PROJECT_LABEL}={self.project}"}
         return {"containers": [x.name for x in c.containers.list(all=True, filters=label)],
                 "networks": [x.name for x in c.networks.list(filters=label)],
                 "volumes": [x.name for x in c.volumes.list(filters=label)]}
@@ -360,13 +363,9 @@ class Stack:
 
     def status(self) -> list[dict]:
         c = client()
-        label = {"label": f"{compose_label('project')}={self.project}"}
-        return [{"name": x.name, "service": x.labels.get(compose_label("service")), "status": x.status,
+        label = {"label": f"{PROJECT_LABEL}={self.project}"}
+        return [{"name": x.name, "service": x.labels.get(SERVICE_LABEL), "status": x.status,
                  "image": x.attrs.get("Config", {}).get("Image")} for x in c.containers.list(all=True, filters=label)]
-
-
-def compose_label(what: str) -> str:
-    return f"com.docker.compose.{what}"
 
 
 def _answers(url: str, verify: str | bool = True) -> bool:
@@ -376,19 +375,6 @@ def _answers(url: str, verify: str | bool = True) -> bool:
         return requests.get(url, timeout=3, verify=verify).status_code < 500
     except requests.RequestException:
         return False
-
-
-def image_sizes(layout: ClusterLayout) -> dict[str, int]:
-    """Bytes of each of the stack's images (docs/docker.md measures them)."""
-    c = client()
-    out = {}
-    for role, name in compose.images(layout).items():
-        try:
-            out[name] = c.images.get(name).attrs["Size"]
-        except sdk().errors.ImageNotFound:
-            pass
-    return out
-
 
 
 # ---- `txnlab docker up|down` ----------------------------------------------------------------------------

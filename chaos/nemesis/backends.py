@@ -26,6 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from cluster.admin import ClusterAdmin, broker_answers, registered_brokers, registered_in_every_view
 from cluster import compose
+from cluster.docker import PROJECT_LABEL, SERVICE_LABEL
 from cluster.docker import client as docker_client
 from cluster.connection import ConnectionSettings
 from cluster.heal import heal_cluster
@@ -36,8 +37,6 @@ from cluster.waiting import wait_until
 from cluster.errors import TxnlabError
 
 HEAL_TIMEOUT_S = 120.0
-SERVICE_LABEL = "com.docker.compose.service"
-PROJECT_LABEL = "com.docker.compose.project"
 DOCKER_STOP_TIMEOUT_S = 30
 
 
