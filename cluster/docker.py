@@ -257,15 +257,16 @@ class Stack:
         return written
 
     def compose(self, *args: str, capture: bool = True, timeout: float | None = None,
-                lab: bool = True) -> subprocess.CompletedProcess:
+                lab: bool = True, check: bool = True) -> subprocess.CompletedProcess:
         """docker-compose on the stack's file and project; lab: with the on-demand lab's services. Not captured, its
-        output goes to stderr (stdout is a command's answer, e.g. `txnlab docker up`'s bootstrap address)."""
+        output goes to stderr (stdout is a command's answer, e.g. `txnlab docker up`'s bootstrap address). check: a
+        failed exit raises."""
         cmd = [*compose_command(), "-f", str(self.compose_file), "-p", self.project, *args]
         env = {**os.environ, "COMPOSE_PROFILES": LAB_PROFILE if lab else ""}
         out = subprocess.PIPE if capture else 2                         # fd 2: whatever wraps sys.stderr
         proc = subprocess.run(cmd, stdout=out, stderr=subprocess.PIPE if capture else None, text=True, cwd=self.folder,
                               env=env, timeout=timeout)
-        if proc.returncode != 0:
+        if check and proc.returncode != 0:
             tail = "\n".join(((proc.stdout or "") + (proc.stderr or "")).strip().splitlines()[-20:])
             raise DockerError(f"`{' '.join(cmd[len(compose_command()):])}` failed (exit {proc.returncode}):\n{tail}")
         return proc
@@ -283,19 +284,30 @@ class Stack:
 
     def up(self, progress: Callable[[str], None] = print, timeout: float = STACK_READY_S) -> None:
         """Start the stack's services (not the on-demand lab) and wait until it serves."""
+        if why := self.layout.ephemeral_clash():
+            raise DockerError(f"{self.project}: {why}")
         services = [name for name in self.services() if name not in self.on_demand()]
         if not any(row["status"] == "running" for row in self.status()):       # a stack already up is left as it is
             if busy := [port for port in self.layout.all_ports() if port_open(port)]:
                 raise DockerError(f"ports {busy} of {self.project}'s layout are in use by another program (a local "
                                   "cluster on the same base port? `txnlab cluster down`), or choose another --base-port")
-        self.compose("up", "-d", "--no-build", *services)
+        try:                           # compose waits here for the one-shot services others depend on (format, ACLs)
+            self.compose("up", "-d", "--no-build", *services, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise DockerError(f"{self.project} did not come up: `docker-compose up` still waited after {timeout:.0f} s "
+                              f"for its one-shot services\n{self.diagnosis()}") from None
         progress(f"{self.project} up: waiting for every broker registered, the exporter and Prometheus")
         try:
             self.wait_ready(timeout)
         except WaitTimeout as exc:
-            raise DockerError(f"{self.project} did not come up: {exc}; the nodes' last log lines:\n"
-                              + self.compose("logs", "--no-color", "--tail", "15",
-                                             *(f"kafka-{n}" for n in self.layout.node_ids)).stdout[-6000:]) from exc
+            raise DockerError(f"{self.project} did not come up: {exc}\n{self.diagnosis()}") from exc
+
+    def diagnosis(self, lines: int = 15) -> str:
+        """The containers' states and the last log lines of the nodes and Toxiproxy: why a stack is not serving."""
+        states = "\n".join(f"  {row['name']}: {row['status']}" for row in sorted(self.status(), key=lambda r: r["name"]))
+        logs = self.compose("logs", "--no-color", "--tail", str(lines), "toxiproxy",
+                            *(f"kafka-{n}" for n in self.layout.node_ids), check=False).stdout
+        return f"its containers:\n{states}\ntheir last log lines:\n{logs[-8000:]}"
 
     def _services(self) -> dict[str, dict]:
         import yaml

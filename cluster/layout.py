@@ -161,6 +161,16 @@ class ClusterLayout:
     def exporter_port(self) -> int:
         return self.base_port + 800
 
+    def ephemeral_clash(self) -> str | None:
+        """Why this port plan cannot serve on this machine (its span overlaps the kernel's ephemeral ports), or None."""
+        first, last = self.base_port, self.exporter_port + 99
+        low, high = ephemeral_range()
+        if first <= high and last >= low:
+            return (f"ports {first}-{last} overlap this machine's ephemeral range {low}-{high} (net.ipv4."
+                    "ip_local_port_range), from which every outgoing connection takes its local port: one held there "
+                    f"makes a node's or a proxy's bind fail. Choose a base port below {low - 1000}")
+        return None
+
     def all_ports(self) -> list[int]:
         """Every port the plan binds (brokers, proxies, agents, services)."""
         ports = [self.toxiproxy_port, self.prometheus_port, self.exporter_port]
@@ -296,3 +306,12 @@ class _PlainDumper(yaml.SafeDumper):
 
     def ignore_aliases(self, data: object) -> bool:
         return True
+
+
+def ephemeral_range() -> tuple[int, int]:
+    """The kernel's range of local ports for outgoing connections (Linux's default when unreadable)."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999

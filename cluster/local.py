@@ -468,11 +468,8 @@ class LocalCluster:
     def _check_port_plan(self) -> None:
         """The plan must avoid the kernel's ephemeral ports (a client socket could take one), and on a
         cold start every port of it must be free."""
-        low, high = _ephemeral_range()
-        first, last = self.layout.base_port, self.layout.exporter_port + 99
-        if first <= high and last >= low:
-            raise ClusterError(f"ports {first}-{last} overlap the ephemeral range {low}-{high}: "
-                               f"choose a --base-port below {low - 1000}")
+        if why := self.layout.ephemeral_clash():
+            raise ClusterError(why)
         if not any(self.supervisor.is_running(n) for n in self.supervisor.names()):
             self._require_ports_free(self.layout.all_ports(), "the local cluster")
 
@@ -494,14 +491,3 @@ def _read_json(path: Path) -> dict:
         return json.loads(path.read_text())
     except (FileNotFoundError, json.JSONDecodeError):
         return {}
-
-
-def _ephemeral_range() -> tuple[int, int]:
-    try:
-        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
-        return int(low), int(high)
-    except (OSError, ValueError):
-        return 32768, 60999
-
-
-

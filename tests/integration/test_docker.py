@@ -25,7 +25,8 @@ from tests.integration.conftest import TEST_BASE_PORT
 
 pytestmark = pytest.mark.docker
 
-DOCKER_BASE_PORT = TEST_BASE_PORT + 12000           # 33000: clear of every other port plan of the suite
+DOCKER_BASE_PORT = TEST_BASE_PORT - 4000            # 17000 (the secured stack 18000): clear of every other port plan
+                                                   # of the suite and below the ephemeral range (32768+)
 PROJECT = "txnlab-test"
 
 

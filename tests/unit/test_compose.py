@@ -100,16 +100,16 @@ def test_every_image_is_built_from_a_debian_base_by_a_dockerfile_of_its_own():
 
 
 def test_a_stack_of_its_own_renders_every_file_into_its_folder_with_its_ports(tmp_path):
-    layout = compose.compose_layout(base_port=33000)
+    layout = compose.compose_layout(base_port=17000)
     files = compose.stack_files(layout, tmp_path)
     assert all(path.parent in (tmp_path, tmp_path / "grafana") for path in files)
     doc = yaml.safe_load(files[tmp_path / "docker-compose.yml"])
     assert doc["services"]["kafka-1"]["build"]["context"] == str(REPO_ROOT)
     assert f"{tmp_path}/kafka-2.properties:{compose.KAFKA_PROPERTIES}:ro" in doc["services"]["kafka-2"]["volumes"]
-    assert "--port" in doc["services"]["exporter"]["command"] and "33800" in doc["services"]["exporter"]["command"]
-    assert json.loads(files[tmp_path / "toxiproxy.json"])[0]["listen"] == "127.0.0.1:33001"
+    assert "--port" in doc["services"]["exporter"]["command"] and "17800" in doc["services"]["exporter"]["command"]
+    assert json.loads(files[tmp_path / "toxiproxy.json"])[0]["listen"] == "127.0.0.1:17001"
     assert compose.layout_of_label(doc["services"]["kafka-3"]["labels"][compose.LAYOUT_LABEL]) == layout
-    assert "CLIENT://127.0.0.1:33001" in files[tmp_path / "kafka-1.properties"]
+    assert "CLIENT://127.0.0.1:17001" in files[tmp_path / "kafka-1.properties"]
 
 
 def test_exporter_service_and_prometheus_scrape_it():

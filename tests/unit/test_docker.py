@@ -48,15 +48,25 @@ def test_an_experiment_moves_onto_the_compose_stack_unless_it_needs_its_own_clus
 
 def test_up_refuses_naming_the_ports_of_its_layout_another_program_holds(tmp_path, monkeypatch):
     import socket
-    with socket.socket() as held:                                                     # an ephemeral port: < 61000
-        held.bind(("127.0.0.1", 0))
+    layout = compose.compose_layout(base_port=16000)                                 # a plan no txnlab stack uses
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", layout.prometheus_port))
         held.listen()
-        port = held.getsockname()[1]
-        layout = compose.compose_layout(base_port=port - 790)                      # its Prometheus' port
         stack = Stack("p", layout, tmp_path)
         monkeypatch.setattr(Stack, "status", lambda self: [])                        # none of its containers runs
         monkeypatch.setattr(Stack, "services", lambda self: ["kafka-1"])
         monkeypatch.setattr(Stack, "on_demand", lambda self: set())
         monkeypatch.setattr(Stack, "compose", lambda self, *a, **k: pytest.fail("compose ran"))
-        with pytest.raises(DockerError, match=rf"ports \[{port}\] of p's layout are in use"):
+        with pytest.raises(DockerError, match=rf"ports \[{layout.prometheus_port}\] of p's layout are in use"):
             stack.up(progress=lambda m: None)
+
+
+def test_up_refuses_a_port_plan_in_the_ephemeral_range_before_anything_starts(tmp_path, monkeypatch):
+    """An outgoing connection's local port comes from that range: one there makes a node's or proxy's bind fail
+    (the CI of 9754f39: the secured test stack at 34000 never came up)."""
+    stack = Stack("p", compose.compose_layout(base_port=33000), tmp_path)
+    monkeypatch.setattr(Stack, "status", lambda self: pytest.fail("docker asked"))
+    monkeypatch.setattr(Stack, "compose", lambda self, *a, **k: pytest.fail("compose ran"))
+    monkeypatch.setattr("cluster.layout.ephemeral_range", lambda: (32768, 60999))
+    with pytest.raises(DockerError, match=r"p: ports 33000-33899 overlap this machine's ephemeral range 32768-60999"):
+        stack.up(progress=lambda m: None)

@@ -549,14 +549,14 @@ def test_docker_backend_without_the_sdk_says_how_to_install_it(monkeypatch):
 def test_docker_backend_takes_its_ports_from_the_stack_it_acts_on():
     """A stack of `txnlab docker up` at another base port: its containers carry their layout (a label)."""
     from cluster import compose
-    mine, other = compose.compose_layout(base_port=33000), compose.compose_layout(base_port=34000)
+    mine, other = compose.compose_layout(base_port=17000), compose.compose_layout(base_port=18000)
     containers = [FakeContainer("kafka-1", "a", "running", []), FakeContainer("kafka-1", "b", "running", []),
                   FakeContainer("kafka-1", "old", "running", [])]
     containers[0].labels[compose.LAYOUT_LABEL] = compose.layout_label(mine)
     containers[1].labels[compose.LAYOUT_LABEL] = compose.layout_label(other)
     backend = DockerBackend(client=FakeDocker(containers), project="a")
-    assert backend.layout == mine and backend.toxiproxy.api == "http://127.0.0.1:33700"
-    assert backend.node_address(2) == "127.0.0.1:33002" and backend.describe()["bootstrap"] == mine.bootstrap
+    assert backend.layout == mine and backend.toxiproxy.api == "http://127.0.0.1:17700"
+    assert backend.node_address(2) == "127.0.0.1:17002" and backend.describe()["bootstrap"] == mine.bootstrap
     with pytest.raises(BackendError, match="name the compose project"):
         _ = DockerBackend(client=FakeDocker(containers)).layout                   # stacks of two layouts
     assert DockerBackend(client=FakeDocker(containers), project="old").layout == compose.compose_layout()
