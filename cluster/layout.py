@@ -163,13 +163,7 @@ class ClusterLayout:
 
     def ephemeral_clash(self) -> str | None:
         """Why this port plan cannot serve on this machine (its span overlaps the kernel's ephemeral ports), or None."""
-        first, last = self.base_port, self.exporter_port + 99
-        low, high = ephemeral_range()
-        if first <= high and last >= low:
-            return (f"ports {first}-{last} overlap this machine's ephemeral range {low}-{high} (net.ipv4."
-                    "ip_local_port_range), from which every outgoing connection takes its local port: one held there "
-                    f"makes a node's or a proxy's bind fail. Choose a base port below {low - 1000}")
-        return None
+        return ephemeral_clash(self.base_port, self.exporter_port + 99)
 
     def all_ports(self) -> list[int]:
         """Every port the plan binds (brokers, proxies, agents, services)."""
@@ -306,6 +300,16 @@ class _PlainDumper(yaml.SafeDumper):
 
     def ignore_aliases(self, data: object) -> bool:
         return True
+
+
+def ephemeral_clash(first: int, last: int) -> str | None:
+    """Why ports first..last cannot be a plan's on this machine (they overlap the kernel's ephemeral ports), or None."""
+    low, high = ephemeral_range()
+    if first <= high and last >= low:
+        return (f"ports {first}-{last} overlap this machine's ephemeral range {low}-{high} (net.ipv4."
+                "ip_local_port_range), from which every outgoing connection takes its local port: one held there "
+                f"makes a server's bind fail. Choose a base port of at most {low - (last - first) - 1}")
+    return None
 
 
 def ephemeral_range() -> tuple[int, int]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cluster.errors import TxnlabError
+from cluster.layout import ephemeral_clash
 
 DEFAULT_BASE_PORT = 31200          # below the ephemeral range (32768+), above every Kafka cluster txnlab starts
 MAX_WORKERS = 8
@@ -48,6 +49,10 @@ class StandalonePlan:
             raise SparkClusterError(f"base port {self.base_port} leaves no room for the master and workers")
         if self.local and not self.connect:
             raise SparkClusterError("local means a Spark Connect server on local[*]: it needs connect")
+
+    def ephemeral_clash(self) -> str | None:
+        """Why this port plan cannot serve on this machine (it overlaps the kernel's ephemeral ports), or None."""
+        return ephemeral_clash(self.base_port, self.base_port + CONNECT_PORT_OFFSET)
 
     @property
     def standalone(self) -> bool:

@@ -89,6 +89,8 @@ class StandaloneCluster:
                                     f"but not as asked: `txnlab spark down` first")
         from spark_analysis.submit import pyspark_home
         plan, logs = self.plan, self.state_dir / "logs"
+        if why := plan.ephemeral_clash():
+            raise SparkClusterError(f"the Spark cluster's {why}")
         spark_class, env = str(pyspark_home() / "bin" / "spark-class"), daemon_environment(logs)
         (self.state_dir / "spark.json").parent.mkdir(parents=True, exist_ok=True)
         (self.state_dir / "spark.json").write_text(json.dumps({"plan": asdict(plan), "master": plan.master_url,

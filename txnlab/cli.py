@@ -423,7 +423,7 @@ def _add_spark_commands(sub) -> None:
     up.add_argument("--worker-cores", type=int, default=1)
     up.add_argument("--worker-memory", default="2g", help="memory a worker offers its executors (e.g. 2g)")
     up.add_argument("--base-port", type=int, default=DEFAULT_BASE_PORT, help="the master's port; its web UI +1, worker i "
-                    "+10+i and its UI +20+i")
+                    "+10+i and its UI +20+i, a Connect server +30; the plan must stay below the ephemeral port range")
     up.set_defaults(func=cmd_spark_up)
     down = ssub.add_parser("down", help="stop the workers (and any executor they left), then the master")
     down.set_defaults(func=cmd_spark_down)

@@ -184,3 +184,17 @@ def test_a_shared_server_that_cannot_start_says_so_and_verify_falls_back_to_spar
     given = SharedConnect(tmp_path / "t", 31900, said.append).start()
     assert given.remote() == "sc://127.0.0.1:31830" and given._thread is None      # that server, none started
     given.stop()
+
+
+def test_up_refuses_a_port_plan_in_the_ephemeral_range_before_anything_starts(tmp_path, monkeypatch):
+    """The same rule as a Kafka cluster's and the compose stack's: a client's outgoing connection could hold the
+    master's, a worker's or the Connect server's port (the CI of 9754f39 lost a broker's bind that way)."""
+    from spark_analysis.standalone import StandaloneCluster
+    monkeypatch.setattr("cluster.layout.ephemeral_range", lambda: (32768, 60999))
+    cluster = StandaloneCluster(tmp_path / "s", StandalonePlan(base_port=32750, connect=True, local=True))
+    monkeypatch.setattr(cluster.supervisor, "start", lambda *a, **k: pytest.fail("a daemon was started"))
+    with pytest.raises(SparkClusterError, match=r"ports 32750-32780 overlap this machine's ephemeral range "
+                                                r"32768-60999 .* a base port of at most 32737"):
+        cluster.up(progress=lambda line: None)
+    assert not (tmp_path / "s" / "spark.json").exists()
+    assert StandalonePlan(base_port=32737, connect=True).ephemeral_clash() is None
