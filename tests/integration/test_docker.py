@@ -35,10 +35,12 @@ def engine():
     """An engine that answers (started here when none did: stopped at the end by its recorded pid), the base."""
     engine = Engine()
     started = engine.ensure(progress=print)
-    ensure_base(client(), progress=print)
-    yield engine
-    if started:
-        engine.stop(progress=print)
+    try:                                    # a base that cannot be made (or a Ctrl-C in debootstrap) stops it too
+        ensure_base(client(), progress=print)
+        yield engine
+    finally:
+        if started:
+            engine.stop(progress=print)
 
 
 @pytest.fixture(scope="module")
