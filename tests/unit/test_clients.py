@@ -66,3 +66,95 @@ def test_with_client_puts_every_transactional_workload_of_a_spec_on_the_client_s
 def test_each_client_s_pin_agrees_with_its_source_s_manifest(name):
     client = CLIENTS[name]
     assert client.version and client.manifest_version() == client.version, (client.source, client.pin)
+
+
+def kafkajs_rollback_run() -> tuple[dict, list[dict]]:
+    """The verify checks and history operations of the KafkaJS coordinator-kill run in which the sequence rollback
+    was found (r38c999, 2026-11-28 23:05), cut to what the signature reads: attempt 9's send to partition 1 of topic
+    a resolved without acknowledging its two records, the transaction was aborted, and attempt 10's two records to
+    that partition were acknowledged at their offsets (4, 5), which hold attempt 9's."""
+    def check(count, examples):
+        return {"count": count, "examples": examples, "valid": count == 0}
+    writes9 = [{"topic": "r-a", "partition": 1, "id": "r.txp-0.9.0"}, {"topic": "r-b", "partition": 1, "id": "r.txp-0.9.1"},
+               {"topic": "r-a", "partition": 1, "id": "r.txp-0.9.2"}]
+    writes10 = [{"topic": "r-a", "partition": 1, "id": "r.txp-0.10.0"}, {"topic": "r-b", "partition": 4, "id": "r.txp-0.10.1"},
+                {"topic": "r-a", "partition": 1, "id": "r.txp-0.10.4"}]
+    ops = [{"process": "txp-0", "f": "txn", "type": "fail", "value": {
+               "attempt": "r.txp-0.9", "writes": writes9,
+               "error": "UnacknowledgedWrites: KafkaJS resolved send() without acknowledging 2 write(s): r.txp-0.9.0, "
+                        "r.txp-0.9.2"}},
+           {"process": "txp-0", "f": "txn", "type": "ok", "value": {"attempt": "r.txp-0.10", "writes": writes10,
+                                                                    "offsets": [4, 7, 5]}}]
+    checks = {"duplicate": check(0, []), "aborted_read": check(0, []),
+              "lost_write": check(2, [{"attempt": "r.txp-0.10", "id": f"r.txp-0.10.{i}", "partition": 1, "topic": "r-a"}
+                                      for i in (0, 4)]),
+              "inconsistent_offsets": check(2, [
+                  {"id": "r.txp-0.10.0", "offset": 4, "other_id": "r.txp-0.9.0", "partition": 1,
+                   "reader": "acknowledged write", "topic": "r-a"},
+                  {"id": "r.txp-0.10.4", "offset": 5, "other_id": "r.txp-0.9.2", "partition": 1,
+                   "reader": "acknowledged write", "topic": "r-a"}]),
+              "torn_transaction": check(1, [{"attempt": "r.txp-0.10", "expected": 6, "outcome": "ok", "process": "txp-0",
+                                             "visible": 4}])}
+    return {"valid": False, "checks": checks}, ops
+
+
+def test_kafkajs_sequence_rollback_is_recognised_by_its_whole_signature_and_nothing_less():
+    """tests/integration/test_clients.py accepts a KafkaJS run that is not valid only when its anomalies are its
+    catalogued findings (chaos/bugs/kafkajs-*.yaml); anything else stays a failure."""
+    from tests.integration.test_clients import not_kafkajs_findings
+    report, ops = kafkajs_rollback_run()
+    assert not_kafkajs_findings(report, ops) is None
+
+    report, _ = kafkajs_rollback_run()
+    report["checks"]["aborted_read"] = {"count": 1, "examples": [{}], "valid": False}
+    assert "not KafkaJS's findings alone" in not_kafkajs_findings(report, ops)     # another anomaly beside them
+
+    report, ops = kafkajs_rollback_run()
+    ops[0]["type"] = "ok"
+    assert "earlier failed attempt" in not_kafkajs_findings(report, ops)         # the record at the offset was committed
+
+    report, ops = kafkajs_rollback_run()
+    ops[0]["value"]["writes"][0]["partition"] = 2
+    assert "wrote it elsewhere" in not_kafkajs_findings(report, ops)             # not the same partition
+
+    report, ops = kafkajs_rollback_run()
+    report["checks"]["inconsistent_offsets"]["count"] = 1
+    report["checks"]["inconsistent_offsets"]["examples"].pop()
+    assert "acknowledged at another record's offset" in not_kafkajs_findings(report, ops)     # a loss unexplained
+
+
+def kafkajs_duplicates(copies: int = 2) -> tuple[dict, list[dict]]:
+    """Run rf2ce17 (2026-11-28 23:35, kafkajs-sequence-rollback's experiment): attempt 25's batch of two records to
+    partition 5 of topic b at offsets 32-33 and again at 34-35, the attempt committed."""
+    writes = [{"topic": "r-a", "partition": 0, "id": "r.txp-0.25.0"}, {"topic": "r-b", "partition": 5, "id": "r.txp-0.25.1"},
+              {"topic": "r-b", "partition": 5, "id": "r.txp-0.25.5"}]
+    ops = [{"process": "txp-0", "f": "txn", "type": "ok", "value": {"attempt": "r.txp-0.25", "writes": writes}}]
+    examples = [{"attempt": "r.txp-0.25", "copies": copies, "id": record,
+                 "positions": [{"topic": "r-b", "partition": 5, "offset": 32 + k + 2 * j} for j in range(copies)]}
+                for k, record in enumerate(("r.txp-0.25.1", "r.txp-0.25.5"))]
+    checks = {"duplicate": {"count": 2, "examples": examples, "valid": False},
+              "lost_write": {"count": 0, "examples": [], "valid": True}}
+    return {"valid": False, "checks": checks}, ops
+
+
+def test_kafkajs_retry_duplicates_are_recognised_by_their_whole_signature_and_nothing_less():
+    from tests.integration.test_clients import not_kafkajs_findings
+    for copies in (2, 3):                         # a batch written twice or three times in a row
+        assert not_kafkajs_findings(*kafkajs_duplicates(copies)) is None
+
+    report, ops = kafkajs_duplicates()
+    report["checks"]["duplicate"]["examples"][1]["positions"][1]["offset"] = 40
+    assert "not its whole batch written again in a row" in not_kafkajs_findings(report, ops)    # copies apart
+
+    report, ops = kafkajs_duplicates()
+    report["checks"]["duplicate"]["examples"].pop()
+    report["checks"]["duplicate"]["count"] = 1
+    assert "not its whole batch" in not_kafkajs_findings(report, ops)            # one record of the batch twice
+
+    report, ops = kafkajs_duplicates()
+    ops[0]["type"] = "info"
+    assert "of a committed attempt" in not_kafkajs_findings(report, ops)        # an attempt of unknown outcome
+
+    report, ops = kafkajs_duplicates()
+    report["checks"]["duplicate"]["examples"][0]["positions"][1]["topic"] = "r-a"
+    assert "one partition" in not_kafkajs_findings(report, ops)                  # copies in two partitions
