@@ -169,6 +169,21 @@ def trust_local_cas(rootfs: Path, cas: Path = LOCAL_CAS) -> list[str]:
     return added
 
 
+def unmount_under(root: Path, mounts: Path = Path("/proc/mounts")) -> list[str]:
+    """Unmount whatever is mounted at or below `root` (deepest first), so that the folder can be removed: the
+    mount points unmounted."""
+    prefix = str(root.resolve())
+    try:
+        points = [fields[1].replace("\\040", " ") for fields in map(str.split, mounts.read_text().splitlines())
+                  if len(fields) > 1]
+    except OSError:
+        return []
+    inside = sorted((p for p in points if p == prefix or p.startswith(prefix + "/")), key=len, reverse=True)
+    for point in inside:
+        subprocess.run(["umount", "-l", point], capture_output=True)
+    return inside
+
+
 def ensure_base(docker_client: Any, progress: Callable[[str], None] = print) -> str:
     """`debian:bookworm-slim` present when this returns: "present", "pulled" or "debootstrap"."""
     docker = sdk()
@@ -192,8 +207,11 @@ def ensure_base(docker_client: Any, progress: Callable[[str], None] = print) -> 
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="txnlab-base-", dir=docker_home()) as tmp:
         rootfs = Path(tmp) / "rootfs"
-        proc = subprocess.run([debootstrap, "--variant=minbase", "--include=ca-certificates", BASE_SUITE, str(rootfs),
-                               mirror], capture_output=True, text=True)
+        try:
+            proc = subprocess.run([debootstrap, "--variant=minbase", "--include=ca-certificates", BASE_SUITE,
+                                   str(rootfs), mirror], capture_output=True, text=True)
+        finally:            # an interrupted debootstrap leaves its /proc (and /sys) mounted in the rootfs
+            unmount_under(rootfs)
         if proc.returncode != 0:
             raise DockerError(f"debootstrap {BASE_SUITE} from {mirror} failed:\n" + "\n".join(proc.stdout.splitlines()[-10:]))
         (rootfs / "etc" / "apt" / "sources.list").write_text(base_sources(mirror))

@@ -70,3 +70,21 @@ def test_up_refuses_a_port_plan_in_the_ephemeral_range_before_anything_starts(tm
     monkeypatch.setattr("cluster.layout.ephemeral_range", lambda: (32768, 60999))
     with pytest.raises(DockerError, match=r"p: ports 33000-33899 overlap this machine's ephemeral range 32768-60999"):
         stack.up(progress=lambda m: None)
+
+
+def test_an_interrupted_debootstrap_s_mounts_under_the_rootfs_are_unmounted_deepest_first(tmp_path, monkeypatch):
+    """debootstrap mounts /proc (and /sys) inside its target: a Ctrl-C left them mounted and the temporary folder
+    could not be removed (2026-11-28). Only what is mounted under the rootfs is touched."""
+    from cluster import docker
+    rootfs = tmp_path / "base dir" / "rootfs"
+    escaped = str(rootfs).replace(" ", "\\040")              # /proc/mounts escapes a space so
+    mounts = tmp_path / "mounts"
+    mounts.write_text(f"proc /proc proc rw 0 0\nproc {escaped}/proc proc rw 0 0\nsysfs {escaped}/sys sysfs rw 0 0\n"
+                      f"binfmt {escaped}/proc/sys/fs/binfmt_misc binfmt_misc rw 0 0\n"
+                      f"tmpfs {rootfs}-other tmpfs rw 0 0\n")
+    ran = []
+    monkeypatch.setattr(docker.subprocess, "run", lambda argv, **kw: ran.append(argv))
+    expected = [f"{rootfs}/proc/sys/fs/binfmt_misc", f"{rootfs}/proc", f"{rootfs}/sys"]
+    assert docker.unmount_under(rootfs, mounts) == expected
+    assert ran == [["umount", "-l", point] for point in expected]
+    assert docker.unmount_under(tmp_path / "nowhere", mounts) == [] and len(ran) == 3
