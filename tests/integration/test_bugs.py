@@ -42,7 +42,10 @@ def test_kafka_14402_shows_on_the_affected_side_and_not_on_the_fixed_side(tmp_pa
         outcome = run_pair(tmp_path, seed=32)
     [affected], [fixed] = outcome["sides"]["affected"]["runs"], outcome["sides"]["fixed"]["runs"]
     assert affected["reproduced"], affected
-    assert set(affected["anomalies"]) & {"open_at_end", "aborted_read", "torn_transaction"}, affected
+    # the late write's marks (docs/bugs.md, 10 of 10): left open, or the aborted attempt's records read, directly or
+    # as a Streams output of an input processed again (duplicate-output, 2 of those 10 tries; alone in CI, 23:45)
+    assert set(affected["anomalies"]) & {"open_at_end", "aborted_read", "torn_transaction"} \
+        or affected["problems"].get("streams_processing", {}).get("duplicate-output"), affected
     ran = [json.loads((Path(r["run_dir"]) / "cluster.json").read_text()) for r in (affected, fixed)]
     assert [(c["kafka_version"], c["java_clients"]) for c in ran] == [("3.5.2", "3.9.1"), ("3.6.2", "3.9.1")], ran
     assert [streams_release(Path(r["run_dir"])) for r in (affected, fixed)] == ["3.9.1", "3.9.1"]  # what ran
