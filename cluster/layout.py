@@ -22,6 +22,7 @@ import yaml
 
 from cluster import versions
 from cluster.errors import TxnlabError
+from cluster.ports import ephemeral_clash
 from cluster.toxiproxy import Proxy
 
 LOOPBACK = "127.0.0.1"
@@ -300,22 +301,3 @@ class _PlainDumper(yaml.SafeDumper):
 
     def ignore_aliases(self, data: object) -> bool:
         return True
-
-
-def ephemeral_clash(first: int, last: int) -> str | None:
-    """Why ports first..last cannot be a plan's on this machine (they overlap the kernel's ephemeral ports), or None."""
-    low, high = ephemeral_range()
-    if first <= high and last >= low:
-        return (f"ports {first}-{last} overlap this machine's ephemeral range {low}-{high} (net.ipv4."
-                "ip_local_port_range), from which every outgoing connection takes its local port: one held there "
-                f"makes a server's bind fail. Choose a base port of at most {low - (last - first) - 1}")
-    return None
-
-
-def ephemeral_range() -> tuple[int, int]:
-    """The kernel's range of local ports for outgoing connections (Linux's default when unreadable)."""
-    try:
-        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
-        return int(low), int(high)
-    except (OSError, ValueError):
-        return 32768, 60999

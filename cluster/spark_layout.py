@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cluster.errors import TxnlabError
-from cluster.layout import ephemeral_clash
+from cluster.ports import ephemeral_clash
 
 DEFAULT_BASE_PORT = 31200          # below the ephemeral range (32768+), above every Kafka cluster txnlab starts
 MAX_WORKERS = 8

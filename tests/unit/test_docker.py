@@ -67,7 +67,7 @@ def test_up_refuses_a_port_plan_in_the_ephemeral_range_before_anything_starts(tm
     stack = Stack("p", compose.compose_layout(base_port=33000), tmp_path)
     monkeypatch.setattr(Stack, "status", lambda self: pytest.fail("docker asked"))
     monkeypatch.setattr(Stack, "compose", lambda self, *a, **k: pytest.fail("compose ran"))
-    monkeypatch.setattr("cluster.layout.ephemeral_range", lambda: (32768, 60999))
+    monkeypatch.setattr("cluster.ports.ephemeral_range", lambda: (32768, 60999))
     with pytest.raises(DockerError, match=r"p: ports 33000-33899 overlap this machine's ephemeral range 32768-60999"):
         stack.up(progress=lambda m: None)
 
