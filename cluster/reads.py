@@ -14,7 +14,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from cluster.connection import ConnectionSettings
 from cluster.smoke import ensure_topic
-from cluster.waiting import Deadline, wait_until
+from cluster.waiting import Deadline, WaitTimeout, wait_until
 
 QUIET = {"log_level": 3}
 # A leader that just took over (after a restart, an isolation, a preferred-leader election) answers these
