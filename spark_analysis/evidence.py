@@ -13,7 +13,13 @@ Owns: what makes a verdict `unknown` rather than true or false (docs/verify.md l
     group_offsets.json lacks; a topic the history wrote to that end_offsets.json lacks;
   the topics (check_topics): a recorded topic the cluster no longer has (or has with other partitions),
     a partition whose log no longer starts at 0 (records deleted) or whose HWM is now below the recorded
-    one (truncated, or re-created), so the topics cannot be read to the recorded end offsets.
+    one (truncated, or re-created), so the topics cannot be read to the recorded end offsets;
+  or, verified offline, the run's archive of them (check_archive; chaos/record/archive.py writes it): none, or
+    no manifest (not sealed), one not JSON or of another format; a view's file missing, or its bytes or
+    sha256 not the manifest's (cut or changed), its Parquet rows not the manifest's, the manifest's partition
+    rows not adding up to them (miscounted); a recorded partition the archive lacks, archived to another end
+    than end_offsets.json's, or whose read stopped before its end; a log that no longer started at 0 when
+    archived (records deleted).
 Line counts, pairing and the history's summary (damaged lines, operations, committed groups, written topics,
 copiers: summarise) are one Spark aggregation each (histories reach 10^7 lines): only one row per part file
 or per operation type, counts, small sets and a few examples reach the driver, which reads only each part
@@ -108,6 +114,80 @@ def check_topics(conn: ConnectionSettings, evidence: Evidence) -> None:
                 evidence.gaps.append(f"{topic}-{p}: the log starts at {starts[p]}: records were deleted")
             if hwms[p] < want["hwm"]:
                 evidence.gaps.append(f"{topic}-{p}: HWM {hwms[p]} is below the recorded end offset {want['hwm']}")
+
+
+def check_archive(run_dir: Path, evidence: Evidence) -> None:
+    """Does the run's archive hold both views of every recorded partition, whole, to its recorded end?"""
+    folder = Path(run_dir) / load.ARCHIVE_DIR
+    manifest = _archive_manifest(folder, evidence)
+    if manifest is None:
+        return
+    for view in load.ARCHIVE_VIEWS.values():
+        entry = manifest.get("views", {}).get(view)
+        if not isinstance(entry, dict):
+            evidence.gaps.append(f"the archive's manifest has no {view} view")
+            continue
+        if _archived_file_gaps(folder, view, entry, evidence):
+            continue
+        _archived_partition_gaps(view, entry, evidence)
+    for topic, parts in sorted(manifest.get("log_start", {}).items()):
+        for p, start in sorted(parts.items(), key=lambda kv: int(kv[0])):
+            if start > 0:
+                evidence.gaps.append(f"{topic}-{p}: the log started at {start} when it was archived: records were "
+                                     "deleted")
+
+
+def _archive_manifest(folder: Path, evidence: Evidence) -> dict | None:
+    path = folder / load.ARCHIVE_MANIFEST
+    if not folder.is_dir():
+        evidence.gaps.append(f"the run has no archive ({folder.name}/): archive it while its cluster is up "
+                             "(txnlab archive RUN), or verify it against the cluster")
+        return None
+    if not path.exists():
+        evidence.gaps.append(f"{folder.name}/ has no {path.name}: the archive was never sealed")
+        return None
+    manifest = _read_json(path, evidence)
+    if manifest is not None and (not isinstance(manifest, dict) or manifest.get("format") != 1):
+        evidence.gaps.append(f"{folder.name}/{path.name} is not an archive manifest of format 1")
+        return None
+    return manifest
+
+
+def _archived_file_gaps(folder: Path, view: str, entry: dict, evidence: Evidence) -> bool:
+    """Gaps of one view's file: missing, cut or changed (bytes, sha256), rows other than the manifest's."""
+    import hashlib
+    import pyarrow.parquet as pq
+    path = folder / str(entry.get("file"))
+    before = len(evidence.gaps)
+    if not path.is_file():
+        evidence.gaps.append(f"the archive's {view} view ({path.name}) is missing")
+        return True
+    data = path.read_bytes()
+    if len(data) != entry.get("bytes") or hashlib.sha256(data).hexdigest() != entry.get("sha256"):
+        evidence.gaps.append(f"the archive's {path.name} is cut or changed: {len(data)} bytes, its sha256 not the "
+                             f"manifest's ({entry.get('bytes')} bytes)")
+        return True
+    rows = pq.read_metadata(path).num_rows
+    said = sum(part.get("rows", 0) for parts in entry.get("partitions", {}).values() for part in parts.values())
+    if rows != entry.get("rows") or said != rows:
+        evidence.gaps.append(f"the archive's {path.name} is miscounted: {rows} rows in the file, the manifest says "
+                             f"{entry.get('rows')} in all and {said} by partition")
+    return len(evidence.gaps) > before
+
+
+def _archived_partition_gaps(view: str, entry: dict, evidence: Evidence) -> None:
+    end = dict(load.VIEWS)[next(i for i, v in load.ARCHIVE_VIEWS.items() if v == view)]
+    for topic, parts in sorted(evidence.end_offsets.items()):
+        for p, recorded in sorted(parts.items(), key=lambda kv: int(kv[0])):
+            archived = entry.get("partitions", {}).get(topic, {}).get(str(p))
+            if archived is None:
+                evidence.gaps.append(f"{topic}-{p}: the archive's {view} view lacks it")
+            elif archived.get("end") != recorded[end]:
+                evidence.gaps.append(f"{topic}-{p}: the archive's {view} view was read to {archived.get('end')}, the "
+                                     f"run recorded {end.upper()} {recorded[end]}")
+            elif archived.get("reached", 0) < archived["end"]:
+                evidence.gaps.append(f"{topic}-{p}: the archive's {view} view was read only to offset "
+                                     f"{archived.get('reached')}, not to its end {archived['end']}")
 
 
 # ---- the history's completeness -------------------------------------------------------------------------

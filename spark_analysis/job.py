@@ -1,6 +1,7 @@
 """The verification job (run by spark-submit; `txnlab verify` is the thin wrapper, submit.py).
 
     spark-submit --jars <connector jars> spark_analysis/job.py RUN_DIR [RUN_DIR ...] [--out DIR] [--examples N]
+        [--offline]
 
 Owns: the thin main: per run, evidence first (evidence.py: the run's files, the topics, the history's seals
 and pairing), then the run's frames (load.py), the checks and
@@ -8,7 +9,8 @@ the verdict (verdict.py), report.json and report.html in <RUN_DIR>/verify/ (or -
 one-line summary per check on stderr, the exit code (0 valid, 1 anomalies, 2 unknown or error: a crash is
 never exit 1; for several runs the worst). Several runs share one Spark session (one JVM start). The Kafka connection comes from
 TXNLAB_KAFKA_* variables (secrets never on the command line), the bootstrap by default from the run's
-cluster.json.
+cluster.json; with --offline no cluster is asked: both views come from each run's archive (RUN/archive/,
+chaos/record/archive.py), whose completeness evidence.check_archive decides, and the same checks run on them.
 Must not: hold record-sized data on the driver.
 """
 from __future__ import annotations
@@ -27,8 +29,8 @@ from pyspark.sql import DataFrame, SparkSession
 
 from cluster.connection import ConnectionSettings
 from spark_analysis import load, page, verdict
-from spark_analysis.evidence import (Evidence, HistorySummary, check_history, check_topics, load_run_files,
-                                    workload_kinds)
+from spark_analysis.evidence import (Evidence, HistorySummary, check_archive, check_history, check_topics,
+                                    load_run_files, workload_kinds)
 from spark_analysis.submit import hwm_records, small_run
 
 class JobError(Exception):
@@ -53,6 +55,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    "one run only)")
     p.add_argument("--examples", type=int, default=10, help="examples per check")
     p.add_argument("--bootstrap", default=None)
+    p.add_argument("--offline", action="store_true", help="read both views from each run's archive (RUN/archive/), "
+                   "not from Kafka: no cluster needed")
     p.add_argument("--remote", default=None, metavar="sc://HOST:PORT", help="run as a Spark Connect client of this "
                    "server (default: the Spark session spark-submit made)")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="Spark SQL conf for this "
@@ -73,9 +77,13 @@ def connection(run_dir: Path, bootstrap: str | None) -> ConnectionSettings:
     return ConnectionSettings.from_env(bootstrap=bootstrap)
 
 
-def gather_evidence(run_dir: Path, conn: ConnectionSettings) -> Evidence:
+def gather_evidence(run_dir: Path, conn: ConnectionSettings | None) -> Evidence:
+    """The run's files and the completeness of what bounds its views: the cluster's topics (conn), or without
+    a connection (offline) the run's archive of them."""
     evidence = load_run_files(run_dir)
-    if evidence.end_offsets:
+    if evidence.end_offsets and conn is None:
+        check_archive(run_dir, evidence)
+    elif evidence.end_offsets:
         try:
             check_topics(conn, evidence)
         except Exception as exc:  # noqa: BLE001 - an unreachable cluster is missing evidence, not a crash
@@ -83,19 +91,26 @@ def gather_evidence(run_dir: Path, conn: ConnectionSettings) -> Evidence:
     return evidence
 
 
-def build_frames(spark: SparkSession, ops: DataFrame, evidence: Evidence, summary: HistorySummary,
-                 conn: ConnectionSettings, partitions: int) -> verdict.Frames:
+def raw_view(spark: SparkSession, run_dir: Path, evidence: Evidence, conn: ConnectionSettings | None,
+             isolation: str) -> DataFrame:
+    """One view's Kafka rows up to its recorded ends: from Kafka, or (no connection: offline) the run's archive."""
+    if conn is None:
+        return load.read_archived_view(spark, run_dir, isolation)
+    ends = load.view_ends(evidence.end_offsets, dict(load.VIEWS)[isolation])
+    return load.read_view(spark, load.kafka_options(conn.java_properties()), ends, isolation)
+
+
+def build_frames(spark: SparkSession, run_dir: Path, ops: DataFrame, evidence: Evidence, summary: HistorySummary,
+                 conn: ConnectionSettings | None, partitions: int) -> verdict.Frames:
     """The checks' frames. Both views are read in at most `partitions` tasks (the shuffle partitions sized to
     the run): the connector makes one task per topic partition, and every later scan of a persisted view
     would pay as many tasks (a 3,300-record run of 42 topic partitions ran ~5,000 tasks in all)."""
     inputs = sorted({i for i, _, _ in summary.copiers if i})
     outputs = sorted({o for _, o, _ in summary.copiers if o})
     derived = sorted({t for s in summary.streams for t in s[2:] if t})
-    options = load.kafka_options(conn.java_properties())
-    lso, hwm = load.view_ends(evidence.end_offsets, "lso"), load.view_ends(evidence.end_offsets, "hwm")
-    committed = load.records_of(load.read_view(spark, options, lso, "read_committed").coalesce(partitions),
+    committed = load.records_of(raw_view(spark, run_dir, evidence, conn, "read_committed").coalesce(partitions),
                                 "committed", inputs, outputs, evidence.run_tag, derived)
-    uncommitted = load.records_of(load.read_view(spark, options, hwm, "read_uncommitted").coalesce(partitions),
+    uncommitted = load.records_of(raw_view(spark, run_dir, evidence, conn, "read_uncommitted").coalesce(partitions),
                                   "uncommitted", inputs, outputs, evidence.run_tag, derived)
     groups = [(g, t, int(p), o) for g, topics in evidence.group_offsets.items() for t, parts in topics.items()
               for p, o in parts.items()]
@@ -178,8 +193,9 @@ def verify(spark: SparkSession, run_dir: Path, args: argparse.Namespace,
            conn: ConnectionSettings | None = None) -> dict:
     started = time.monotonic()
     run_dir = run_dir.resolve()
-    conn = conn or connection(run_dir, args.bootstrap)
-    progress(f"run {run_dir.name}: checking the evidence against {conn.describe()}")
+    conn = None if args.offline else conn or connection(run_dir, args.bootstrap)
+    progress(f"run {run_dir.name}: checking the evidence against "
+             f"{'its archive (offline)' if args.offline else conn.describe()}")
     evidence = gather_evidence(run_dir, conn)
     settings = size_session(spark, evidence, given_conf(args))
     ops, kept = history_frame(spark, run_dir, run_records(evidence))
@@ -203,7 +219,7 @@ def history_frame(spark: SparkSession, run_dir: Path, records: int) -> tuple[Dat
     return load.keep(history, StorageLevel.DISK_ONLY), True
 
 
-def _verify(spark: SparkSession, run_dir: Path, args: argparse.Namespace, conn: ConnectionSettings, ops: DataFrame,
+def _verify(spark: SparkSession, run_dir: Path, args: argparse.Namespace, conn: ConnectionSettings | None, ops: DataFrame,
             evidence: Evidence, settings: dict[str, str], started: float) -> dict:
     summary = check_history(spark, run_dir, ops, evidence)
     counts = history_counts(summary)
@@ -211,10 +227,11 @@ def _verify(spark: SparkSession, run_dir: Path, args: argparse.Namespace, conn: 
              f"offsets checked")
     if evidence.complete:
         partitions = int(settings[SHUFFLE])
-        progress(f"reading the topics (read_committed and read_uncommitted) and running the checks "
+        progress(f"reading the topics (read_committed and read_uncommitted{', archived' if conn is None else ''}) "
+                 f"and running the checks "
                  f"({partitions} shuffle partition{'s' * (partitions != 1)}, code generation "
                  f"{'on' if settings['spark.sql.codegen.wholeStage'] == 'true' else 'off'})")
-        frames = build_frames(spark, ops, evidence, summary, conn, partitions)
+        frames = build_frames(spark, run_dir, ops, evidence, summary, conn, partitions)
         results = verdict.run_checks(frames, args.examples, progress, workload_kinds(summary),
                                      checkpoint=small_run(run_records(evidence)))
         evidence.gaps += results.get("gaps", [])
@@ -225,7 +242,8 @@ def _verify(spark: SparkSession, run_dir: Path, args: argparse.Namespace, conn: 
     valid = verdict.overall(results["checks"])
     return {"run": str(run_dir), "valid": valid, "evidence": {"complete": evidence.complete, "gaps": evidence.gaps},
             "counts": counts, **{k: v for k, v in results.items() if k != "gaps"},
-            "topics": sorted(evidence.end_offsets), "seconds": round(time.monotonic() - started, 1)}
+            "topics": sorted(evidence.end_offsets), "views_from": "archive" if conn is None else "kafka",
+            "seconds": round(time.monotonic() - started, 1)}
 
 
 def verify_or_error(spark: SparkSession, run_dir: Path, args: argparse.Namespace,

@@ -1,10 +1,11 @@
-"""Loading a run for the checks: its history (JSON lines, or their columnar twins) and its output topics straight
-from Kafka.
+"""Loading a run for the checks: its history (JSON lines, or their columnar twins) and its topics, straight from
+Kafka or (`--offline`) from the run's archive of them.
 
 Owns: reading <run>/history/*.jsonl with the explicit schema (PERMISSIVE: a damaged line becomes a
 `_corrupt_record`, counted, never a crash), or instead a part's current columnar twin (twin_of); the frames derived from it (writes, acknowledged offsets, observed reads,
 consumer polls and seeks, the copiers' topics); reading a topic in both isolation levels with Spark's Kafka connector,
-bounded by the end offsets the run recorded (read_committed to the LSO, read_uncommitted to the HWM);
+bounded by the end offsets the run recorded (read_committed to the LSO, read_uncommitted to the HWM), or the
+same rows from the run's archive (chaos/record/archive.py wrote them; evidence.check_archive says whether whole);
 turning Kafka rows into the `records` frame (schemas.py). All of it lazy: nothing record-sized reaches
 the driver.
 Must not: decide what is an anomaly (checks.py), or import chaos/ (what the siblings share travels as
@@ -271,6 +272,10 @@ def consumer_group(options: dict[str, str], isolation: str) -> str:
 
 
 VIEWS = (("read_committed", "lso"), ("read_uncommitted", "hwm"))       # each view is read up to its end offset
+# a run's archive (chaos/record/archive.py): each view's file in RUN/archive/, the rows Spark's Kafka source gives
+ARCHIVE_DIR, ARCHIVE_MANIFEST = "archive", "manifest.json"
+ARCHIVE_VIEWS = {"read_committed": "committed", "read_uncommitted": "uncommitted"}
+KAFKA_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers")
 
 
 def view_ends(end_offsets: dict[str, dict[str, dict[str, int]]], end: str) -> dict[str, dict[str, int]]:
@@ -298,6 +303,14 @@ def read_view(spark: SparkSession, options: dict[str, str], ends: dict[str, dict
         .option("includeHeaders", "true") \
         .option("failOnDataLoss", "false") \
         .load()
+
+
+def read_archived_view(spark: SparkSession, run_dir: Path, isolation: str) -> DataFrame:
+    """One view of the run's topics as its archive holds it (evidence.check_archive found it whole): the same
+    rows, in the same columns, as read_view reads from Kafka."""
+    manifest = json.loads((Path(run_dir) / ARCHIVE_DIR / ARCHIVE_MANIFEST).read_text())
+    entry = manifest["views"][ARCHIVE_VIEWS[isolation]]
+    return spark.read.parquet(str(Path(run_dir).resolve() / ARCHIVE_DIR / entry["file"])).select(*KAFKA_COLUMNS)
 
 
 # Where a txnlab workload puts each header (chaos/record/ids.py headers): read there first

@@ -149,11 +149,16 @@ def archive_options(archive: Path, writing: Path | None) -> list[str]:
 
 
 def command(run_dirs: Path | list[Path], master: str = "local[*]", driver_memory: str = "4g", out: Path | None = None,
-            examples: int = 10, conf: tuple[str, ...] = (), java_options: tuple[str, ...] = ()) -> list[str]:
+            examples: int = 10, conf: tuple[str, ...] = (), java_options: tuple[str, ...] = (),
+            offline: bool = False) -> list[str]:
     """spark-submit of the verification job (job.py) over the runs."""
     runs = [run_dirs] if isinstance(run_dirs, Path) else list(run_dirs)
-    return spark_submit(HERE / "job.py", [*map(str, runs), "--examples", str(examples), *(["--out", str(out)] if out else [])],
+    return spark_submit(HERE / "job.py", [*map(str, runs), *job_options(examples, out, offline)],
                         runs, master, driver_memory, conf, java_options)
+
+
+def job_options(examples: int, out: Path | None, offline: bool) -> list[str]:
+    return ["--examples", str(examples), *(["--out", str(out)] if out else []), *(["--offline"] if offline else [])]
 
 
 def spark_submit(script: Path, args: list[str], run_dirs: Path | list[Path], master: str = "local[*]",
@@ -245,7 +250,8 @@ def run(run_dirs: Path | list[Path], conn: ConnectionSettings | None, remote: st
     for run_dir in runs:
         if not (run_dir / "history").is_dir():
             raise SetupError(f"{run_dir} is not a run directory (no history/)")
-    check_reachable(runs, conn)
+    if not options.get("offline"):                   # offline: no cluster is asked
+        check_reachable(runs, conn)
     remote = remote_from_env() if remote is None else remote
     if remote:
         require_connect_server(remote)
@@ -311,14 +317,13 @@ def mark_served(remote: str) -> None:
 
 def _run_remote(runs: list[Path], conn: ConnectionSettings | None, remote: str, master: str | None = None,
                 driver_memory: str | None = None, out: Path | None = None, examples: int = 10,
-                conf: tuple[str, ...] = ()) -> int:
+                conf: tuple[str, ...] = (), offline: bool = False) -> int:
     """The job in this process, a Connect client of `remote` (master and driver memory are the server's).
     PySpark marks the process as a Connect client in its environment (CONNECT_MODE_ENV) when a remote session
     is made; that is undone after the job, or a classic session made later in this process (a test's), and
     every spark-submit started from it, would try to be a Connect client too."""
     from spark_analysis import job
-    argv = [*map(str, runs), "--remote", remote, "--examples", str(examples), *(["--out", str(out)] if out else []),
-            *(f"--conf={item}" for item in conf)]
+    argv = [*map(str, runs), "--remote", remote, *job_options(examples, out, offline), *(f"--conf={item}" for item in conf)]
     saved = {key: os.environ.get(key) for key in CONNECT_MODE_ENV}
     try:
         code = job.main(argv, conn)

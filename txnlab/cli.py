@@ -269,7 +269,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     for out in outs:
         (out / "report.json").unlink(missing_ok=True)  # a stale report must not stand in for this run's
     code = submit.run(args.run_dirs, conn, remote=args.remote, master=args.master, driver_memory=args.driver_memory,
-                      out=args.out, examples=args.examples, conf=tuple(args.conf or ()))
+                      out=args.out, examples=args.examples, conf=tuple(args.conf or ()), offline=args.offline)
     reports = [out / "report.json" for out in outs]
     found = [json.loads(r.read_text()) for r in reports if r.exists()]
     if args.json and found:
@@ -300,7 +300,37 @@ def _add_verify_command(sub) -> None:
                         "cluster.json); SASL/TLS settings from TXNLAB_KAFKA_* variables")
     verify.add_argument("--conf", action="append", metavar="KEY=VALUE", help="extra Spark conf (repeatable)")
     verify.add_argument("--json", action="store_true", help="print report.json")
+    verify.add_argument("--offline", action="store_true", help="judge from each run's archive (RUN/archive/, "
+                        "`txnlab archive`) instead of its cluster: no cluster needed; a missing, cut or miscounted "
+                        "archive gives unknown")
     verify.set_defaults(func=cmd_verify)
+
+
+def cmd_archive(args: argparse.Namespace) -> int:
+    """Store what verify reads from the cluster in each run's directory (RUN/archive/)."""
+    from chaos.record.archive import write_archive
+    from cluster.connection import ConnectionSettings
+    for run_dir in args.run_dirs:
+        if not (run_dir / "history").is_dir():
+            raise TxnlabError(f"{run_dir} is not a run directory (no history/)")
+        info = run_dir / "cluster.json"
+        bootstrap = args.bootstrap or os.environ.get("TXNLAB_KAFKA_BOOTSTRAP") or (
+            json.loads(info.read_text()).get("bootstrap") if info.exists() else None)
+        if not bootstrap:
+            raise TxnlabError(f"{run_dir}: no Kafka bootstrap (its cluster.json has none): pass --bootstrap")
+        manifest = write_archive(run_dir, ConnectionSettings.from_env(bootstrap=bootstrap),
+                                 progress=lambda m: print(m, file=sys.stderr, flush=True))
+        print(manifest)
+    return 0
+
+
+def _add_archive_command(sub) -> None:
+    archive = sub.add_parser("archive", help="store both views of a run's topics (to its recorded end offsets) in "
+                             "the run directory, so that `txnlab verify --offline` judges it without its cluster")
+    archive.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR")
+    archive.add_argument("--bootstrap", help="Kafka bootstrap (default $TXNLAB_KAFKA_BOOTSTRAP, else the run's "
+                         "cluster.json); SASL/TLS settings from TXNLAB_KAFKA_* variables")
+    archive.set_defaults(func=cmd_archive)
 
 
 def _spark_cluster(args: argparse.Namespace):
@@ -752,6 +782,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_txn_commands(sub)
     _add_chaos_commands(sub)
     _add_verify_command(sub)
+    _add_archive_command(sub)
     _add_spark_commands(sub)
     _add_docker_commands(sub)
     _add_demo_commands(sub)
@@ -764,7 +795,7 @@ EXTRAS = {  # optional extra of pyproject.toml -> modules that show it installed
     "report": ("matplotlib", "requests"),
     "docker": ("docker", "psutil", "requests"),
 }
-COMMAND_EXTRAS = {"cluster": ("lab",), "smoke": ("lab",), "chaos": ("lab",), "verify": ("verify",),
+COMMAND_EXTRAS = {"cluster": ("lab",), "smoke": ("lab",), "chaos": ("lab",), "verify": ("verify",), "archive": ("verify",),
                   "spark": ("lab", "verify"),
                   "report": ("report",), "demo": ("lab", "verify", "report"), "docker": ("lab", "docker")}
 

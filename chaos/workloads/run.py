@@ -1,11 +1,12 @@
 """A run: its directory, its one history writer, and the workload processes it starts, stops and pauses.
 
-Owns: the run directory layout (history/, spec.json, cluster.json, end_offsets.json, group_offsets.json,
+Owns: the run directory layout (history/, spec.json, cluster.json, end_offsets.json, group_offsets.json, archive/,
 logs/, pids/) and its workloads' scratch folder (their TMPDIR, removed when the run finishes),
 starting each workload as its own process (`python -m chaos.workloads ...`, through the one process
 supervisor, so it can be stopped, killed or paused by pid), and finishing a run: stop every workload,
 complete outstanding invokes as info, record the end offsets (HWM and LSO) of every topic the run used
-and the committed offsets of the run's consumer groups (those named "<run tag>.*"); while the workloads
+and the committed offsets of the run's consumer groups (those named "<run tag>.*"), then archive both views
+of those topics to those ends (archive/: chaos/record/archive.py; `txnlab verify --offline`); while the workloads
 run, a sampler thread records those groups' committed offsets every GROUP_SAMPLE_S into the history
 (process "observer-groups", ok `group_offsets` {group: {topic: {partition: offset}}}, or ok
 `group_offsets_error` {error} when a sample failed; chaos/record/recovery.py reads them).
@@ -301,8 +302,24 @@ class Run:
         if not_written:                      # each file on its own: verify says `unknown` for a missing one
             summary["not_written"] = not_written
             self.progress(f"run files not written: {not_written}")
+        if "end_offsets" in summary:
+            summary["archive"] = self._archive()
         self.progress(f"run finished: {summary['operations']} operations, {completed} completed as info at shutdown")
         return summary
+
+    def _archive(self) -> str:
+        """The run's archive (chaos/record/archive.py): what verify reads from the cluster, so that the run can be
+        verified without it; "written", or why not (`txnlab verify --offline` then says unknown, and why)."""
+        try:
+            from chaos.record.archive import write_archive
+        except ImportError as exc:           # the lab's install without verify has no pyarrow
+            return f"not written: {exc}"
+        try:
+            write_archive(self.dir, self.conn, self.progress)
+        except Exception as exc:  # noqa: BLE001 - the run's files stand; only the offline verification is lost
+            self.progress(f"archive not written: {type(exc).__name__}: {exc}")
+            return f"not written: {type(exc).__name__}: {exc}"
+        return "written"
 
     def _write_from(self, name: str, make: Callable[[], object], summary: dict) -> None:
         data = make()

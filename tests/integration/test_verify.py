@@ -11,7 +11,8 @@ make the verdict unknown with the reason, never valid. The clean run and every p
 ONE `txnlab verify` call (one Spark session), as a user verifies many runs, through the session's Spark Connect
 server (conftest.py); the clean run and the anomalies again by spark-submit on local[*], and through a Connect
 server on a real Spark standalone cluster (`txnlab spark up --connect`: a master and 2 workers), with the same
-reports."""
+reports; and every run archived (`txnlab archive`) and verified again offline, from its archive alone, with the
+same verdicts and counts."""
 from __future__ import annotations
 
 import json
@@ -527,6 +528,40 @@ def test_without_a_connect_server_spark_submit_gives_the_same_reports(verified, 
         submitted = json.loads((run / "verify" / "report.json").read_text())
         assert {k: v for k, v in submitted.items() if k not in ("run", "seconds")} == \
             {k: v for k, v in reports[name].items() if k not in ("run", "seconds")}, name
+
+
+def test_offline_verification_of_the_runs_archives_gives_the_live_verdicts_and_counts(verified, tmp_path):
+    """Every run of the session's verification (the clean run, the noisy one, the planted anomalies, a topic
+    that no longer reaches its recorded end, each piece of missing evidence) archived on demand (`txnlab
+    archive`), then verified `--offline` with a bootstrap nobody listens on (nothing is asked of the cluster):
+    the same verdict, evidence and checks (validity, counts, examples) and record counts as the live reports;
+    the unreachable end is unknown from the archive too, which says where its read stopped. An archive cut
+    afterwards makes its run unknown, never valid."""
+    reports, _, log = verified
+    runs = {name: copy_run(Path(report["run"]), tmp_path / name) for name, report in reports.items()}
+    archived = subprocess.run([sys.executable, "-m", "txnlab.cli", "archive", *map(str, runs.values())],
+                              capture_output=True, text=True, timeout=600)
+    assert archived.returncode == 0, archived.stderr[-3000:]
+    runs["cut-archive"] = copy_run(runs["clean"], tmp_path / "cut-archive")
+    view = runs["cut-archive"] / "archive" / "committed.parquet"
+    view.write_bytes(view.read_bytes()[:-100])
+    env = {**os.environ, "TXNLAB_KAFKA_BOOTSTRAP": "127.0.0.1:9"}
+    proc = subprocess.run([sys.executable, "-m", "txnlab.cli", "verify", *map(str, runs.values()), "--offline",
+                           "--examples", "50"], capture_output=True, text=True, timeout=1200, env=env)
+    offline = {name: json.loads((run / "verify" / "report.json").read_text()) for name, run in runs.items()}
+    assert proc.returncode == 2, proc.stderr[-4000:]
+    assert {r["views_from"] for r in offline.values()} == {"archive"}
+    assert {r["views_from"] for r in reports.values()} == {"kafka"}
+    for name, live in reports.items():
+        said, kept = comparable(offline[name]), comparable(live)
+        said.pop("views_from"), kept.pop("views_from")
+        if name == "unreachable-end":            # the live gap says the HWM, the archive's where its read stopped
+            assert any("read only to offset" in gap for gap in said["evidence"].pop("gaps")), offline[name]
+            kept["evidence"].pop("gaps")
+        assert said == kept, name
+    cut = offline["cut-archive"]
+    assert cut["valid"] == "unknown" and any("committed.parquet is cut or changed" in gap
+                                             for gap in cut["evidence"]["gaps"]), cut["evidence"]
 
 
 def test_a_connect_server_on_a_standalone_spark_cluster_gives_the_local_reports_and_leaves_no_process(
