@@ -1,0 +1,178 @@
+"""The corpus of recorded real runs (tests/corpus/, docs/testing.md): pack a finished, archived and live-verified run
+into it, re-record every entry from live runs, and keep the corpus within its size budget.
+
+    .venv/bin/python scripts/record_corpus.py add NAME RUN_DIR --what "..." [--finding ID] [--command "..."]
+    .venv/bin/python scripts/record_corpus.py rerecord [NAME ...]     # each entry's command again, live
+    .venv/bin/python scripts/record_corpus.py size                    # the corpus against its budget
+
+A run enters the corpus with what a verification needs and nothing that is derived or bulky: its history
+(the JSON parts: their Parquet twins are made again from them), its run files (spec, cluster, end and group
+offsets, experiment.json, the fault journal, the history format), its archive (both views, sealed), and its live
+verify report as `live-report.json` (the verdict the corpus tests hold the offline one to). Logs and pid records
+stay out. The entry in tests/corpus/corpus.yaml says what the run is, the command that made it, when the run was
+made, when and at which commit it was packed, the catalogued finding it shows (if any) and its live verdict and
+anomalies per check.
+`rerecord` runs an entry's command (its `--runs-dir` replaced by a scratch folder; a cluster the command needs
+must be up, as for any run), verifies the new run against its cluster, and packs it under the same name.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT / "tests" / "corpus"
+INDEX = CORPUS / "corpus.yaml"
+RUNS = CORPUS / "runs"
+BUDGET_BYTES = 30 * 1024 * 1024
+LIVE_REPORT = "live-report.json"
+KEPT_FILES = ("spec.json", "cluster.json", "end_offsets.json", "group_offsets.json", "experiment.json",
+              "history-format.json")
+KEPT_DIRS = ("history", "archive", "faults")
+
+
+def members(run_dir: Path) -> list[tuple[Path, str]]:
+    """(file, name in the tarball) of what the corpus keeps of a run."""
+    found = [(run_dir / f, f) for f in KEPT_FILES if (run_dir / f).exists()]
+    for folder in KEPT_DIRS:
+        for path in sorted((run_dir / folder).rglob("*")) if (run_dir / folder).is_dir() else []:
+            if path.is_file() and not (folder == "history" and path.suffix != ".jsonl"):
+                found.append((path, str(path.relative_to(run_dir))))
+    return found
+
+
+def pack(name: str, run_dir: Path) -> Path:
+    """RUNS/NAME.tar.xz of the run (its live report as live-report.json); refuses a run without an archive or
+    a live verification."""
+    report = run_dir / "verify" / "report.json"
+    if not (run_dir / "archive" / "manifest.json").exists():
+        raise SystemExit(f"{run_dir}: no sealed archive (txnlab archive {run_dir} while its cluster is up)")
+    if not report.exists() or json.loads(report.read_text()).get("views_from") != "kafka":
+        raise SystemExit(f"{run_dir}: no live verify report (txnlab verify {run_dir} against its cluster)")
+    RUNS.mkdir(parents=True, exist_ok=True)
+    out = RUNS / f"{name}.tar.xz"
+    tmp = out.with_suffix(".tmp")
+    with tarfile.open(tmp, "w:xz", preset=9) as tar:
+        for path, arcname in members(run_dir):
+            tar.add(path, arcname=f"{name}/{arcname}", recursive=False)
+        tar.add(report, arcname=f"{name}/{LIVE_REPORT}")
+    tmp.replace(out)
+    return out
+
+
+def anomalies(report: dict) -> dict:
+    """{check: count} of the checks that found anomalies (with their problems where verify counts them)."""
+    found = {}
+    for check, c in sorted(report["checks"].items()):
+        if c.get("count"):
+            found[check] = {"count": c["count"], **({"problems": c["problems"]} if c.get("problems") else {})}
+    return found
+
+
+def entry_of(name: str, run_dir: Path, what: str, finding: str | None, command: str | None) -> dict:
+    report = json.loads((run_dir / "verify" / "report.json").read_text())
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    return {"name": name, "what": what, "finding": finding, "command": command, "run_made": run_dir.name[:15],
+            "packed": time.strftime("%Y-%m-%d"), "packed_at_commit": commit,
+            "run_tag": json.loads((run_dir / "spec.json").read_text())["run_tag"],
+            "live": {"valid": report["valid"], "anomalies": anomalies(report),
+                     "records": report["counts"].get("records")}}
+
+
+def load_index() -> list[dict]:
+    return (yaml.safe_load(INDEX.read_text()) or {}).get("runs", []) if INDEX.exists() else []
+
+
+def save_index(entries: list[dict]) -> None:
+    head = ("# The corpus of recorded real runs (docs/testing.md). Made by scripts/record_corpus.py: do not edit the\n"
+            "# `live` part by hand, it is what the run's live verification said when it was recorded.\n")
+    INDEX.write_text(head + yaml.safe_dump({"runs": sorted(entries, key=lambda e: e["name"])}, sort_keys=False,
+                                           width=110, allow_unicode=True))
+
+
+def add(name: str, run_dir: Path, what: str, finding: str | None, command: str | None) -> None:
+    out = pack(name, run_dir)
+    entries = [e for e in load_index() if e["name"] != name] + [entry_of(name, run_dir, what, finding, command)]
+    save_index(entries)
+    print(f"{out} ({out.stat().st_size / 1024:.0f} KiB); {size_line()}")
+
+
+def rerecord(names: list[str]) -> int:
+    """Each entry's command again (live), the new run verified against its cluster and packed under its name."""
+    entries = {e["name"]: e for e in load_index()}
+    for name in names or sorted(entries):
+        entry = entries[name]
+        if not entry.get("command"):
+            print(f"{name}: no command recorded: re-record it by hand (`add`)", file=sys.stderr)
+            continue
+        with tempfile.TemporaryDirectory(prefix="txnlab-corpus-") as scratch:
+            argv = with_runs_dir(runnable(shlex.split(entry["command"])), Path(scratch))
+            print(f"{name}: {shlex.join(argv)}", file=sys.stderr)
+            subprocess.run(argv, cwd=ROOT, check=False)
+            made = sorted(p.parent for p in Path(scratch).rglob("history") if p.is_dir())
+            if not made:
+                print(f"{name}: the command made no run", file=sys.stderr)
+                return 2
+            run_dir = made[-1]
+            subprocess.run([sys.executable, "-m", "txnlab.cli", "verify", str(run_dir)], cwd=ROOT, check=False)
+            add(name, run_dir, entry["what"], entry.get("finding"), entry["command"])
+    return 0
+
+
+def runnable(argv: list[str]) -> list[str]:
+    """`txnlab ...` as this Python's txnlab (the project's virtualenv need not be on PATH)."""
+    return [sys.executable, "-m", "txnlab.cli", *argv[1:]] if argv[:1] == ["txnlab"] else argv
+
+
+def with_runs_dir(argv: list[str], scratch: Path) -> list[str]:
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        if arg == "--runs-dir":
+            skip = True
+            continue
+        out.append(arg)
+    return [*out, "--runs-dir", str(scratch)]
+
+
+def size_line() -> str:
+    total = sum(p.stat().st_size for p in RUNS.glob("*.tar.xz")) if RUNS.exists() else 0
+    return f"corpus {total / 1024 / 1024:.1f} MiB of its {BUDGET_BYTES / 1024 / 1024:.0f} MiB budget"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="record_corpus.py", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="action", required=True)
+    a = sub.add_parser("add")
+    a.add_argument("name")
+    a.add_argument("run_dir", type=Path)
+    a.add_argument("--what", required=True, help="what the run is, in a sentence")
+    a.add_argument("--finding", default=None, help="the catalogued bug or named finding it shows")
+    a.add_argument("--command", default=None, help="the command line that made it (for rerecord)")
+    r = sub.add_parser("rerecord")
+    r.add_argument("names", nargs="*")
+    sub.add_parser("size")
+    args = p.parse_args(argv)
+    if args.action == "add":
+        add(args.name, args.run_dir, args.what, args.finding, args.command)
+        return 0
+    if args.action == "rerecord":
+        return rerecord(args.names)
+    print(size_line())
+    total = sum(p.stat().st_size for p in RUNS.glob("*.tar.xz")) if RUNS.exists() else 0
+    return 0 if total <= BUDGET_BYTES else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

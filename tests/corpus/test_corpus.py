@@ -1,0 +1,53 @@
+"""Recorded real runs replayed without a cluster (the corpus: tests/corpus/corpus.yaml, docs/testing.md): every run,
+verified offline from its archive, gets the verdict, the evidence and every check's validity, count and examples
+its live verification gave when it was recorded; the index says that live verdict; the corpus stays within its
+budget and every packed run is indexed."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.corpus.conftest import INDEX, RUNS, entry_names
+
+pytestmark = pytest.mark.corpus
+BUDGET_BYTES = 30 * 1024 * 1024           # scripts/record_corpus.py BUDGET_BYTES
+
+
+def comparable(report: dict) -> dict:
+    """A report without what differs between two verifications of the same evidence: where the run was, how
+    long it took, where its views were read from, the order examples were collected in."""
+    def norm(value):
+        if isinstance(value, dict):
+            return {k: norm(v) for k, v in value.items() if k not in ("run", "seconds", "views_from")}
+        if isinstance(value, list):
+            return sorted((norm(v) for v in value), key=lambda v: json.dumps(v, sort_keys=True))
+        return value
+    return norm(report)
+
+
+def test_the_corpus_is_indexed_and_within_its_budget():
+    packed = sorted(p.name.removesuffix(".tar.xz") for p in RUNS.glob("*.tar.xz"))
+    assert packed == sorted(entry_names()), (packed, INDEX)
+    assert packed, "the corpus is empty"
+    assert sum(p.stat().st_size for p in RUNS.glob("*.tar.xz")) <= BUDGET_BYTES
+
+
+@pytest.mark.parametrize("name", entry_names())
+def test_offline_verification_gives_the_recorded_live_verdict(replayed, name):
+    runs, proc = replayed
+    run = runs[name]
+    assert run.offline is not None, proc.stderr[-3000:]
+    assert run.offline["views_from"] == "archive" and run.live["views_from"] == "kafka"
+    assert comparable(run.offline) == comparable(run.live), name
+
+
+@pytest.mark.parametrize("name", entry_names())
+def test_the_index_says_the_live_verdict(replayed, name):
+    run = replayed[0][name]
+    live = run.entry["live"]
+    assert live["valid"] == run.live["valid"]
+    assert {c: a["count"] for c, a in live["anomalies"].items()} == \
+        {c: v["count"] for c, v in run.live["checks"].items() if v.get("count")}
+    assert live["records"] == run.live["counts"]["records"]
+    assert run.entry["run_tag"] in run.live["topics"][0]
