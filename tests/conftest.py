@@ -1,4 +1,5 @@
-"""Test-suite wide rules: in CI a skipped test is a failure (an integration test needs the real cluster; the unit
+"""Test-suite wide rules: every test carries its tier's marker (unit, corpus, live: docs/testing.md); in CI a
+skipped test is a failure (an integration test needs the real cluster; the unit
 tests that skip without Go, Node.js or a JDK check clients set-up builds with them); JVMs map the class archives
 that exist and write none (spark_analysis/submit.py writes_class_archives: on a clean clone each write cost 40-75 s at a JVM's
 exit, for nothing after it in the session to map; the unit tests of the archives set "write" themselves)."""
@@ -9,6 +10,19 @@ import os
 import pytest
 
 os.environ.setdefault("TXNLAB_CLASS_ARCHIVES", "map")
+
+
+TIERS = {"unit": "unit", "corpus": "corpus", "integration": "live"}     # tests/<folder> -> its tier's marker
+
+
+def pytest_collection_modifyitems(config, items):
+    """Each test carries its tier's marker (docs/testing.md), from the folder it lives in: `-m unit`, `-m corpus`,
+    `-m live` select a tier."""
+    for item in items:
+        parts = item.path.relative_to(config.rootpath).parts
+        tier = TIERS.get(parts[1]) if len(parts) > 2 and parts[0] == "tests" else None
+        if tier:
+            item.add_marker(tier)
 
 
 @pytest.hookimpl(hookwrapper=True)

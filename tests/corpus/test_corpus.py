@@ -10,7 +10,6 @@ import pytest
 
 from tests.corpus.conftest import INDEX, RUNS, entry_names
 
-pytestmark = pytest.mark.corpus
 BUDGET_BYTES = 30 * 1024 * 1024           # scripts/record_corpus.py BUDGET_BYTES
 
 
