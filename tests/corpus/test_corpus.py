@@ -1,14 +1,18 @@
 """Recorded real runs replayed without a cluster (the corpus: tests/corpus/corpus.yaml, docs/testing.md): every run,
 verified offline from its archive, gets the verdict, the evidence and every check's validity, count and examples
-its live verification gave when it was recorded; the index says that live verdict; the corpus stays within its
-budget and every packed run is indexed."""
+its live verification gave when it was recorded; the index says that live verdict; a run recorded for a catalogued
+finding is named by the catalog's rule as the report names it (its stalls, its anomalies), and no longer once that
+rule is changed; the corpus stays within its budget and every packed run is indexed."""
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from tests.corpus.conftest import INDEX, RUNS, entry_names
+import chaos.runner.spec as catalog_module
+from report import build
+from report.bugs import stalls_and_recovery
+from tests.corpus.conftest import INDEX, RUNS, entries, entry_names
 
 BUDGET_BYTES = 30 * 1024 * 1024           # scripts/record_corpus.py BUDGET_BYTES
 
@@ -50,3 +54,33 @@ def test_the_index_says_the_live_verdict(replayed, name):
         {c: v["count"] for c, v in run.live["checks"].items() if v.get("count")}
     assert live["records"] == run.live["counts"]["records"]
     assert run.entry["run_tag"] in run.live["topics"][0]
+
+
+def named_findings(run_dir) -> set[str]:
+    """The catalogued bugs the report names for a run: by its stalls (the history) and its anomalies (its verify
+    report, here the offline one)."""
+    stalls, _ = stalls_and_recovery(run_dir)
+    by_stall = {b["id"] for stall in stalls or [] for b in build.stall_bugs(stall)}
+    return by_stall | {b["id"] for b in build.anomaly_bugs(run_dir, build.verdict_of(run_dir))}
+
+
+FINDINGS = [e["name"] for e in entries() if e.get("finding")]
+
+
+@pytest.mark.parametrize("name", FINDINGS)
+def test_a_recorded_finding_is_named_by_the_catalog(replayed, name):
+    run = replayed[0][name]
+    assert run.entry["finding"] in named_findings(run.run_dir), name
+
+
+def test_a_changed_rule_no_longer_names_a_recorded_finding(replayed, monkeypatch):
+    """The finding tests depend on the catalog's rule: the same evidence judged by a deliberately wrong one (the
+    bug's expected stalled call, or its expected checks, swapped for others) names nothing."""
+    run = replayed[0][FINDINGS[0]]
+    bug = next(b for b in catalog_module.catalog() if b.id == run.entry["finding"])
+    expect = bug.expect.model_copy(update={"stalls": ["commit_transaction"] if bug.expect.stalls else [],
+                                           "checks": ["open_at_end"] if bug.expect.checks else []})
+    wrong = bug.model_copy(update={"expect": expect})
+    real = catalog_module.catalog()
+    monkeypatch.setattr(catalog_module, "catalog", lambda: tuple(wrong if b.id == bug.id else b for b in real))
+    assert run.entry["finding"] not in named_findings(run.run_dir)
