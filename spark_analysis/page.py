@@ -20,6 +20,10 @@ text-align:left;vertical-align:top;font-size:.9rem}th{background:#f6f8fa}code{fo
 """
 
 
+# where the two views were read (job.py): said beside the topics
+VIEWS_FROM = {"kafka": " (read from the cluster)", "archive": " (read from the run's archive, offline)"}
+
+
 def badge(valid: Any) -> str:
     label = {True: "valid", False: "anomalies", "unknown": "unknown"}.get(valid, str(valid))
     return f'<span class="badge" style="background:{COLOURS.get(valid, "#57606a")}">{escape(label)}</span>'
@@ -46,8 +50,8 @@ def render(report: dict) -> str:
                 "what it checks": c["description"] + (f" (does not apply: {c['why']})" if c.get("applies") is False else "")}
                for name, c in checks.items()]
     parts = [f"<h1>txnlab verify {badge(report['valid'])}</h1>",
-             f"<p>Run <code>{escape(report['run'])}</code>, topics {escape(', '.join(report['topics']))}; "
-             f"{report['seconds']} s.</p>"]
+             f"<p>Run <code>{escape(report['run'])}</code>, topics {escape(', '.join(report['topics']))}"
+             f"{VIEWS_FROM.get(report.get('views_from'), '')}; {report['seconds']} s.</p>"]
     if report["evidence"]["gaps"]:
         items = "".join(f"<li>{escape(g)}</li>" for g in report["evidence"]["gaps"])
         parts.append(f'<div class="gaps"><b>Evidence incomplete, so no check can be valid:</b><ul>{items}</ul></div>')

@@ -55,6 +55,12 @@ def test_the_page_shows_the_verdict_the_checks_and_escaped_examples():
     assert ">unknown<" in unknown and "topic t no longer exists" in unknown
 
 
+def test_the_page_says_where_the_views_were_read():
+    assert "topics t (read from the run's archive, offline);" in page.render({**report(True), "views_from": "archive"})
+    assert "topics t (read from the cluster);" in page.render({**report(True), "views_from": "kafka"})
+    assert "topics t; " in page.render(report(True))                  # a report from before the archive
+
+
 def test_only_connector_jars_pyspark_lacks_are_passed(tmp_path, monkeypatch):
     monkeypatch.setattr(submit, "connector_dir", lambda: tmp_path)
     with pytest.raises(submit.SetupError, match="make setup"):
