@@ -3,7 +3,8 @@
 Owns: ConnectionSettings, the one model of a connection's keys (a pydantic model: allowed values,
 validation, SecretStr passwords, TXNLAB_KAFKA_* environment variables; the exporter's config uses it as its
 `kafka` section), and its translation into confluent-kafka (librdkafka), kafka-python and Java-tool
-configuration. Every Kafka client txnlab creates gets its settings from here. Also the one log
+configuration, and where a run's cluster is found (run_bootstrap: given, $TXNLAB_KAFKA_BOOTSTRAP, the run's
+cluster.json). Every Kafka client txnlab creates gets its settings from here. Also the one log
 redaction: LOG_SECRETS, a logging filter that replaces every secret it knows with ***; settings register
 their passwords in it when built, other secrets (the exporter's basic-auth password) are added where
 they are read, and install_log_redaction() puts it on the handlers wherever txnlab sets up logging
@@ -12,8 +13,10 @@ Must not: log or print secrets (passwords are kept out of repr, errors and descr
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
+from pathlib import Path
 from typing import Any, Literal, Mapping, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
@@ -252,3 +255,12 @@ class ConnectionSettings(BaseModel):
 
 def _drop_none(values: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in values.items() if v is not None}
+
+
+def run_bootstrap(run_dir, given: str | None = None) -> str | None:
+    """The bootstrap to reach a run's cluster: `given`, else $TXNLAB_KAFKA_BOOTSTRAP, else the run's cluster.json
+    (None when there is none)."""
+    info = Path(run_dir) / "cluster.json"
+    return given or os.environ.get(f"{ENV_PREFIX}BOOTSTRAP") or (
+        json.loads(info.read_text()).get("bootstrap") if info.exists() else None)
+

@@ -146,9 +146,12 @@ def with_runs_dir(argv: list[str], scratch: Path) -> list[str]:
     return [*out, "--runs-dir", str(scratch)]
 
 
+def corpus_bytes() -> int:
+    return sum(p.stat().st_size for p in RUNS.glob("*.tar.xz")) if RUNS.exists() else 0
+
+
 def size_line() -> str:
-    total = sum(p.stat().st_size for p in RUNS.glob("*.tar.xz")) if RUNS.exists() else 0
-    return f"corpus {total / 1024 / 1024:.1f} MiB of its {BUDGET_BYTES / 1024 / 1024:.0f} MiB budget"
+    return f"corpus {corpus_bytes() / 1024 / 1024:.1f} MiB of its {BUDGET_BYTES / 1024 / 1024:.0f} MiB budget"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -170,8 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.action == "rerecord":
         return rerecord(args.names)
     print(size_line())
-    total = sum(p.stat().st_size for p in RUNS.glob("*.tar.xz")) if RUNS.exists() else 0
-    return 0 if total <= BUDGET_BYTES else 1
+    return 0 if corpus_bytes() <= BUDGET_BYTES else 1
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 import traceback
@@ -27,7 +26,7 @@ from typing import Callable
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 
-from cluster.connection import ConnectionSettings
+from cluster.connection import ConnectionSettings, run_bootstrap
 from spark_analysis import load, page, verdict
 from spark_analysis.evidence import (Evidence, HistorySummary, check_archive, check_history, check_topics,
                                     load_run_files, workload_kinds)
@@ -68,10 +67,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def connection(run_dir: Path, bootstrap: str | None) -> ConnectionSettings:
-    if not bootstrap and not os.environ.get("TXNLAB_KAFKA_BOOTSTRAP"):
-        info = run_dir / "cluster.json"
-        bootstrap = json.loads(info.read_text()).get("bootstrap") if info.exists() else None
-    if not (bootstrap or os.environ.get("TXNLAB_KAFKA_BOOTSTRAP")):
+    bootstrap = run_bootstrap(run_dir, bootstrap)
+    if not bootstrap:
         raise JobError(f"no Kafka bootstrap: {run_dir / 'cluster.json'} has none; pass --bootstrap or set "
                          "TXNLAB_KAFKA_BOOTSTRAP")
     return ConnectionSettings.from_env(bootstrap=bootstrap)

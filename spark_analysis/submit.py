@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cluster.connection import ConnectionSettings
+from cluster.connection import ConnectionSettings, run_bootstrap
 from cluster.diagnose import require_reachable
 from cluster.java import java_binary
 from cluster.versions import REPO_ROOT, pinned, txnlab_home
@@ -224,9 +224,7 @@ def check_reachable(runs: list[Path], conn: ConnectionSettings | None) -> None:
     is left to the job, which says so)."""
     checked = set()
     for run_dir in runs:
-        info = run_dir / "cluster.json"
-        bootstrap = os.environ.get("TXNLAB_KAFKA_BOOTSTRAP") or (
-            json.loads(info.read_text()).get("bootstrap") if info.exists() else None)
+        bootstrap = run_bootstrap(run_dir)
         settings = conn or (ConnectionSettings.from_env(bootstrap=bootstrap) if bootstrap else None)
         if settings is not None and settings not in checked:
             require_reachable(settings)

@@ -309,13 +309,11 @@ def _add_verify_command(sub) -> None:
 def cmd_archive(args: argparse.Namespace) -> int:
     """Store what verify reads from the cluster in each run's directory (RUN/archive/)."""
     from chaos.record.archive import write_archive
-    from cluster.connection import ConnectionSettings
+    from cluster.connection import ConnectionSettings, run_bootstrap
     for run_dir in args.run_dirs:
         if not (run_dir / "history").is_dir():
             raise TxnlabError(f"{run_dir} is not a run directory (no history/)")
-        info = run_dir / "cluster.json"
-        bootstrap = args.bootstrap or os.environ.get("TXNLAB_KAFKA_BOOTSTRAP") or (
-            json.loads(info.read_text()).get("bootstrap") if info.exists() else None)
+        bootstrap = run_bootstrap(run_dir, args.bootstrap)
         if not bootstrap:
             raise TxnlabError(f"{run_dir}: no Kafka bootstrap (its cluster.json has none): pass --bootstrap")
         manifest = write_archive(run_dir, ConnectionSettings.from_env(bootstrap=bootstrap),

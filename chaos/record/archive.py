@@ -8,9 +8,9 @@ them as `archive/committed.parquet` and `archive/uncommitted.parquet` in the row
 (key, value, topic, partition, offset, timestamp, timestampType, headers: spark_analysis/load.py reads them as
 it reads Kafka); then `archive/manifest.json`, written last (its presence seals the archive): per view its
 file's sha256, bytes and rows, and per partition the end it was read to, the rows it holds, the position the
-read reached and where the log started. Each file also carries its view, rows and ends in its Parquet
-metadata (`txnlab.archive`). Files are written under temporary names and renamed; an archive made again
-replaces the old one only once complete.
+read reached and where the log started, asked after the views were read (records deleted before or while they
+were read show there). Files are written under temporary names and renamed; an archive made again replaces
+the old one only once complete.
 What the archive does not hold is everything else verify reads: those are the run's own files already
 (history, end_offsets.json, group_offsets.json, spec.json).
 Must not: judge anything (spark_analysis/evidence.py decides whether an archive is complete), or keep more
@@ -37,7 +37,6 @@ from cluster.waiting import Deadline
 ARCHIVE_DIR = "archive"
 MANIFEST = "manifest.json"
 FORMAT = 1
-ARCHIVE_KEY = b"txnlab.archive"
 # view -> (isolation level, which recorded end bounds it): spark_analysis/load.py VIEWS reads the same
 VIEWS = {"committed": ("read_committed", "lso"), "uncommitted": ("read_uncommitted", "hwm")}
 BATCH = 20_000                       # records per Parquet row group (and at most in memory)
@@ -77,7 +76,6 @@ def write_archive(run_dir: Path, conn: ConnectionSettings, progress: Callable[[s
     """Read both views of the run's topics to their recorded ends into RUN/archive/ (replacing an older archive
     only once this one is sealed); its manifest's path."""
     ends = recorded_ends(run_dir)
-    starts = {t: log_start_offsets(conn, t, sorted(int(p) for p in parts)) for t, parts in ends.items()}
     hwms = {t: partition_offsets(conn, t, sorted(int(p) for p in parts), committed=False) for t, parts in ends.items()}
 
     def read(isolation: str, view: dict[str, dict[int, int]]):
@@ -85,27 +83,31 @@ def write_archive(run_dir: Path, conn: ConnectionSettings, progress: Callable[[s
         # wait for what is not there; the manifest then says where the read stopped
         return read_view(conn, isolation, {t: {p: min(e, hwms[t][p]) for p, e in parts.items()}
                                            for t, parts in view.items()})
+
+    def starts() -> dict[str, dict[int, int]]:
+        return {t: log_start_offsets(conn, t, sorted(int(p) for p in parts)) for t, parts in ends.items()}
     return seal_archive(run_dir, ends, starts, read, conn.describe(), progress)
 
 
 Reader = Callable[[str, dict], Iterable[tuple[list, dict]]]
 
 
-def seal_archive(run_dir: Path, ends: dict, starts: dict[str, dict[int, int]], read: Reader, source: str,
-                 progress: Callable[[str], None] = lambda m: None) -> Path:
+def seal_archive(run_dir: Path, ends: dict, starts: Callable[[], dict[str, dict[int, int]]], read: Reader,
+                 source: str, progress: Callable[[str], None] = lambda m: None) -> Path:
     """Both views' files from `read(isolation, ends)` (batches of messages with the position each partition
-    reached), then the manifest, in a folder of its own renamed to RUN/archive/ once complete."""
+    reached), then the manifest with `starts()` (where each log starts, asked once the views are read), in a
+    folder of its own renamed to RUN/archive/ once complete."""
     run_dir = Path(run_dir)
     work = run_dir / f".{ARCHIVE_DIR}-{uuid.uuid4().hex[:8]}"
     work.mkdir()
     try:
         views = {}
         for view, (isolation, end) in VIEWS.items():
-            began = time.monotonic()
-            views[view] = write_view(work, view, isolation, view_ends(ends, end), read(isolation, view_ends(ends, end)))
+            began, bounds = time.monotonic(), view_ends(ends, end)
+            views[view] = write_view(work, view, isolation, bounds, read(isolation, bounds))
             progress(f"archive: {view} view, {views[view]['rows']} records ({time.monotonic() - began:.1f}s)")
         manifest = {"format": FORMAT, "written_at": time.time(), "cluster": source, "views": views,
-                    "log_start": {t: {str(p): o for p, o in s.items()} for t, s in starts.items()}}
+                    "log_start": {t: {str(p): o for p, o in s.items()} for t, s in starts().items()}}
         _write_atomic(work / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
         final = archive_dir(run_dir)
         old = run_dir / f".{ARCHIVE_DIR}-old-{uuid.uuid4().hex[:8]}"
@@ -139,8 +141,6 @@ def write_view(folder: Path, view: str, isolation: str, ends: dict[str, dict[int
                 writer.write_table(to_table(batch))
             for (topic, p), at in reached.items():
                 partitions[topic][str(p)]["reached"] = at
-        writer.add_key_value_metadata({ARCHIVE_KEY: json.dumps({"view": view, "rows": rows, "ends": {
-            t: {str(p): e for p, e in parts.items()} for t, parts in ends.items()}})})
     os.replace(tmp, folder / name)
     data = (folder / name).read_bytes()
     return {"file": name, "isolation": isolation, "rows": rows, "bytes": len(data),

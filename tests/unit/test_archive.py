@@ -57,7 +57,7 @@ def reader(short: dict | None = None):
 def archived(tmp_path: Path, short: dict | None = None, start: int = 0) -> Path:
     run = tmp_path / "run"
     run.mkdir(exist_ok=True)
-    seal_archive(run, ENDS, {TOPIC: {0: start, 1: 0}}, reader(short), "test")
+    seal_archive(run, ENDS, lambda: {TOPIC: {0: start, 1: 0}}, reader(short), "test")
     return run
 
 
