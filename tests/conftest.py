@@ -9,6 +9,8 @@ import os
 
 import pytest
 
+from cluster.versions import txnlab_home
+
 os.environ.setdefault("TXNLAB_CLASS_ARCHIVES", "map")
 
 
@@ -17,11 +19,12 @@ TIERS = {"unit": "unit", "corpus": "corpus", "integration": "live"}     # tests/
 
 def pytest_collection_modifyitems(config, items):
     """Each test carries its tier's marker (docs/testing.md), from the folder it lives in: `-m unit`, `-m corpus`,
-    `-m live` select a tier."""
+    `-m live` select a tier. A live test marked `campaign` left the gate: it is of the campaign's tier only (the
+    default `-m 'not campaign'` of pyproject.toml leaves it out; `-m campaign` runs it)."""
     for item in items:
         parts = item.path.relative_to(config.rootpath).parts
         tier = TIERS.get(parts[1]) if len(parts) > 2 and parts[0] == "tests" else None
-        if tier:
+        if tier and not item.get_closest_marker("campaign"):
             item.add_marker(tier)
 
 
@@ -32,3 +35,23 @@ def pytest_runtest_makereport(item, call):
     if report.skipped and os.environ.get("CI"):
         report.outcome = "failed"
         report.longrepr = f"test skipped in CI (a skip there is a failure): {report.longrepr}"
+
+
+SPARK_CONNECT_BASE_PORT = 31800     # the session's Spark Connect server listens at +30
+
+
+@pytest.fixture(scope="session")
+def spark_remote():
+    """One Spark Connect server (local[*]) for the whole session: every `txnlab verify` of the tests (the corpus's
+    offline one, the live ones and those of the demo's and bug runs they start) is its client through
+    $TXNLAB_SPARK_REMOTE, so none pays a JVM start; stopped by its pid at the end. Its URL, or that of $TXNLAB_SPARK_REMOTE when given."""
+    from spark_analysis.standalone import SharedConnect
+    shared = SharedConnect(txnlab_home() / "test-spark-connect", SPARK_CONNECT_BASE_PORT,
+                           progress=lambda line: print(f"[spark-connect] {line}")).start()
+    remote = shared.remote()         # "" when it could not start: each verify then runs spark-submit (slower);
+    saved = os.environ.get("TXNLAB_SPARK_REMOTE")      # test_verify's remote test fails on its own then
+    os.environ["TXNLAB_SPARK_REMOTE"] = remote
+    yield remote
+    if saved is None:
+        os.environ.pop("TXNLAB_SPARK_REMOTE", None)
+    shared.stop()

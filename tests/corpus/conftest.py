@@ -1,7 +1,7 @@
 """The corpus tier: recorded real runs (tests/corpus/runs/*.tar.xz, indexed by corpus.yaml, made by
 scripts/record_corpus.py) replayed without a cluster. One session fixture unpacks every run and verifies them all
-offline from their archives in one `txnlab verify --offline` (one Spark session, spark-submit), with a bootstrap
-nobody listens on: nothing is asked of any cluster."""
+offline from their archives in one `txnlab verify --offline` (the session's Spark Connect server, tests/conftest.py,
+or spark-submit when it could not start), with a bootstrap nobody listens on: nothing is asked of any cluster."""
 from __future__ import annotations
 
 import json
@@ -44,12 +44,12 @@ def unpack(name: str, into: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def replayed(tmp_path_factory) -> tuple[dict[str, Replayed], subprocess.CompletedProcess]:
+def replayed(tmp_path_factory, spark_remote) -> tuple[dict[str, Replayed], subprocess.CompletedProcess]:
     base = tmp_path_factory.mktemp("corpus")
     runs = {e["name"]: (e, unpack(e["name"], base)) for e in entries()}
     env = {**os.environ, "TXNLAB_KAFKA_BOOTSTRAP": "127.0.0.1:9"}
     proc = subprocess.run([sys.executable, "-m", "txnlab.cli", "verify", *(str(d) for _, d in runs.values()),
-                           "--offline", "--remote", "", "--examples", "50"],
+                           "--offline", "--remote", spark_remote, "--examples", "50"],
                           capture_output=True, text=True, timeout=1500, env=env)
     found = {}
     for name, (entry, run_dir) in runs.items():

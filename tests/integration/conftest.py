@@ -19,6 +19,25 @@ from cluster.smoke import ensure_topic
 from cluster.versions import kafka_version, txnlab_home
 from report.stack import local_stack
 
+CAMPAIGN = pytest.mark.campaign      # a live test that left the gate: docs/testing.md's moved-test table
+
+
+def needed_runs(request, argname: str = "name") -> set[str]:
+    """The runs this module's selected tests read: each one's `argname` parameter and the names of its
+    `reads_runs` marker. A module that makes its runs in its set-up makes these and no others, so a tier's
+    selection (the gate's, `-m campaign`'s, a -k) costs only what it reads."""
+    needed: set[str] = set()
+    for item in request.session.items:
+        if getattr(item, "module", None) is not request.module:
+            continue
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if argname in params:
+            needed.add(params[argname])
+        for marker in item.iter_markers("reads_runs"):
+            needed.update(marker.args)
+    return needed
+
+
 TEST_BASE_PORT = int(os.environ.get("TXNLAB_TEST_BASE_PORT", "21000"))
 
 
@@ -47,24 +66,10 @@ def _session_cluster(name: str, **settings: object):
         local.down(purge=True)
 
 
-SPARK_CONNECT_BASE_PORT = 31800     # the session's Spark Connect server listens at +30
-
-
 @pytest.fixture(scope="session", autouse=True)
-def spark_remote():
-    """One Spark Connect server (local[*]) for the whole session: every `txnlab verify` of the tests (and the
-    demo's and bug runs' they start) is its client through $TXNLAB_SPARK_REMOTE, so none pays a JVM start;
-    stopped by its pid at the end. Its URL, or that of $TXNLAB_SPARK_REMOTE when given."""
-    from spark_analysis.standalone import SharedConnect
-    shared = SharedConnect(txnlab_home() / "test-spark-connect", SPARK_CONNECT_BASE_PORT,
-                           progress=lambda line: print(f"[spark-connect] {line}")).start()
-    remote = shared.remote()         # "" when it could not start: each verify then runs spark-submit (slower);
-    saved = os.environ.get("TXNLAB_SPARK_REMOTE")      # test_verify's remote test fails on its own then
-    os.environ["TXNLAB_SPARK_REMOTE"] = remote
-    yield remote
-    if saved is None:
-        os.environ.pop("TXNLAB_SPARK_REMOTE", None)
-    shared.stop()
+def _shared_spark(spark_remote):
+    """Every live test's `txnlab verify` is a client of the session's Spark Connect server (tests/conftest.py)."""
+    return spark_remote
 
 
 @pytest.fixture(scope="session")

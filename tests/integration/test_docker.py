@@ -21,7 +21,7 @@ from cluster import compose
 from cluster.docker import Engine, Stack, client, ensure_base
 from cluster.versions import REPO_ROOT
 from cluster.waiting import wait_until
-from tests.integration.conftest import TEST_BASE_PORT
+from tests.integration.conftest import CAMPAIGN, TEST_BASE_PORT
 
 pytestmark = pytest.mark.docker
 
@@ -186,6 +186,7 @@ def test_the_stack_down_leaves_no_container_network_or_volume_of_the_project(sta
     assert left == {"containers": [], "networks": [], "volumes": []}
 
 
+@CAMPAIGN          # the stack is the gate's, its secured profile the campaign's (docs/testing.md)
 def test_the_secured_stack_serves_https_and_prometheus_scrapes_it(engine):
     secured = Stack.named(PROJECT + "-secured", compose.compose_layout("sasl_ssl", base_port=DOCKER_BASE_PORT + 1000))
     secured.down(progress=print)

@@ -6,7 +6,9 @@ killed, both sides of the transaction-timeout trap (chaos/bugs/flink-transaction
 20 s; with the sink's transaction.timeout.ms at 8 s the checkpoint's records are lost, counted exactly; at 60 s
 nothing is), and the job abandoned (JobManager and TaskManager down past the sink's timeout: its transactions fire
 TransactionNearTimeout, which clears when they are aborted), all verified in ONE `txnlab verify` call. No Flink
-process is left afterwards."""
+process is left afterwards. The gate runs the TaskManager kill (the framework once through a fault); the other runs
+and their tests are the campaign's (`-m campaign`, docs/testing.md), and the module makes only the runs its selected
+tests read."""
 from __future__ import annotations
 
 import json
@@ -21,10 +23,11 @@ from chaos.nemesis.backends import LocalBackend
 from chaos.runner.experiment import Experiment
 from chaos.record.history import read_history
 from chaos.record.ids import decode_value
-from chaos.runner.spec import load_bug, parse_spec
+from chaos.runner.spec import load_bug, load_spec, parse_spec
 from cluster.reads import read_to_end
 from report import detection, series
-from tests.integration.test_experiments import FLINK, drop_run_topics, short_runs_of
+from tests.integration.conftest import CAMPAIGN, needed_runs
+from tests.integration.test_experiments import FLINK, drop_run_topics, run_short
 from tests.integration.test_verify import failing_checks
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(1800)]
@@ -56,23 +59,34 @@ def lost_inputs(conn, run_dir: Path, ops: list[dict]) -> set[str]:
     return inputs - outputs
 
 
+CLEAN = {"name": "flink-clean", "cluster": {"local": {}}, "workloads": [{"workload": "flink"}], "duration_s": 20,
+         "quiescence": {"timeout_s": 5}}
+
+
+def flink_spec(name: str):
+    """The run `name` of this module: a Flink built-in, the clean run, or a side of the trap (affected, fixed)."""
+    if name == "clean":
+        return parse_spec(CLEAN, "a clean Flink run (no fault)")
+    if name in ("affected", "fixed"):
+        return trap_side(name)
+    return load_spec(name, short=True)
+
+
 @pytest.fixture(scope="module")
 def runs(cluster, tmp_path_factory, request):
-    """{name: (run dir, ops)}: the Flink built-ins and the trap's two sides, each in short mode, and a clean run."""
+    """{name: (run dir, ops)}: the runs this module's selected tests read (needed_runs; the gate's: the
+    TaskManager kill), each in short mode: of the Flink built-ins, a clean run and the trap's two sides."""
     runs_dir = tmp_path_factory.mktemp("flink")
-    done = short_runs_of(FLINK, cluster, runs_dir, request.addfinalizer)
-    clean = parse_spec({"name": "flink-clean", "cluster": {"local": {}}, "workloads": [{"workload": "flink"}],
-                        "duration_s": 20, "quiescence": {"timeout_s": 5}}, "a clean Flink run (no fault)")
-    result = Experiment(clean, seed=11, runs_dir=runs_dir, progress=print, backend=LocalBackend(cluster)).run()
-    request.addfinalizer(lambda r=result: drop_run_topics(cluster, r))
-    assert result.error is None, result.error
-    done["clean"] = (result.run_dir, read_history(result.run_dir).ops)
-    for side, seed in (("affected", 11), ("fixed", 11)):
-        result = Experiment(trap_side(side), seed=seed, runs_dir=runs_dir, progress=print,
-                            backend=LocalBackend(cluster)).run()
-        request.addfinalizer(lambda r=result: drop_run_topics(cluster, r))
-        assert result.error is None, result.error
-        done[side] = (result.run_dir, read_history(result.run_dir).ops)
+    done = {}
+    for name in sorted(needed_runs(request)):
+        if name in FLINK:
+            result = run_short(name, cluster, runs_dir, request.addfinalizer)
+        else:
+            result = Experiment(flink_spec(name), seed=11, runs_dir=runs_dir, progress=print,
+                                backend=LocalBackend(cluster)).run()
+            request.addfinalizer(lambda r=result: drop_run_topics(cluster, r))
+            assert result.error is None, result.error
+        done[name] = (result.run_dir, read_history(result.run_dir).ops)
     return done
 
 
@@ -85,14 +99,18 @@ def refused_commits(ops: list[dict]) -> list[dict]:
 @pytest.fixture(scope="module")
 def verified(runs, cluster):
     """The reports by name (one `txnlab verify` of every run), and the trap's lost inputs counted apart."""
-    lost = lost_inputs(cluster.connection(), *runs["affected"])
+    lost = lost_inputs(cluster.connection(), *runs["affected"]) if "affected" in runs else None
     proc = subprocess.run([sys.executable, "-m", "txnlab.cli", "verify", *(str(r) for r, _ in runs.values())],
                           capture_output=True, text=True, timeout=900)
     reports = {name: json.loads((run / "verify" / "report.json").read_text()) for name, (run, _) in runs.items()}
     return reports, lost, proc.stdout + proc.stderr
 
 
-@pytest.mark.parametrize("name", ["clean", *sorted(FLINK), "fixed"])
+GATE = "flink-taskmanager-kill"      # the framework once through a fault in the gate; the rest in the campaign
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=() if n == GATE else CAMPAIGN)
+                                  for n in ["clean", *sorted(FLINK), "fixed"]])
 def test_the_job_stays_exactly_once_through_the_fault(name, runs, verified):
     reports, _, log = verified
     report = reports[name]
@@ -103,6 +121,7 @@ def test_the_job_stays_exactly_once_through_the_fault(name, runs, verified):
     assert stopped["drained"] is True, stopped
 
 
+@pytest.mark.reads_runs(GATE)
 def test_a_killed_taskmanager_restarts_the_job_from_its_last_checkpoint(runs):
     _, ops = runs["flink-taskmanager-kill"]
     killed = [op for op in ops if op["process"] == "flink-tm-0/jvm" and op["type"] == "info"]
@@ -114,6 +133,8 @@ def test_a_killed_taskmanager_restarts_the_job_from_its_last_checkpoint(runs):
     assert restored["checkpoint"] in completed and max(completed) > restored["checkpoint"], (restored, completed)
 
 
+@CAMPAIGN
+@pytest.mark.reads_runs("flink-jobmanager-kill")
 def test_a_killed_jobmanager_loses_the_job_and_its_client_submits_it_again(runs):
     _, ops = runs["flink-jobmanager-kill"]
     assert events(ops, "unreachable") and events(ops, "reachable")
@@ -135,6 +156,8 @@ def held_commits(ops: list[dict]) -> list[dict]:
             for h in op["value"].get("held", [])]
 
 
+@CAMPAIGN
+@pytest.mark.reads_runs("affected")
 def test_the_timeout_trap_loses_the_held_checkpoints_records_counted_exactly(runs, verified):
     reports, lost, log = verified
     _, ops = runs["affected"]
@@ -153,6 +176,8 @@ def test_the_timeout_trap_loses_the_held_checkpoints_records_counted_exactly(run
     assert refused_commits(ops), events(ops, "log")
 
 
+@CAMPAIGN
+@pytest.mark.reads_runs("fixed")
 def test_the_safe_timeout_takes_the_same_hold_without_loss(runs):
     _, ops = runs["fixed"]
     [held] = held_commits(ops)
@@ -160,6 +185,8 @@ def test_the_safe_timeout_takes_the_same_hold_without_loss(runs):
     assert not refused_commits(ops)
 
 
+@CAMPAIGN
+@pytest.mark.reads_runs(ABANDONED)
 def test_an_abandoned_jobs_transactions_show_fire_the_alert_and_clear_at_their_abort(runs, cluster):
     """JobManager and TaskManager killed and down past the sink's transaction.timeout.ms (30 s): the transactions
     the job had open stay open (the exporter's open transactions and LSO lag on the run's topics), its

@@ -4,7 +4,8 @@ past its timeouts into a zombie, an instance SIGKILLed with its JVM and started 
 short run must show (tests/integration/test_experiments.py run_short), all verified in ONE `txnlab verify`
 call: valid, every count exact. A copy of the restart run with two planted anomalies on the counts topic, a
 double count of one key and a lost update of another (each in its own partition), has each reported as
-exactly one anomaly of streams_state (one per key), nothing else."""
+exactly one anomaly of streams_state (one per key), nothing else. The gate runs the restart (the framework once
+through a fault); the other three and their tests are the campaign's (`-m campaign`, docs/testing.md)."""
 from __future__ import annotations
 
 import json
@@ -17,6 +18,7 @@ import pytest
 from confluent_kafka import Producer
 
 from cluster.reads import partition_offsets, read_to_end
+from tests.integration.conftest import CAMPAIGN, needed_runs
 from tests.integration.test_experiments import STREAMS, nemesis, short_runs_of
 from tests.integration.test_verify import copy_run, failing_checks
 
@@ -28,10 +30,15 @@ def streams_events(ops: list[dict], process: str, event: str) -> list[dict]:
             and op["value"].get("event") == event]
 
 
+GATE = "streams-instance-restart"     # the framework once through a fault in the gate; the others the campaign's
+
+
 @pytest.fixture(scope="module")
 def experiments(cluster, tmp_path_factory, request):
-    """{experiment: (run dir, its history's operations)} of the Streams built-ins in short mode."""
-    return short_runs_of(STREAMS, cluster, tmp_path_factory.mktemp("runs"), request.addfinalizer)
+    """{experiment: (run dir, its history's operations)} of the Streams built-ins in short mode that this module's
+    selected tests read (needed_runs), the restart run always (the planted copy's base)."""
+    return short_runs_of(needed_runs(request) | {GATE}, cluster, tmp_path_factory.mktemp("runs"),
+                         request.addfinalizer)
 
 
 def plant_update(conn, run_dir, ops, key_index: int, step: int) -> str:
@@ -76,7 +83,7 @@ def verified(experiments, cluster, tmp_path_factory):
     return reports, keys, proc.stderr[-4000:]
 
 
-@pytest.mark.parametrize("name", sorted(STREAMS))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=() if n == GATE else CAMPAIGN) for n in sorted(STREAMS)])
 def test_a_streams_experiment_in_short_mode_is_valid_with_every_count_exact(name, experiments, verified):
     run_dir, ops = experiments[name]
     reports, _, log = verified
@@ -103,6 +110,8 @@ def test_a_killed_instance_hands_its_tasks_over_and_restarts(experiments):
     assert [e for e in streams_events(ops, "streams-1", "tasks") if e["time"] > restarted and e["value"]["active"]]
 
 
+@CAMPAIGN
+@pytest.mark.reads_runs("streams-zombie")
 def test_a_paused_instance_comes_back_as_a_fenced_zombie_and_rejoins(experiments):
     _, ops = experiments["streams-zombie"]
     paused, resumed = nemesis(ops, "fault")[0]["time"], nemesis(ops, "heal")[0]["time"]
