@@ -19,33 +19,17 @@ import os
 import subprocess
 import sys
 import time
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from cluster import install, versions  # noqa: E402 - the repository on the path first
+from report.campaign import junit_summary  # noqa: E402,F401 - the one reading of a JUnit report
 
 
 def say(message: str) -> None:
     print(f"[matrix {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-def junit_summary(path: Path) -> dict:
-    """passed, failed, errors, skipped and the failing test ids of one JUnit XML report."""
-    suites = ET.parse(path).getroot()
-    counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
-    failing = []
-    for suite in suites.iter("testsuite"):
-        for key in counts:
-            counts[key] += int(suite.get(key, 0))
-        for case in suite.iter("testcase"):
-            if case.find("failure") is not None or case.find("error") is not None:
-                failing.append(f"{case.get('classname', '').rsplit('.', 1)[-1]}::{case.get('name')}")
-    passed = counts["tests"] - counts["failures"] - counts["errors"] - counts["skipped"]
-    return {"passed": passed, "failed": counts["failures"], "errors": counts["errors"],
-            "skipped": counts["skipped"], "failing": failing}
 
 
 def run_release(release: str, out: Path, pytest_args: list[str]) -> dict:

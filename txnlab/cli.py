@@ -521,6 +521,34 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return exit_code(report)
 
 
+def cmd_campaign(args: argparse.Namespace) -> int:
+    """The whole matrix (report/campaign.py): 0 every cell holds (valid, named or not applicable), 1 not so, 2 a
+    cell could not run or the options are wrong."""
+    from report import campaign as c
+    options = c.CampaignOptions(args.dir, tuple(args.parts), tuple(args.clients), tuple(args.experiments),
+                                tuple(args.versions), tuple(args.bugs), args.tries, args.seed, args.again)
+    try:
+        resolved = options.resolved()
+        state = c.load_state(resolved.directory) if (args.list or args.markdown) else None
+    except TxnlabError as exc:
+        err.print(f"[red]txnlab campaign[/]: {exc}")
+        return 2
+    if args.markdown:
+        print(c.markdown(state), end="")
+        return 0
+    if args.list:
+        for cell in c.plan(resolved):
+            done = state["cells"].get(cell["id"], {})
+            print(f"{cell['id']:60} {done.get('grade') or ('n/a' if cell.get('not_applicable') else 'pending'):8} "
+                  f"{done.get('detail', cell.get('not_applicable', ''))}")
+        return 0
+    state = c.Campaign(resolved, progress=lambda msg: print(msg, file=sys.stderr, flush=True)).run()
+    print(c.markdown(state), end="")
+    print(resolved.directory.resolve() / c.PAGE_FILE)
+    grades = state["summary"]["by_grade"]
+    return 0 if state["summary"]["holds"] else 2 if grades.get("error") or grades.get("pending") else 1
+
+
 def cmd_bugs_list(args: argparse.Namespace) -> int:
     from rich.table import Table
     from chaos.runner.spec import bug_files, load_bug
@@ -621,6 +649,26 @@ def _add_demo_commands(sub) -> None:
                                            "verify reports and histories; nothing runs against a cluster)")
     bjudge.add_argument("suite", type=Path, help="the suite directory (runs/<stamp>-<bug>)")
     bjudge.set_defaults(func=cmd_bugs_judge)
+    camp = sub.add_parser("campaign", help="the whole matrix beside the gate: every built-in experiment on every "
+                          "client, the core tests on every Kafka release, every catalogued bug's sides, the tests that "
+                          "left the gate; resumable (a cell done is not run again), one page (docs/campaign.md)")
+    camp.add_argument("--dir", type=Path, default=Path("runs/campaign"), help="the campaign's directory (default "
+                      "runs/campaign: run again, it resumes)")
+    camp.add_argument("--parts", type=_names, default=[], metavar="PART[,PART]",
+                      help="experiments, releases, bugs, tests (default: all)")
+    camp.add_argument("--clients", type=_names, default=[], metavar="NAME[,NAME]", help="default: every client")
+    camp.add_argument("--experiments", type=_names, default=[], metavar="NAME[,NAME]",
+                      help="built-in experiments (default: every one)")
+    camp.add_argument("--versions", type=_names, default=[], metavar="V[,V]",
+                      help="Kafka releases (default: every one of KAFKA_VERSIONS)")
+    camp.add_argument("--bugs", type=_names, default=[], metavar="ID[,ID]", help="catalogued bugs (default: all)")
+    camp.add_argument("--tries", type=int, default=3, help="tries per side of each bug (default 3)")
+    camp.add_argument("--seed", type=int, default=1)
+    camp.add_argument("--again", action="store_true", help="run the selected cells again, even those done")
+    camp.add_argument("--list", action="store_true", help="the selected cells and their state; run nothing")
+    camp.add_argument("--markdown", action="store_true", help="print the campaign in Markdown (docs/campaign.md); "
+                      "run nothing")
+    camp.set_defaults(func=cmd_campaign)
     report = sub.add_parser("report", help="rebuild report.html and report.json from a stored suite or run")
     report.add_argument("run_dir", type=Path, help="a suite directory (runs/<id>-demo) or a run directory")
     report.add_argument("--json", action="store_true", help="print report.json")
@@ -708,18 +756,6 @@ def _add_chaos_commands(sub) -> None:
     annotate.add_argument("run_dir", type=Path)
     annotate.add_argument("--grafana", help="Grafana base URL, e.g. http://127.0.0.1:19850")
     annotate.set_defaults(func=cmd_chaos_annotate)
-    matrix = csub.add_parser("matrix", help="built-in experiments in short mode, each once per Kafka client, on one "
-                             "cluster, verified in one Spark session; a report with a client x experiment table "
-                             "(the demo's machinery: txnlab demo --clients)")
-    matrix.add_argument("experiments", nargs="*", help="built-in experiments (default: the demo suite)")
-    matrix.add_argument("--clients", type=_names, default=list(clients()), metavar="NAME[,NAME]",
-                        help=f"the clients (default all: {','.join(clients())})")
-    matrix.add_argument("--transaction-versions", type=_versions, default=[2], metavar="N[,N]")
-    matrix.add_argument("--runs-dir", type=Path, default=Path("runs"))
-    matrix.add_argument("--seed", type=int, default=1)
-    matrix.add_argument("--keep", action="store_true", help="leave the clusters running afterwards")
-    matrix.add_argument("--no-verify", action="store_true", help="skip the Spark verification (verdicts unknown)")
-    matrix.set_defaults(func=cmd_demo)
     run = csub.add_parser("run", help="run an experiment: a spec file or a built-in name; always heals")
     run.add_argument("spec", help="a YAML spec file or a built-in name (txnlab chaos list)")
     run.add_argument("--seed", type=int, default=0, help="seed of the random schedule and targets")

@@ -84,3 +84,16 @@ def test_a_changed_rule_no_longer_names_a_recorded_finding(replayed, monkeypatch
     real = catalog_module.catalog()
     monkeypatch.setattr(catalog_module, "catalog", lambda: tuple(wrong if b.id == bug.id else b for b in real))
     assert run.entry["finding"] not in named_findings(run.run_dir)
+
+
+@pytest.mark.parametrize("name", entry_names())
+def test_the_campaign_grades_a_recorded_run_by_its_verdict_its_recovery_and_its_finding(replayed, name):
+    """txnlab campaign's cell of each recorded run (report/campaign.py experiment_outcome on the report's entry of
+    it): the grade its index entry states with why (`campaign`), else `named` by its catalogued finding or `valid`;
+    the causes named are its finding's."""
+    from report.campaign import experiment_outcome
+    run = replayed[0][name]
+    outcome = experiment_outcome(build.run_report(run.run_dir, name, None, None))
+    finding = run.entry.get("finding")
+    grade = (run.entry.get("campaign") or {}).get("grade") or ("named" if finding else "valid")
+    assert (outcome["grade"], outcome["causes"]) == (grade, [finding] if finding else []), outcome

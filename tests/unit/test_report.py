@@ -324,7 +324,7 @@ def test_a_flink_jobs_checkpoints_and_restarts_are_on_its_timeline_and_its_page(
 
 
 def test_a_client_matrix_has_a_column_per_client_and_says_why_a_cell_did_not_run(tmp_path):
-    """`txnlab chaos matrix` (report/demo.py with clients): each client is a level; an experiment with no workload
+    """`txnlab demo --clients` (report/demo.py with clients): each client is a level; an experiment with no workload
     of a client's is recorded without a run, and its cell says why instead of a verdict."""
     suite = stored_suite(tmp_path)
     data = json.loads((suite / build.SUITE_FILE).read_text())

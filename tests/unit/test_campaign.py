@@ -1,0 +1,126 @@
+"""report/campaign.py: the plan of cells, resuming (a cell done is not run again), grading what each part's
+machinery said, and the page, picture and Markdown of a campaign's state."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from report import campaign as c
+
+
+def test_the_plan_selects_names_each_cell_and_says_what_does_not_apply(tmp_path):
+    options = c.CampaignOptions(tmp_path, parts=("experiments", "releases", "bugs", "tests"),
+                                clients=("confluent", "franz-go"), experiments=("coordinator-kill", "streams-zombie"),
+                                versions=("3.9.1",), bugs=("KAFKA-14402",)).resolved()
+    cells = {cell["id"]: cell for cell in c.plan(options)}
+    assert list(cells)[:4] == ["experiment/coordinator-kill/confluent", "experiment/streams-zombie/confluent",
+                               "experiment/coordinator-kill/franz-go", "experiment/streams-zombie/franz-go"]
+    assert "not_applicable" in cells["experiment/streams-zombie/franz-go"]          # no franz-go role in Streams
+    assert not any("not_applicable" in cells[i] for i in list(cells)[:3])
+    assert "release/3.9.1" in cells and cells["tests/campaign"]["part"] == "tests"
+    assert [i for i in cells if i.startswith("bug/KAFKA-14402")][0] == "bug/KAFKA-14402"
+
+
+@pytest.mark.parametrize("field, value, named", [("clients", ("rdkafka-go",), "rdkafka-go"),
+                                                 ("experiments", ("earthquake",), "earthquake"),
+                                                 ("versions", ("2.8.0",), "2.8.0"), ("parts", ("fuzz",), "fuzz"),
+                                                 ("bugs", ("KAFKA-1",), "KAFKA-1")])
+def test_an_unknown_name_is_refused_by_name_before_anything_runs(tmp_path, field, value, named):
+    with pytest.raises(c.CampaignError, match=named):
+        c.CampaignOptions(tmp_path, **{field: value}).resolved()
+
+
+def fake_runners(calls: list, stop_after: int | None = None):
+    """Runners that record what they were asked and grade each cell valid; the `stop_after`th cell raises
+    KeyboardInterrupt, as a Ctrl-C in the middle of a part would."""
+    def runner(campaign, cells):
+        for cell in cells:
+            if stop_after is not None and len(calls) == stop_after:
+                raise KeyboardInterrupt
+            calls.append(cell["id"])
+            campaign.record(cell, {"grade": "valid", "detail": "ok"}, 0.0)
+    return {part: runner for part in c.PARTS}
+
+
+def test_an_interrupted_campaign_resumes_with_the_cells_not_done_and_again_runs_them_all(tmp_path):
+    options = c.CampaignOptions(tmp_path, parts=("experiments", "releases"), clients=("confluent",),
+                                experiments=("coordinator-kill", "zombie-producer"), versions=("3.9.1", "4.4.0"))
+    first: list = []
+    with pytest.raises(KeyboardInterrupt):
+        c.Campaign(options, progress=lambda m: None, runners=fake_runners(first, stop_after=3)).run()
+    saved = json.loads((tmp_path / c.STATE_FILE).read_text())
+    assert sorted(saved["cells"]) == sorted(first) and len(first) == 3
+    assert (tmp_path / c.PAGE_FILE).exists()                  # the page is written on the way out too
+    second: list = []
+    state = c.Campaign(options, progress=lambda m: None, runners=fake_runners(second)).run()
+    assert second == ["release/4.4.0"] and state["summary"] == {"cells": 4, "by_grade": {"valid": 4}, "holds": True}
+    assert [len(s["cells"]) for s in state["slices"]] == [3, 1] and all(s["ended"] for s in state["slices"])
+    again: list = []
+    c.Campaign(c.CampaignOptions(**{**vars(options), "again": True}), progress=lambda m: None,
+               runners=fake_runners(again)).run()
+    assert len(again) == 4
+
+
+def test_a_cell_that_could_not_run_is_run_again_on_resume(tmp_path):
+    options = c.CampaignOptions(tmp_path, parts=("releases",), versions=("4.4.0",))
+
+    def failing(campaign, cells):
+        campaign.record(cells[0], {"grade": "error", "detail": "no cluster"}, 0.0, status="error")
+    c.Campaign(options, progress=lambda m: None, runners={"releases": failing}).run()
+    calls: list = []
+    state = c.Campaign(options, progress=lambda m: None, runners=fake_runners(calls)).run()
+    assert calls == ["release/4.4.0"] and state["cells"]["release/4.4.0"]["grade"] == "valid"
+
+
+def run_entry(valid, recovered=True, catalogued=(), stalls=()):
+    faults = [{"recovered": recovered, "restarted": ["eos-0"] if stalls else [], "stalls": list(stalls)}]
+    return {"verify": {"valid": valid, "gaps": [] if valid != "unknown" else ["the log lacks an acknowledged offset"]},
+            "recovery": {"recovered": recovered, "faults": faults}, "catalogued": [{"id": b} for b in catalogued],
+            "anomalies": [{"check": "duplicate", "count": 2}] if valid is False else [], "run_dir": "r"}
+
+
+def test_grades_read_the_verdict_the_recovery_and_the_catalogue():
+    assert c.experiment_outcome(run_entry(True))["grade"] == "valid"
+    assert c.experiment_outcome(run_entry(False))["grade"] == "invalid"          # an anomaly nothing names
+    named = c.experiment_outcome(run_entry(False, catalogued=["kafkajs-retry-duplicates"]))
+    assert named["grade"] == "named" and named["causes"] == ["kafkajs-retry-duplicates"]
+    assert c.experiment_outcome(run_entry(True, recovered=False))["grade"] == "invalid"
+    unknown = c.experiment_outcome(run_entry("unknown"))
+    assert unknown["grade"] == "unknown" and "acknowledged offset" in unknown["detail"]
+    # a restart after a stall no catalogued bug matches is not a recovery of its own: invalid, not named
+    stall = {"process": "eos-0", "call": "a_call_no_bug_names", "client": "confluent", "at_s": 3.0}
+    assert c.experiment_outcome(run_entry(True, recovered=True, stalls=[stall]))["grade"] == "invalid"
+
+
+def test_junit_outcomes_and_bug_outcomes():
+    ok = {"passed": 22, "failed": 0, "errors": 0, "skipped": 0, "failing": [], "exit": 0}
+    assert c.junit_outcome(ok)["grade"] == "valid"
+    bad = {**ok, "failed": 1, "failing": ["test_x::test_y"], "exit": 1}
+    assert c.junit_outcome(bad)["grade"] == "invalid" and "test_x::test_y" in c.junit_outcome(bad)["detail"]
+    assert c.junit_outcome({"ran": False, "error": "no jars"})["grade"] == "error"
+    assert c.junit_outcome({**ok, "passed": 0})["grade"] == "invalid"                # nothing ran is no pass
+    outcome = {"bug": "KAFKA-14402", "tries": 3, "affected_reproduced": 3, "fixed_clean": 2, "report": {"directory": "d"}}
+    assert c.bug_outcome(outcome, 1)["grade"] == "invalid"
+    assert c.bug_outcome({**outcome, "fixed_clean": 3}, 0)["grade"] == "valid"
+
+
+def test_the_page_the_picture_and_the_markdown_show_every_cell(tmp_path):
+    state = {"created": 0, "slices": [{"started": 1.0e9, "ended": 1.0e9 + 600, "commit": "abc123", "command": "txnlab campaign",
+                                       "cells": ["a", "b", "c"]}], "cells": {}}
+    for cell, grade, extra in ((("coordinator-kill", "confluent"), "named", {"causes": ["librdkafka-5456"]}),
+                               (("coordinator-kill", "kafkajs"), "valid", {}),
+                               (("streams-zombie", "kafkajs"), "n/a", {})):
+        key = f"experiment/{cell[0]}/{cell[1]}"
+        state["cells"][key] = {"id": key, "part": "experiments", "experiment": cell[0],
+                                                              "client": cell[1], "grade": grade, "detail": "d",
+                                                              "wall_s": 60, "commit": "abc123", **extra}
+    state["cells"]["release/4.4.0"] = {"id": "release/4.4.0", "part": "releases", "grade": "invalid",
+                                       "detail": "1 failed: test_a::test_b", "wall_s": 240, "commit": "abc123"}
+    page = c.write_page(tmp_path, state)
+    html = page.read_text()
+    assert "named: librdkafka-5456" in html and "test_a::test_b" in html and "abc123" in html
+    assert (tmp_path / c.PICTURE_FILE).stat().st_size > 5000
+    md = c.markdown(state)
+    assert "| coordinator-kill | named: librdkafka-5456 | valid |" in md
+    assert "NOT every cell holds" in md and "release/4.4.0" in md
