@@ -6,7 +6,9 @@ every broker registered.
 """
 from __future__ import annotations
 
+import json
 import os
+import re
 import uuid
 from pathlib import Path
 
@@ -36,6 +38,12 @@ def needed_runs(request, argname: str = "name") -> set[str]:
         for marker in item.iter_markers("reads_runs"):
             needed.update(marker.args)
     return needed
+
+
+def verify_reports(stdout: str) -> list[dict]:
+    """`txnlab verify --json`'s reports (one run: its report; several: a list), from the output's JSON document."""
+    found = json.loads(stdout[re.search(r"^[\[{]$", stdout, re.M).start():])
+    return found if isinstance(found, list) else [found]
 
 
 TEST_BASE_PORT = int(os.environ.get("TXNLAB_TEST_BASE_PORT", "21000"))

@@ -11,8 +11,9 @@ of learning it was fenced (then the successor must be the one told, and nothing 
 producer that reuses a written batch's sequence after a leader died loses a committed transaction's records (kafkajs-sequence-rollback), or
 writes a batch twice when send() retries over a request in flight (kafkajs-retry-duplicates): each by its whole
 signature (not_kafkajs_findings). All runs of a client are verified in one `txnlab verify` call (the session's Spark server).
-The gate runs coordinator-kill on each client; zombie-producer on each is the campaign's (`-m campaign`,
-docs/testing.md), and a client's set-up makes only the experiments its selected tests read."""
+The gate runs coordinator-kill on each client (with what its clean run shows: both isolation levels read, every
+invoke completed); its clean run, planted duplicate and zombie-producer are the campaign's (`-m campaign`,
+docs/testing.md), and a client's set-up makes only the runs its selected tests read."""
 from __future__ import annotations
 
 import json
@@ -29,7 +30,7 @@ from chaos.record.ids import headers
 from chaos.runner.spec import builtin_specs, matching_anomaly_bugs, parse_spec, with_client
 from cluster.clients import native_clients
 from cluster.reads import read_to_end
-from tests.integration.conftest import CAMPAIGN, TEST_BASE_PORT, cluster_state_dir, needed_runs
+from tests.integration.conftest import CAMPAIGN, TEST_BASE_PORT, cluster_state_dir, needed_runs, verify_reports
 from tests.integration.test_experiments import assert_healed, assert_zombie_fenced, drop_run_topics, run_short
 from tests.integration.test_verify import copy_run, record_end_offsets, send
 
@@ -79,22 +80,26 @@ def client_runs(request, cluster, tmp_path_factory):
     client, conn = request.param, cluster.connection()
     runs_dir = tmp_path_factory.mktemp(f"runs-{client}")
     drops = []
+    needed = needed_runs(request, "experiment")
     try:
-        clean = Experiment(parse_spec(with_client(conformance_spec(client), client), "test"), seed=5,
-                           runs_dir=runs_dir, progress=print, backend=LocalBackend(cluster)).run()
-        drops.append(lambda: drop_run_topics(cluster, clean))
-        assert clean.steady and clean.error is None, clean.error
-        planted = copy_run(clean.run_dir, tmp_path_factory.mktemp(f"planted-{client}"))
-        planted_id = plant_duplicate(planted, conn)
-        results = {name: run_short(name, cluster, runs_dir, drops.append, spec=on_client(name, client))
-                   for name in sorted(needed_runs(request, "experiment"))}
-        runs = {"conformance": clean.run_dir, "planted": planted, **{n: r.run_dir for n, r in results.items()}}
+        results, runs, planted_id = {}, {}, None
+        if needed & {"conformance", "planted"}:
+            clean = Experiment(parse_spec(with_client(conformance_spec(client), client), "test"), seed=5,
+                               runs_dir=runs_dir, progress=print, backend=LocalBackend(cluster)).run()
+            drops.append(lambda: drop_run_topics(cluster, clean))
+            assert clean.steady and clean.error is None, clean.error
+            results["conformance"], runs["conformance"] = clean, clean.run_dir
+            runs["planted"] = copy_run(clean.run_dir, tmp_path_factory.mktemp(f"planted-{client}"))
+            planted_id = plant_duplicate(runs["planted"], conn)
+        for name in sorted(needed & set(EXPERIMENTS)):
+            results[name] = run_short(name, cluster, runs_dir, drops.append, spec=on_client(name, client))
+            runs[name] = results[name].run_dir
         out = subprocess.run([sys.executable, "-m", "txnlab.cli", "verify", *map(str, runs.values()), "--json",
                               "--examples", "20"], capture_output=True, text=True, timeout=1200)
         assert out.returncode in (0, 1), out.stderr[-4000:]
-        by_dir = {r["run"]: r for r in json.loads(out.stdout)}
+        by_dir = {r["run"]: r for r in verify_reports(out.stdout)}
         reports = {name: by_dir[str(run)] for name, run in runs.items()}
-        yield client, runs, reports, planted_id, {"conformance": clean, **results}
+        yield client, runs, reports, planted_id, results
     finally:
         for drop in drops:
             drop()
@@ -110,6 +115,8 @@ def client_processes(run) -> set[str]:
     return {s["process"] for s in specs if "--client" in s["args"]}
 
 
+@CAMPAIGN
+@pytest.mark.reads_runs("conformance")
 def test_a_clean_run_of_the_client_verifies_valid_reading_both_isolation_levels(client_runs):
     client, runs, reports, _, results = client_runs
     report = reports["conformance"]
@@ -128,6 +135,8 @@ def test_a_clean_run_of_the_client_verifies_valid_reading_both_isolation_levels(
         f"{client}: an invoke left open at SIGTERM (the protocol: complete every invoke, then exit)"
 
 
+@CAMPAIGN          # the gate's planted anomalies: test_verify.py's, on the reference client's records
+@pytest.mark.reads_runs("planted")
 def test_a_planted_duplicate_is_counted_exactly_once(client_runs):
     client, _, reports, planted_id, _ = client_runs
     report = reports["planted"]
@@ -151,6 +160,11 @@ def test_the_client_s_producer_and_processor_stay_exactly_once_through_the_exper
     roles = {s["workload"] for s in json.loads((runs[experiment] / "spec.json").read_text())["specs"]
              if "--client" in s["args"]}
     assert roles == {"txn-producer", "processor"}, roles
+    # what the clean run shows, here through the fault: both isolation levels read (aborted records among what
+    # read_uncommitted saw), every invoke completed before the processes exited (the protocol)
+    records = report["counts"]["records"]
+    assert records["read_committed"] > 0 and records["read_uncommitted"] > records["read_committed"], (client, records)
+    assert results[experiment].summary["completed_at_shutdown"] == 0, (client, experiment)
     if experiment == "zombie-producer":
         came_back = zombie_came_back(read_history(runs[experiment]).ops)
         if came_back is None:

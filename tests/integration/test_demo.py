@@ -4,8 +4,9 @@ real data, the zombie producer must recover from every fault with measured times
 and the page; the coordinator kill's recovery is asserted by test_experiments.py's run of it), the
 report's verdicts must agree with `txnlab verify` on the same runs, and the page must render in headless
 Chromium (not blank). The demo gets its own clusters (ports 28000/29000) and keeps the last level's up only
-until `txnlab verify` has read them. The gate's demo is the zombie alone at both levels (the main job once, its
-hanging section proven by the drill's own tests); the two experiments are the campaign's (`-m campaign`)."""
+until `txnlab verify` has read them. The gate's demo is the zombie alone at transaction.version 2 (the main job's
+default level, once; its hanging section proven by the drill's own tests); both experiments under both levels
+side by side are the campaign's (`-m campaign`)."""
 from __future__ import annotations
 
 import json
@@ -23,12 +24,12 @@ from cluster.versions import kafka_version, txnlab_home
 from report import screenshot
 from report.build import fault_line, tv_level
 from report.demo import Demo, DemoOptions, exit_code
-from tests.integration.conftest import CAMPAIGN
+from tests.integration.conftest import CAMPAIGN, verify_reports
 
 DRILL = "hanging-transaction-drill"
-SUITES = {"gate": ("zombie-producer",), "full": ("zombie-producer", DRILL)}
+# (its experiments, its transaction.version levels): the gate's is the main job's default level (2) with the zombie
+SUITES = {"gate": (("zombie-producer",), (2,)), "full": (("zombie-producer", DRILL), (1, 2))}
 RECOVERING = ("zombie-producer",)                         # every fault recovered, with measured times
-VERSIONS = (1, 2)
 ARTEFACTS = Path(os.environ.get("TXNLAB_ARTEFACTS", "/tmp/txnlab-artefacts")) / "demo"
 pytestmark = pytest.mark.timeout(1500)        # the module's demo (about 7 minutes) runs in the first test's setup
 
@@ -36,15 +37,15 @@ pytestmark = pytest.mark.timeout(1500)        # the module's demo (about 7 minut
 @pytest.fixture(scope="module", params=["gate", pytest.param("full", marks=CAMPAIGN)])
 def demo(tmp_path_factory, request):
     """(the Demo, its report, its experiments): the gate's suite or the campaign's."""
-    experiments = SUITES[request.param]
+    experiments, versions = SUITES[request.param]
     state_root = txnlab_home() / "test-demo"
-    options = DemoOptions(experiments=experiments, transaction_versions=VERSIONS, keep=True, seed=3,
+    options = DemoOptions(experiments=experiments, transaction_versions=versions, keep=True, seed=3,
                           runs_dir=tmp_path_factory.mktemp("demo-runs"), base_port=28000, drill_base_port=29000,
                           state_root=state_root)
     try:
         runner = Demo(options)
         report = runner.run()
-        yield runner, report, experiments
+        yield runner, report, experiments, versions
     finally:
         for state in sorted(state_root.glob("tv*-*")) if state_root.exists() else []:
             LocalCluster.load(state).down(purge=True, progress=lambda m: None)
@@ -56,12 +57,12 @@ def runs_of(report: dict, **match) -> list[dict]:
 
 
 def test_every_section_of_the_json_twin_is_filled_from_real_data(demo):
-    runner, report, experiments = demo
+    runner, report, experiments, versions = demo
     twin = json.loads((runner.dir / "report.json").read_text())
     assert twin["summary"] == report["summary"] and not twin["errors"], twin["errors"]
-    assert twin["levels"] == [tv_level(v) for v in VERSIONS] and twin["kafka_version"] == kafka_version()
+    assert twin["levels"] == [tv_level(v) for v in versions] and twin["kafka_version"] == kafka_version()
     assert [(r["experiment"], r["level"]) for r in twin["runs"]] == \
-        [(e, tv_level(v)) for v in VERSIONS for e in experiments]
+        [(e, tv_level(v)) for v in versions for e in experiments]
     for run in twin["runs"]:
         where = f"{run['experiment']} {run['level']}"
         assert run["verify"]["valid"] in (True, False) and run["verify"]["checks"], where      # verified, not unknown
@@ -80,7 +81,7 @@ def test_every_section_of_the_json_twin_is_filled_from_real_data(demo):
         assert len(faults) == len(run["faults"]) and all(f["heal_s"] is not None for f in faults), (where, faults)
         assert any(any(p["seconds_to_commit_after_heal"] is not None for p in f["processes"].values())
                    for f in faults), (where, faults)               # a last heal may land at quiescence: unknown
-    for tv in VERSIONS:
+    for tv in versions:
         zombie = runs_of(twin, experiment="zombie-producer", level=tv_level(tv))[0]
         assert zombie["workload"]["fenced_processes"], f"tv{tv}: the zombie was never told it was fenced"
         if DRILL not in experiments:
@@ -92,15 +93,15 @@ def test_every_section_of_the_json_twin_is_filled_from_real_data(demo):
         assert caught["HangingTransaction"]["first_firing_s"] is not None, drill["detections"]
         assert 0 <= caught["HangingTransaction"]["first_firing_s"] <= 60, caught
         assert any(a["alert"] == "HangingTransaction" and a["first_firing"] for a in drill["alerts"])
-    assert [row["experiment"] for row in twin["side_by_side"]] == list(experiments)
+    assert [row["experiment"] for row in twin["side_by_side"]] == (list(experiments) if len(versions) > 1 else [])
     for row in twin["side_by_side"]:
-        assert set(row["levels"]) == {tv_level(v) for v in VERSIONS}
+        assert set(row["levels"]) == {tv_level(v) for v in versions}
         assert all(v["attempts"]["ok"] > 0 for v in row["levels"].values())
     assert exit_code(twin) == (0 if twin["valid"] is True else 1)
 
 
 def test_the_zombie_recovers_from_every_fault_in_measured_seconds_shown_on_the_page(demo):
-    runner, _, _ = demo
+    runner, _, _, _ = demo
     twin = json.loads((runner.dir / "report.json").read_text())
     page = (runner.dir / "report.html").read_text()
     assert "<th>recovered</th>" in page
@@ -118,13 +119,13 @@ def test_the_zombie_recovers_from_every_fault_in_measured_seconds_shown_on_the_p
 
 
 def test_the_reports_verdicts_agree_with_txnlab_verify_on_the_same_runs(demo):
-    runner, report, _ = demo
-    last = runs_of(report, level=tv_level(VERSIONS[-1]))       # the kept clusters still hold their topics
+    runner, report, _, versions = demo
+    last = runs_of(report, level=tv_level(versions[-1]))       # the kept clusters still hold their topics
     dirs = [r["run_dir"] for r in last]
     out = subprocess.run([sys.executable, "-m", "txnlab.cli", "verify", *dirs, "--json"], capture_output=True,
                          text=True, timeout=600)
     assert out.returncode in (0, 1), out.stderr[-3000:]
-    verified = {Path(r["run"]).name: r for r in json.loads(out.stdout)}
+    verified = {Path(r["run"]).name: r for r in verify_reports(out.stdout)}
     for run in last:
         again = verified[Path(run["run_dir"]).name]
         assert again["valid"] == run["verify"]["valid"], run["experiment"]
@@ -133,7 +134,7 @@ def test_the_reports_verdicts_agree_with_txnlab_verify_on_the_same_runs(demo):
 
 
 def test_txnlab_report_rebuilds_the_same_report_from_the_stored_suite(demo):
-    runner, report, _ = demo
+    runner, report, _, _ = demo
     (runner.dir / "report.html").unlink()
     proc = subprocess.run([sys.executable, "-m", "txnlab.cli", "report", str(runner.dir), "--json"],
                           capture_output=True, text=True, timeout=300)
@@ -144,7 +145,7 @@ def test_txnlab_report_rebuilds_the_same_report_from_the_stored_suite(demo):
 
 
 def test_the_page_renders_in_headless_chromium_and_is_not_blank(demo):
-    runner, _, _ = demo
+    runner, _, _, _ = demo
     png = screenshot.render_png(runner.dir / "report.html", ARTEFACTS / "report.png", height=4000)
     seen = screenshot.ink(png)
     assert seen["non_white"] > 0.05 and seen["colours"] > 200, seen

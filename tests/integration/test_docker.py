@@ -21,7 +21,7 @@ from cluster import compose
 from cluster.docker import Engine, Stack, client, ensure_base
 from cluster.versions import REPO_ROOT
 from cluster.waiting import wait_until
-from tests.integration.conftest import CAMPAIGN, TEST_BASE_PORT
+from tests.integration.conftest import CAMPAIGN, TEST_BASE_PORT, verify_reports as reports
 
 pytestmark = pytest.mark.docker
 
@@ -66,12 +66,6 @@ def verify(*runs: Path) -> dict[str, dict]:
                          capture_output=True, text=True, timeout=900)
     assert out.returncode in (0, 1), out.stderr[-3000:]
     return {r["run"]: r for r in reports(out.stdout)}
-
-
-def reports(stdout: str) -> list[dict]:
-    """`txnlab verify --json`'s reports (one run: its report; several: a list), from the output's JSON document."""
-    found = json.loads(stdout[re.search(r"^[\[{]$", stdout, re.M).start():])
-    return found if isinstance(found, list) else [found]
 
 
 def spec(name: str, faults: list[dict], duration_s: int) -> dict:
