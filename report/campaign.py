@@ -32,8 +32,8 @@ PARTS = ("experiments", "releases", "bugs", "tests")
 STATE_FILE = "campaign.json"
 PAGE_FILE = "campaign.html"
 PICTURE_FILE = "campaign.png"
-CAMPAIGN_BASE_PORT = 34000           # its clusters (the drill's at 35000), never a dev's, a demo's or the tests'
-CAMPAIGN_DRILL_BASE_PORT = 35000
+CAMPAIGN_BASE_PORT = 20000           # its clusters (the drill's at 16000), never a dev's, a demo's or the tests',
+CAMPAIGN_DRILL_BASE_PORT = 16000     # and below the ephemeral port range (cluster/layout.py refuses a plan inside it)
 CAMPAIGN_SPARK_BASE_PORT = 31500     # its Spark Connect server at +30
 # A cell's grade, from best to worst: what its page and picture colour it by.
 GRADES = ("valid", "named", "n/a", "unknown", "invalid", "error", "pending")

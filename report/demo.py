@@ -132,7 +132,11 @@ class Demo:
                                     features={"transaction.version": str(tv)}, **local_stack())
         self._step(f"{which} cluster (transaction.version={tv}) coming up in {state}")
         self.clusters[key] = cluster
-        cluster.up(progress=lambda m: self._step(f"  {which}: {m}"), timeout=240)
+        try:
+            cluster.up(progress=lambda m: self._step(f"  {which}: {m}"), timeout=240)
+        except BaseException:
+            self._down(key)        # never run on a cluster that did not come up: the next experiment tries again
+            raise
         return cluster
 
     def _stop_other_levels(self, tv: int) -> None:

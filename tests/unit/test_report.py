@@ -365,3 +365,19 @@ def test_demo_levels_are_transaction_versions_clients_or_both():
     for bad in (("sarama",), (), ("kafkajs", "kafkajs")):
         with pytest.raises(DemoError, match="clients must be distinct ones of confluent, java, franz-go, kafkajs"):
             DemoOptions(clients=bad).check()
+
+
+def test_a_demo_cluster_that_does_not_come_up_fails_each_experiment_and_is_never_run_on(tmp_path):
+    """A cluster whose start fails (here its port plan, refused before anything starts: inside the ephemeral range)
+    is torn down and forgotten: every experiment of the suite says why, none runs against a cluster that is not
+    there (the campaign once hung on one)."""
+    from report.demo import Demo, DemoOptions
+    options = DemoOptions(experiments=("coordinator-kill", "zombie-producer"), verify=False, runs_dir=tmp_path / "runs",
+                          base_port=34000, state_root=tmp_path / "state")
+    runner = Demo(options, progress=lambda m: None)
+    report = runner.run()
+    assert runner.clusters == {}
+    assert [r["experiment"] for r in json.loads((runner.dir / build.SUITE_FILE).read_text())["runs"]] == \
+        ["coordinator-kill", "zombie-producer"]
+    assert len(report["errors"]) == 2 and all("ephemeral range" in e for e in report["errors"]), report["errors"]
+    assert not report["runs"]
