@@ -36,6 +36,7 @@ CAMPAIGN_BASE_PORT = 20000           # its clusters (the drill's at 16000), neve
 CAMPAIGN_DRILL_BASE_PORT = 16000     # and below the ephemeral port range (cluster/layout.py refuses a plan inside it)
 CAMPAIGN_SPARK_BASE_PORT = 31500     # its Spark Connect server at +30
 # A cell's grade, from best to worst: what its page and picture colour it by.
+SUITE_CELLS = 6                      # experiments per demo suite: an interruption loses at most one suite's cells
 GRADES = ("valid", "named", "n/a", "unknown", "invalid", "error", "pending")
 GOOD = {"valid", "named", "n/a"}     # the campaign holds when every cell is one of these
 
@@ -222,13 +223,13 @@ class Campaign:
 
 
 def run_experiments(campaign: Campaign, cells: list[dict]) -> None:
-    """Per client, its pending experiments as one demo suite (its own clusters, every run verified, the report);
-    each run's verdict, recovery and named findings to its cell. A run that did not happen is an error cell
+    """Per client, its pending experiments as demo suites of SUITE_CELLS (their own clusters, every run verified, a
+    report each); each run's verdict, recovery and named findings to its cell. A run that did not happen is an error cell
     (run again on resume)."""
     from report.demo import Demo, DemoOptions
-    for client in dict.fromkeys(c["client"] for c in cells):
-        mine = [c for c in cells if c["client"] == client]
-        started = time.time()
+    groups = [[c for c in cells if c["client"] == client] for client in dict.fromkeys(c["client"] for c in cells)]
+    for mine in (group[i:i + SUITE_CELLS] for group in groups for i in range(0, len(group), SUITE_CELLS)):
+        client, started = mine[0]["client"], time.time()
         campaign.step(f"{client}: {', '.join(c['experiment'] for c in mine)} (one suite, verified)")
         options = DemoOptions(experiments=tuple(c["experiment"] for c in mine), clients=(client,),
                               transaction_versions=(2,), runs_dir=campaign.dir / "suites", seed=campaign.options.seed,
