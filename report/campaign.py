@@ -187,9 +187,8 @@ class Campaign:
 
     def record(self, cell: dict, outcome: dict, started: float, status: str = "done") -> None:
         """A cell's outcome, with when, how long and on which commit, saved at once."""
-        entry = {**cell, **outcome, "status": status, "started": started, "ended": time.time(),
-                 "wall_s": round(time.time() - started, 1), "commit": self.slice["commit"],
-                 "slice": len(self.state["slices"])}
+        entry = {**cell, "wall_s": round(time.time() - started, 1), **outcome, "status": status, "started": started,
+                 "ended": time.time(), "commit": self.slice["commit"], "slice": len(self.state["slices"]) - 1}
         self.state["cells"][cell["id"]] = entry
         self.slice["cells"].append(cell["id"])
         self.save()
@@ -248,8 +247,10 @@ def run_experiments(campaign: Campaign, cells: list[dict]) -> None:
                 why = (run or {}).get("error") or "; ".join(report["errors"]) or "the run did not happen"
                 campaign.record(cell, {"grade": "error", "detail": why, "where": report["directory"]}, started,
                                 status="error")
-            else:
-                campaign.record(cell, {**experiment_outcome(run), "suite": report["directory"]}, started)
+            else:                   # its own run's wall time (the suite's is its cells' together)
+                ran = (run.get("window") or {}).get("end")
+                own = {"wall_s": round(ran - run["started"], 1)} if ran and run.get("started") else {}
+                campaign.record(cell, {**experiment_outcome(run), "suite": report["directory"], **own}, started)
 
 
 def run_releases(campaign: Campaign, cells: list[dict]) -> None:

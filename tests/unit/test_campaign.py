@@ -56,6 +56,7 @@ def test_an_interrupted_campaign_resumes_with_the_cells_not_done_and_again_runs_
     state = c.Campaign(options, progress=lambda m: None, runners=fake_runners(second)).run()
     assert second == ["release/4.4.0"] and state["summary"] == {"cells": 4, "by_grade": {"valid": 4}, "holds": True}
     assert [len(s["cells"]) for s in state["slices"]] == [3, 1] and all(s["ended"] for s in state["slices"])
+    assert {c["slice"] for c in state["cells"].values()} == {0, 1} and state["cells"]["release/4.4.0"]["slice"] == 1
     again: list = []
     c.Campaign(c.CampaignOptions(**{**vars(options), "again": True}), progress=lambda m: None,
                runners=fake_runners(again)).run()
