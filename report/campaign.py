@@ -255,13 +255,17 @@ def run_experiments(campaign: Campaign, cells: list[dict]) -> None:
 
 def run_releases(campaign: Campaign, cells: list[dict]) -> None:
     """Each release's core tests by the release matrix's own command (scripts/kafka_matrix.py --versions V)."""
+    result = txnlab_home() / "matrix" / "result.json"
     for cell in cells:
         started = time.time()
+        result.unlink(missing_ok=True)        # an earlier run's result is never taken for this one's
         code = subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "kafka_matrix.py"), "--versions",
                                cell["release"]], cwd=REPO_ROOT, stdout=subprocess.DEVNULL).returncode
         try:
-            [row] = json.loads((txnlab_home() / "matrix" / "result.json").read_text())["rows"]
-        except (OSError, ValueError) as exc:
+            [row] = json.loads(result.read_text())["rows"]
+            if row["release"] != cell["release"]:
+                raise ValueError(f"it is of Kafka {row['release']}")
+        except (OSError, ValueError, KeyError) as exc:
             campaign.record(cell, {"grade": "error", "detail": f"no result of the release matrix (exit {code}): {exc}"},
                             started, status="error")
             continue

@@ -125,3 +125,23 @@ def test_the_page_the_picture_and_the_markdown_show_every_cell(tmp_path):
     md = c.markdown(state)
     assert "| coordinator-kill | named: librdkafka-5456 | valid |" in md
     assert "NOT every cell holds" in md and "release/4.4.0" in md
+
+
+def test_a_release_cell_never_takes_an_earlier_runs_result(tmp_path, monkeypatch):
+    """The release matrix's result.json of an earlier run is removed before a release runs: a run that wrote none
+    (it crashed) is an error cell, not the earlier release's verdict."""
+    monkeypatch.setenv("TXNLAB_HOME", str(tmp_path / "home"))
+    result = tmp_path / "home" / "matrix" / "result.json"
+    result.parent.mkdir(parents=True)
+    result.write_text(json.dumps({"rows": [{"release": "4.4.0", "ran": True, "exit": 0, "passed": 22, "failed": 0,
+                                            "errors": 0, "skipped": 0, "failing": []}]}))
+
+    class Crashed:
+        returncode = 1
+    real = c.subprocess.run
+    monkeypatch.setattr(c.subprocess, "run", lambda argv, *a, **k: Crashed() if "kafka_matrix.py" in str(argv)
+                        else real(argv, *a, **k))
+    options = c.CampaignOptions(tmp_path / "campaign", parts=("releases",), versions=("4.4.0",))
+    state = c.Campaign(options, progress=lambda m: None).run()
+    cell = state["cells"]["release/4.4.0"]
+    assert cell["grade"] == "error" and cell["status"] == "error" and "no result" in cell["detail"]
