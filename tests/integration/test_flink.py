@@ -23,7 +23,7 @@ from chaos.nemesis.backends import LocalBackend
 from chaos.runner.experiment import Experiment
 from chaos.record.history import read_history
 from chaos.record.ids import decode_value
-from chaos.runner.spec import load_bug, load_spec, parse_spec
+from chaos.runner.spec import load_bug, parse_spec
 from cluster.reads import read_to_end
 from report import detection, series
 from tests.integration.conftest import CAMPAIGN, needed_runs
@@ -64,12 +64,8 @@ CLEAN = {"name": "flink-clean", "cluster": {"local": {}}, "workloads": [{"worklo
 
 
 def flink_spec(name: str):
-    """The run `name` of this module: a Flink built-in, the clean run, or a side of the trap (affected, fixed)."""
-    if name == "clean":
-        return parse_spec(CLEAN, "a clean Flink run (no fault)")
-    if name in ("affected", "fixed"):
-        return trap_side(name)
-    return load_spec(name, short=True)
+    """The run `name` of this module that is no built-in: the clean run or a side of the trap (affected, fixed)."""
+    return parse_spec(CLEAN, "a clean Flink run (no fault)") if name == "clean" else trap_side(name)
 
 
 @pytest.fixture(scope="module")
