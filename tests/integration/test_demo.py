@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -25,6 +26,7 @@ from report import screenshot
 from report.build import fault_line, tv_level
 from report.demo import Demo, DemoOptions, exit_code
 from tests.integration.conftest import CAMPAIGN, verify_reports
+from tests.integration.test_experiments import assert_zombie_fenced
 
 DRILL = "hanging-transaction-drill"
 # (its experiments, its transaction.version levels): the gate's is the main job's default level (2) with the zombie
@@ -116,6 +118,18 @@ def test_the_zombie_recovers_from_every_fault_in_measured_seconds_shown_on_the_p
             assert f["seconds_to_commit_after_heal"] >= 0 and f["seconds_to_commit_after_start"] > 0, (where, f)
             assert escape(fault_line(f)) in page, (where, fault_line(f))
         assert (row["experiment"], row["recovered"]) == (run["experiment"], True), (where, row)
+
+
+def test_the_zombie_is_fenced_and_nothing_it_wrote_afterwards_is_visible(demo):
+    """The gate's producer-fencing family (test_experiments.py's own zombie run is the campaign's): the last
+    level's zombie, on its kept cluster, was told it is fenced, committed nothing it began after its successor's
+    init, and nothing it wrote afterwards is read_committed."""
+    runner, report, _, versions = demo
+    zombie = runs_of(report, experiment="zombie-producer", level=tv_level(versions[-1]))[0]
+    run_dir = Path(zombie["run_dir"])
+    [cluster] = [c for key, c in runner.clusters.items() if key.startswith(f"tv{versions[-1]}-") and "drill" not in key]
+    summary = json.loads((run_dir / "experiment.json").read_text())["summary"]
+    assert_zombie_fenced(SimpleNamespace(run_dir=run_dir, summary=summary), cluster.connection())
 
 
 def test_the_reports_verdicts_agree_with_txnlab_verify_on_the_same_runs(demo):
