@@ -42,9 +42,9 @@ SPARK_CONNECT_BASE_PORT = 31800     # the session's Spark Connect server listens
 
 @pytest.fixture(scope="session")
 def spark_remote():
-    """One Spark Connect server (local[*]) for the whole session: every `txnlab verify` of the tests (the corpus's
-    offline one, the live ones and those of the demo's and bug runs they start) is its client through
-    $TXNLAB_SPARK_REMOTE, so none pays a JVM start; stopped by its pid at the end. Its URL, or that of $TXNLAB_SPARK_REMOTE when given."""
+    """One Spark Connect server (local[*]) for the whole session: every `txnlab verify` of the live tests (and of
+    the demo's and bug runs they start) is its client through $TXNLAB_SPARK_REMOTE, so none pays a JVM start (the
+    corpus verifies by spark-submit, the gate's proof of that backend); stopped by its pid at the end. Its URL, or that of $TXNLAB_SPARK_REMOTE when given."""
     from spark_analysis.standalone import SharedConnect
     shared = SharedConnect(txnlab_home() / "test-spark-connect", SPARK_CONNECT_BASE_PORT,
                            progress=lambda line: print(f"[spark-connect] {line}")).start()

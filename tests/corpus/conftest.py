@@ -44,12 +44,15 @@ def unpack(name: str, into: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def replayed(tmp_path_factory, spark_remote) -> tuple[dict[str, Replayed], subprocess.CompletedProcess]:
+def replayed(tmp_path_factory) -> tuple[dict[str, Replayed], subprocess.CompletedProcess]:
+    """Every run verified offline in one `txnlab verify` by spark-submit on local[*] (`--remote ''`): the gate's
+    proof of that backend (test_verify.py's comparison of it with a Connect server on live runs is the campaign's),
+    each report held to the recorded live one."""
     base = tmp_path_factory.mktemp("corpus")
     runs = {e["name"]: (e, unpack(e["name"], base)) for e in entries()}
     env = {**os.environ, "TXNLAB_KAFKA_BOOTSTRAP": "127.0.0.1:9"}
     proc = subprocess.run([sys.executable, "-m", "txnlab.cli", "verify", *(str(d) for _, d in runs.values()),
-                           "--offline", "--remote", spark_remote, "--examples", "50"],
+                           "--offline", "--remote", "", "--examples", "50"],
                           capture_output=True, text=True, timeout=1500, env=env)
     found = {}
     for name, (entry, run_dir) in runs.items():

@@ -90,7 +90,11 @@ def test_sigterm_mid_fault_heals_everything_and_exits_non_zero(healed_cluster, t
     assert json.loads((run_dir / "experiment.json").read_text())["error"].startswith("Terminated")
 
 
-def test_after_a_kill_9_chaos_heal_resumes_the_broker_and_the_producer(healed_cluster, tmp_path):
+def test_after_a_kill_9_chaos_heal_resumes_the_broker_and_the_producer_and_a_failed_step_stays_journaled(
+        healed_cluster, tmp_path):
+    """One run killed -9 with a paused broker, a toxic and a paused producer: `chaos heal` with Toxiproxy stopped
+    resumes the broker and stops the run's processes (no step skipped) and keeps the toxics' removal journaled;
+    with Toxiproxy back a second heal removes them, a third finds nothing to heal."""
     cluster, runs = healed_cluster
     proc, run_dir = start_run(tmp_path, long_pauses_spec(tmp_path))
     runs.append(run_dir)
@@ -106,37 +110,22 @@ def test_after_a_kill_9_chaos_heal_resumes_the_broker_and_the_producer(healed_cl
                              str(cluster.layout.state_dir)], capture_output=True, text=True, timeout=120)
     assert status.returncode == 3 and "chaos heal --cluster" in status.stderr.replace("\n", "")
 
-    healed = chaos_heal(str(run_dir))
-    assert healed.returncode == 0, healed.stdout + healed.stderr
-    assert "cluster healed" in healed.stdout
-    assert [name for name in workloads.names() if workloads.is_running(name)] == []
-    assert_healed(cluster)
-    assert journal_left(cluster, run_dir) == []
-    again = chaos_heal(str(run_dir))
-    assert again.returncode == 0 and "nothing to heal" in again.stdout
-    assert chaos_heal("--cluster", str(cluster.layout.state_dir)).returncode == 0
-
-
-def test_a_failed_heal_step_skips_nothing_and_stays_journaled_until_it_succeeds(healed_cluster, tmp_path):
-    cluster, runs = healed_cluster
-    spec = long_pauses_spec(tmp_path)
-    spec["schedule"]["faults"] = spec["schedule"]["faults"][:2]          # the paused broker and the toxic
-    proc, run_dir = start_run(tmp_path, spec)
-    runs.append(run_dir)
-    proc.kill()
-    proc.communicate(timeout=30)
     cluster.supervisor.stop("toxiproxy", timeout=10)                   # by its recorded pid
     assert not cluster.supervisor.is_running("toxiproxy")
-
     failed = chaos_heal(str(run_dir), "--timeout", "10")      # no Toxiproxy: the waits can only time out
     assert failed.returncode == 1
     assert "NOT healed" in failed.stdout and "remove-toxics" in failed.stdout
     assert cluster.supervisor.is_running(cluster.node_name(1))          # resumed all the same (the brokers
     assert not cluster.supervisor.is_paused(cluster.node_name(1))       # reach each other only through Toxiproxy)
+    assert [name for name in workloads.names() if workloads.is_running(name)] == []
     assert journal_left(cluster, run_dir) == ["network", "network"]
 
     cluster.up(progress=print, timeout=180)                             # starts the missing Toxiproxy
     healed = chaos_heal(str(run_dir))
     assert healed.returncode == 0, healed.stdout + healed.stderr
-    assert journal_left(cluster, run_dir) == []
+    assert "cluster healed" in healed.stdout
     assert_healed(cluster)
+    assert journal_left(cluster, run_dir) == []
+    again = chaos_heal(str(run_dir))
+    assert again.returncode == 0 and "nothing to heal" in again.stdout
+    assert chaos_heal("--cluster", str(cluster.layout.state_dir)).returncode == 0

@@ -29,13 +29,14 @@ from cluster.reads import partition_offsets
 from cluster.smoke import ensure_topic
 from cluster.waiting import wait_until
 from exporter.kafka_access import KafkaAccess
-from tests.integration.conftest import TEST_BASE_PORT, _session_cluster
+from tests.integration.conftest import CAMPAIGN, TEST_BASE_PORT, _session_cluster
 from tests.integration.exporter_helpers import running_exporter, scrape
 
 pytestmark = pytest.mark.cluster
 STATE_PARTITIONS = 6
 INTERVAL = 1.0
-SUSTAINED_S = 60.0          # the sustained-traffic test: 60 collections of open transactions judged
+SUSTAINED_S = 30.0          # the sustained-traffic test: 30 collections of open transactions judged in the gate,
+SUSTAINED_CAMPAIGN_S = 300.0  # 300 in the campaign
 EVIDENCE_CONFIG = {**HANGING_DRILL_BROKER_CONFIG, "transaction.state.log.replication.factor": "1",
                    "transaction.state.log.min.isr": "1",
                    "transaction.state.log.num.partitions": str(STATE_PARTITIONS),
@@ -341,18 +342,19 @@ def test_coordinator_failover_during_collections_gives_no_hanging_verdict(heal_a
         never_hanging(seen, topic)
 
 
-def test_sustained_commit_traffic_never_confirms_a_suspect(conn):
+@pytest.mark.parametrize("seconds", [SUSTAINED_S, pytest.param(SUSTAINED_CAMPAIGN_S, marks=CAMPAIGN)])
+def test_sustained_commit_traffic_never_confirms_a_suspect(conn, seconds):
     topic = f"ev-traffic-{uuid.uuid4().hex[:6]}"
     started_ensure_topic(conn, topic, 2)
     stop, counts = threading.Event(), {}
     with running_exporter(conn, INTERVAL, **{"collection.hanging_confirm_seconds": 1.0}) as url:
         with watching(url, [topic]) as seen:
             threads = committing(conn, topic, [f"ev-traffic-{uuid.uuid4().hex[:8]}" for _ in range(4)], stop, counts)
-            time.sleep(SUSTAINED_S)
+            time.sleep(seconds)
             stop.set()
             for thread in threads:
                 thread.join(60)
         never_hanging(seen, topic)
         examined = max(total(s, "kafkatxn_hanging_scan_open_transactions", result="resolved") for _, s in seen)
-    assert sum(counts.values()) >= 200, counts
+    assert sum(counts.values()) >= 100 * seconds / SUSTAINED_S, counts
     assert examined >= 1                      # open transactions were there to judge

@@ -5,6 +5,7 @@ from __future__ import annotations
 import requests
 
 from cluster.waiting import wait_until
+from tests.integration.conftest import CAMPAIGN
 
 
 def _metrics(port: int) -> str:
@@ -40,6 +41,7 @@ def _health(cluster, node):
     return next(n["health"] for n in cluster.status()["nodes"] if n["node"] == node)
 
 
+@CAMPAIGN          # the gate's: test_fault_kinds.py's pause-broker on a partition leader, healed (resumed, registered)
 def test_pause_and_resume_a_broker(heal_after, admin):
     cluster = heal_after
     node = max(n for n in cluster.layout.node_ids if n != admin.active_controller())

@@ -99,15 +99,22 @@ def _run_workload(conn: ConnectionSettings, tmp_path, workload: str, seconds: fl
     return the_plan, run_dir
 
 
-def test_workloads_commit_through_sasl_ssl_as_the_workload_principal(secured_cluster, tmp_path):
+@pytest.fixture(scope="module")
+def producer_run(secured_cluster, tmp_path_factory):
+    """A transactional producer's run as the workload principal (its plan and run directory): committed through
+    SASL_SSL below, verified through it by the verify principal after."""
+    return _run_workload(secured_cluster.connection("workload"), tmp_path_factory.mktemp("producer"), "txn-producer", 15)
+
+
+def test_workloads_commit_through_sasl_ssl_as_the_workload_principal(secured_cluster, producer_run, tmp_path):
     conn = secured_cluster.connection("workload")
-    the_plan, run_dir = _run_workload(conn, tmp_path, "txn-producer", 15)
+    the_plan, run_dir = producer_run
     ops = read_history(run_dir).ops
     committed_ids = {w["id"] for op in ops if op["f"] == "txn" and op["type"] == "ok" for w in op["value"]["writes"]}
     seen = Counter(decode_value(r.value)["id"] for t in the_plan.topics for r in read_to_end(conn, t, committed=True))
     assert len(committed_ids) > 20 and committed_ids <= set(seen) and max(seen.values()) == 1
 
-    the_plan, run_dir = _run_workload(conn, tmp_path, "processor", 20)
+    the_plan, run_dir = _run_workload(conn, tmp_path, "processor", 12)
     output = next(t for t in the_plan.topics if t.endswith("-out"))
     out = Counter(decode_value(r.value)["input"] for r in read_to_end(conn, output, committed=True))
     assert out and max(out.values()) == 1, "the exactly-once processor committed nothing, or a duplicate"
@@ -276,10 +283,10 @@ def test_a_short_chaos_experiment_runs_and_heals_on_the_secured_cluster(secured_
     assert_healed(secured_cluster)
 
 
-def test_verify_reads_both_isolation_levels_through_sasl_ssl_and_finds_the_run_valid(secured_cluster, tmp_path):
+def test_verify_reads_both_isolation_levels_through_sasl_ssl_and_finds_the_run_valid(secured_cluster, producer_run):
     """The verdict a clean run gets on PLAINTEXT (test_verify.py): valid, every check at 0, here with
-    Spark's Kafka connector reading as the verify principal over SASL_SSL."""
-    the_plan, run_dir = _run_workload(secured_cluster.connection("workload"), tmp_path, "txn-producer", 15)
+    Spark's Kafka connector reading as the verify principal over SASL_SSL (the producer's run above)."""
+    _, run_dir = producer_run
     proc = txnlab(secured_cluster.connection("verify"), "verify", str(run_dir), "--json", timeout=600)
     report = json.loads((run_dir / "verify" / "report.json").read_text())
     assert proc.returncode == 0, proc.stderr[-3000:]

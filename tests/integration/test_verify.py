@@ -32,7 +32,7 @@ from chaos.runner.experiment import Experiment
 from chaos.runner.spec import parse_spec
 from chaos.nemesis.backends import LocalBackend
 from cluster.reads import partition_offsets, read_to_end
-from tests.integration.conftest import TEST_BASE_PORT, cluster_state_dir
+from tests.integration.conftest import CAMPAIGN, TEST_BASE_PORT, cluster_state_dir
 from tests.integration.test_experiments import drop_run_topics
 
 pytestmark = pytest.mark.timeout(1200)        # the first test's setup: the clean run and one verify of 10 runs
@@ -513,6 +513,7 @@ def comparable(report: dict):
     return norm(report)
 
 
+@CAMPAIGN          # the gate's spark-submit: the corpus's offline verification (tests/corpus/conftest.py)
 def test_without_a_connect_server_spark_submit_gives_the_same_reports(verified, tmp_path):
     """The session verifies through its shared Spark Connect server (conftest.py); the clean run and the
     planted anomalies verified again by spark-submit on local[*] (`--remote ''`): report.json identical but
