@@ -24,7 +24,7 @@ demo: setup
 	$(VENV)/bin/txnlab demo $(if $(FLINK),--with-flink)
 
 test: setup-test
-	$(PY) -m pytest $(PYTEST_ARGS)
+	scripts/gate.sh $(PY) $(PYTEST_ARGS)
 
 unit: setup-test
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
