@@ -3,6 +3,7 @@ with EXIT_STALL; the runner's restart of a stalled process (chaos/workloads/run.
 restarts (chaos/record/recovery.py); a stall matched to the catalog (chaos/runner/spec.py, report/build.py, report/bugs.py)."""
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -16,6 +17,7 @@ from chaos.record.recovery import recovery
 from chaos.workloads import base
 from chaos.record.recovery import STALL_F
 from chaos.workloads.base import EXIT_STALL, CallWatch, stall_limit
+from cluster.clients import CLIENTS
 from cluster.supervisor import Supervisor
 from tests.unit.test_recovery import commit, fault, op, quiescence, run
 
@@ -261,3 +263,12 @@ def test_a_process_restarted_late_is_awaited_until_it_commits_again(tmp_path):
     finally:
         the_run.supervisor.kill("eos-0")
         the_run.history.close()
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="no Node.js (scripts/setup.sh installs it)")
+def test_a_kafkajs_call_is_a_stall_only_past_its_retry_waits():
+    """KafkaJS retries a call on its own, each wait twice the last up to 30 s: its watchdog (chaos/workloads/kafkajs/
+    watch.js) bounds a call at twice its request timeout plus that wait (watch.test.js, run with `node --test`)."""
+    proc = subprocess.run(["node", "--test", "watch.test.js"], cwd=CLIENTS["kafkajs"].source, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0 and "# pass 1" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]

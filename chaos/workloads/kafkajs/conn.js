@@ -6,6 +6,7 @@
 const fs = require('fs')
 const { Kafka, logLevel: LEVEL } = require('kafkajs')
 const { logf, stamp } = require('./log')
+const { RETRY } = require('./retry')
 
 const LIST_TIMEOUT_S = 30 // chaos/workloads/topics.py LIST_TIMEOUT_S
 
@@ -75,6 +76,7 @@ function kafkaConfig(requestTimeoutMs) {
     brokers: bootstrap.split(',').map(b => b.trim()).filter(Boolean),
     logLevel: logLevel(),
     logCreator,
+    retry: { ...RETRY },
   }
   if (requestTimeoutMs) config.requestTimeout = requestTimeoutMs
   const protocol = env('SECURITY_PROTOCOL') || 'PLAINTEXT'

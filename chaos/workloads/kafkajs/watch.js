@@ -2,19 +2,26 @@
 // Stalls (docs/workload-protocol.md "Stalls"): every client call runs under call(); one still pending at twice
 // its own timeout (at least 5 s) is a stall: the open invoke completed as info, an `ok stall` recorded, the
 // history flushed, exit 75, and the runner starts the process again. KafkaJS has no per-call deadline (no
-// AbortSignal; its retries are counted, not timed), so this watchdog is the only bound on a call. Time counts
-// only while the process runs: each 250 ms tick ages the calls by at most 0.5 s, so a SIGSTOPped process does
-// not age them. A pending promise has no stack of its own: a stall records where the call was made.
+// AbortSignal; its retries are counted, not timed), so this watchdog is the only bound on a call. A KafkaJS call
+// retries on its own, each wait twice the last up to maxRetryTime (30 s; an idempotent producer's send without a
+// limit on their number: kafkajs/src/producer/index.js:43), so a send across a leader's failover waits 8 s and
+// more between its attempts: its own bound is twice the request timeout plus that longest wait (RETRY_WAIT_S,
+// the retry configuration conn.js gives KafkaJS), never less. Time counts only while the process runs: each
+// 250 ms tick ages the calls by at most 0.5 s, so a SIGSTOPped process does not age them. A pending promise has
+// no stack of its own: a stall records where the call was made.
 
 const { monotonicNs } = require('./history')
 const { logf } = require('./log')
+const { RETRY } = require('./retry')
 
 const EXIT_STALL = 75
 const STALL_FACTOR = 2.0
 const STALL_FLOOR_S = 5.0
 const TICK_MS = 250
 
-const stallLimit = timeoutS => Math.max(STALL_FACTOR * timeoutS, STALL_FLOOR_S)
+const RETRY_WAIT_S = RETRY.maxRetryTime / 1000
+
+const stallLimit = timeoutS => Math.max(STALL_FACTOR * timeoutS + RETRY_WAIT_S, STALL_FLOOR_S)
 
 // clientInfo names the client as a stall records it: KafkaJS's version, from the installed package.
 function clientInfo() {
@@ -81,4 +88,4 @@ class Watch {
   }
 }
 
-module.exports = { Watch, clientInfo, EXIT_STALL }
+module.exports = { Watch, clientInfo, stallLimit, EXIT_STALL }
