@@ -2,6 +2,7 @@
 into it, re-record every entry from live runs, and keep the corpus within its size budget.
 
     .venv/bin/python scripts/record_corpus.py add NAME RUN_DIR --what "..." [--finding ID] [--command "..."]
+    .venv/bin/python scripts/record_corpus.py add NAME SUITE_DIR --what "..." [--command "..."]   # a demo's suite
     .venv/bin/python scripts/record_corpus.py rerecord [NAME ...]     # each entry's command again, live
     .venv/bin/python scripts/record_corpus.py size                    # the corpus against its budget
 
@@ -11,7 +12,9 @@ offsets, experiment.json, the fault journal, the history format), its archive (b
 verify report as `live-report.json` (the verdict the corpus tests hold the offline one to). Logs and pid records
 stay out. The entry in tests/corpus/corpus.yaml says what the run is, the command that made it, when the run was
 made, when and at which commit it was packed, the catalogued finding it shows (if any) and its live verdict and
-anomalies per check.
+anomalies per check. A suite (a `txnlab demo` or `txnlab bugs run` folder: suite.json and its runs) enters whole:
+its suite.json and each of its runs as above, with their captured timelines (prometheus.json) so that `txnlab
+report` builds its page again; its index entry lists its runs, each with its tag and live verdict.
 `rerecord` runs an entry's command (its `--runs-dir` replaced by a scratch folder; a cluster the command needs
 must be up, as for any run), verifies the new run against its cluster, and packs it under the same name.
 """
@@ -36,7 +39,8 @@ RUNS = CORPUS / "runs"
 BUDGET_BYTES = 30 * 1024 * 1024
 LIVE_REPORT = "live-report.json"
 KEPT_FILES = ("spec.json", "cluster.json", "end_offsets.json", "group_offsets.json", "experiment.json",
-              "history-format.json")
+              "history-format.json", "prometheus.json")
+SUITE_FILE = "suite.json"          # report/build.py SUITE_FILE
 KEPT_DIRS = ("history", "archive", "faults")
 
 
@@ -50,21 +54,47 @@ def members(run_dir: Path) -> list[tuple[Path, str]]:
     return found
 
 
-def pack(name: str, run_dir: Path) -> Path:
-    """RUNS/NAME.tar.xz of the run (its live report as live-report.json); refuses a run without an archive or
-    a live verification."""
+def live_report(run_dir: Path) -> Path:
+    """The run's live verify report; refuses a run without a sealed archive or a live verification."""
     report = run_dir / "verify" / "report.json"
     if not (run_dir / "archive" / "manifest.json").exists():
         raise SystemExit(f"{run_dir}: no sealed archive (txnlab archive {run_dir} while its cluster is up)")
     if not report.exists() or json.loads(report.read_text()).get("views_from") != "kafka":
         raise SystemExit(f"{run_dir}: no live verify report (txnlab verify {run_dir} against its cluster)")
+    return report
+
+
+def suite_runs(suite_dir: Path) -> list[str]:
+    """The run directories of a suite, relative to it (a run that never began has none)."""
+    suite = json.loads((suite_dir / SUITE_FILE).read_text())
+    found = []
+    for entry in suite["runs"]:
+        if entry.get("run_dir"):
+            run = Path(entry["run_dir"])
+            if run.is_absolute():
+                raise SystemExit(f"{suite_dir}: run {run} is not named relative to its suite")
+            found.append(str(run))
+    if not found:
+        raise SystemExit(f"{suite_dir}: the suite has no run")
+    return found
+
+
+def pack(name: str, directory: Path) -> Path:
+    """RUNS/NAME.tar.xz of a run or a suite (each run's live report as its live-report.json); refuses a run without
+    an archive or a live verification."""
+    runs = suite_runs(directory) if (directory / SUITE_FILE).exists() else ["."]
+    reports = {run: live_report(directory / run) for run in runs}
     RUNS.mkdir(parents=True, exist_ok=True)
     out = RUNS / f"{name}.tar.xz"
     tmp = out.with_suffix(".tmp")
     with tarfile.open(tmp, "w:xz", preset=9) as tar:
-        for path, arcname in members(run_dir):
-            tar.add(path, arcname=f"{name}/{arcname}", recursive=False)
-        tar.add(report, arcname=f"{name}/{LIVE_REPORT}")
+        if runs != ["."]:
+            tar.add(directory / SUITE_FILE, arcname=f"{name}/{SUITE_FILE}", recursive=False)
+        for run, report in reports.items():
+            prefix = name if run == "." else f"{name}/{run}"
+            for path, arcname in members(directory / run):
+                tar.add(path, arcname=f"{prefix}/{arcname}", recursive=False)
+            tar.add(report, arcname=f"{prefix}/{LIVE_REPORT}")
     tmp.replace(out)
     return out
 
@@ -78,14 +108,20 @@ def anomalies(report: dict) -> dict:
     return found
 
 
-def entry_of(name: str, run_dir: Path, what: str, finding: str | None, command: str | None) -> dict:
+def live_of(run_dir: Path) -> dict:
+    """What a run's index entry says of it: its tag and its live verdict, anomalies and record counts."""
     report = json.loads((run_dir / "verify" / "report.json").read_text())
+    return {"run_tag": json.loads((run_dir / "spec.json").read_text())["run_tag"],
+            "live": {"valid": report["valid"], "anomalies": anomalies(report), "records": report["counts"].get("records")}}
+
+
+def entry_of(name: str, directory: Path, what: str, finding: str | None, command: str | None) -> dict:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    return {"name": name, "what": what, "finding": finding, "command": command, "run_made": run_dir.name[:15],
-            "packed": time.strftime("%Y-%m-%d"), "packed_at_commit": commit,
-            "run_tag": json.loads((run_dir / "spec.json").read_text())["run_tag"],
-            "live": {"valid": report["valid"], "anomalies": anomalies(report),
-                     "records": report["counts"].get("records")}}
+    entry = {"name": name, "what": what, "finding": finding, "command": command, "run_made": directory.name[:15],
+             "packed": time.strftime("%Y-%m-%d"), "packed_at_commit": commit}
+    if (directory / SUITE_FILE).exists():
+        return {**entry, "suite": {run: live_of(directory / run) for run in suite_runs(directory)}}
+    return {**entry, **live_of(directory)}
 
 
 def load_index() -> list[dict]:

@@ -1,7 +1,7 @@
-"""The corpus tier: recorded real runs (tests/corpus/runs/*.tar.xz, indexed by corpus.yaml, made by
-scripts/record_corpus.py) replayed without a cluster. One session fixture unpacks every run and verifies them all
-offline from their archives in one `txnlab verify --offline` (the session's Spark Connect server, tests/conftest.py,
-or spark-submit when it could not start), with a bootstrap nobody listens on: nothing is asked of any cluster."""
+"""The corpus tier: recorded real runs and suites (tests/corpus/runs/*.tar.xz, indexed by corpus.yaml, made by
+scripts/record_corpus.py) replayed without a cluster. One session fixture unpacks every entry and verifies all their
+runs offline from their archives in one `txnlab verify --offline` by spark-submit, with a bootstrap nobody listens
+on: nothing is asked of any cluster. A suite's runs are corpus runs of their own, named SUITE/RUN."""
 from __future__ import annotations
 
 import json
@@ -22,11 +22,30 @@ LIVE_REPORT = "live-report.json"          # scripts/record_corpus.py
 
 
 def entries() -> list[dict]:
+    """The index: a run's entry, or a suite's (its runs under `suite`: relative path -> their tag and live verdict)."""
     return (yaml.safe_load(INDEX.read_text()) or {}).get("runs", []) if INDEX.exists() else []
 
 
+def run_entries() -> list[dict]:
+    """Every recorded run: a run's entry, and each run of a suite as `SUITE/RUN` (the suite's what and command, the
+    run's own tag, live verdict and `campaign` grade; `suite`: the suite's name, `path`: the run's in the suite)."""
+    found = []
+    for e in entries():
+        if "suite" not in e:
+            found.append(e)
+            continue
+        shared = {k: v for k, v in e.items() if k != "suite"}
+        for path, run in e["suite"].items():
+            found.append({**shared, **run, "name": f"{e['name']}/{Path(path).name}", "suite": e["name"], "path": path})
+    return found
+
+
 def entry_names() -> list[str]:
-    return [e["name"] for e in entries()]
+    return [e["name"] for e in run_entries()]
+
+
+def suite_names() -> list[str]:
+    return [e["name"] for e in entries() if "suite" in e]
 
 
 @dataclass
@@ -35,6 +54,7 @@ class Replayed:
     run_dir: Path
     live: dict                    # the report of its live verification when it was recorded
     offline: dict | None          # its report verified offline now (None: the verification wrote none)
+    suite_dir: Path | None = None  # the unpacked suite it belongs to
 
 
 def unpack(name: str, into: Path) -> Path:
@@ -49,7 +69,9 @@ def replayed(tmp_path_factory) -> tuple[dict[str, Replayed], subprocess.Complete
     proof of that backend (test_verify.py's comparison of it with a Connect server on live runs is the campaign's),
     each report held to the recorded live one."""
     base = tmp_path_factory.mktemp("corpus")
-    runs = {e["name"]: (e, unpack(e["name"], base)) for e in entries()}
+    unpacked = {e["name"]: unpack(e["name"], base) for e in entries()}
+    runs = {e["name"]: (e, unpacked[e["suite"]] / e["path"] if "suite" in e else unpacked[e["name"]])
+            for e in run_entries()}
     env = {**os.environ, "TXNLAB_KAFKA_BOOTSTRAP": "127.0.0.1:9"}
     proc = subprocess.run([sys.executable, "-m", "txnlab.cli", "verify", *(str(d) for _, d in runs.values()),
                            "--offline", "--remote", "", "--examples", "50"],
@@ -58,5 +80,6 @@ def replayed(tmp_path_factory) -> tuple[dict[str, Replayed], subprocess.Complete
     for name, (entry, run_dir) in runs.items():
         report = run_dir / "verify" / "report.json"
         found[name] = Replayed(entry, run_dir, json.loads((run_dir / LIVE_REPORT).read_text()),
-                               json.loads(report.read_text()) if report.exists() else None)
+                               json.loads(report.read_text()) if report.exists() else None,
+                               unpacked[entry["suite"]] if "suite" in entry else None)
     return found, proc

@@ -11,9 +11,10 @@ of learning it was fenced (then the successor must be the one told, and nothing 
 producer that reuses a written batch's sequence after a leader died loses a committed transaction's records (kafkajs-sequence-rollback), or
 writes a batch twice when send() retries over a request in flight (kafkajs-retry-duplicates): each by its whole
 signature (not_kafkajs_findings). All runs of a client are verified in one `txnlab verify` call (the session's Spark server).
-The gate runs coordinator-kill on franz-go and KafkaJS here, on Kafka's Java clients through the compose stack
-(test_docker.py), with what a clean run shows: both isolation levels read, every invoke completed; the clean runs,
-planted duplicates, zombie-producer and the Java client's runs here are the campaign's (`-m campaign`,
+The gate runs coordinator-kill on KafkaJS here, on Kafka's Java clients through the compose stack, and the compose
+stack's container faults on franz-go (test_docker.py), with what a clean run shows: both isolation levels read,
+every invoke completed; the clean runs, planted duplicates, zombie-producer and the other clients' runs here are
+the campaign's (`-m campaign`,
 docs/testing.md), and a client's set-up makes only the runs its selected tests read."""
 from __future__ import annotations
 
@@ -40,8 +41,9 @@ CHECKS = ("duplicate", "aborted_read", "lost_write", "torn_transaction", "nonmon
           "exactly_once_processing", "open_at_end", "unaccounted", "poll_skip", "nonmonotonic_poll", "unseen")
 EXPERIMENTS = {"coordinator-kill": "txn-producer", "zombie-producer": "processor"}    # built-in -> the role it lacks
 GATE = "coordinator-kill"       # each client once through a fault in the gate; its zombie-producer the campaign's
-# Kafka's Java clients' gate run is coordinator-kill on the compose stack (test_docker.py: the same assertions)
-GATE_ELSEWHERE = {"java"}
+# Kafka's Java clients' gate run is coordinator-kill on the compose stack, franz-go's the container faults there
+# (test_docker.py: the same assertions)
+GATE_ELSEWHERE = {"java", "franz-go"}
 
 
 def conformance_spec(client: str) -> dict:
@@ -174,7 +176,8 @@ def test_the_client_s_producer_and_processor_stay_exactly_once_through_the_exper
         assert (why := not_kafkajs_findings(report, read_history(runs[experiment]).ops)) is None, \
             (client, experiment, why, failing(report))
         assert set(KAFKAJS_FINDINGS) & {bug.id for bug in matching_anomaly_bugs(
-            None, {n: c["count"] for n, c in report["checks"].items()}, {}, frozenset({"kafkajs"}))}
+            None, {n: c["count"] for n, c in report["checks"].items()},
+            {n: c["problems"] for n, c in report["checks"].items() if c.get("problems")}, frozenset({"kafkajs"}))}
     else:
         assert report["valid"] is True, (client, experiment, failing(report))
     assert_through_the_fault(runs[experiment], report, results[experiment].summary, client)
@@ -203,24 +206,61 @@ def zombie_came_back(ops: list[dict]) -> int | None:
     return None
 
 
-KAFKAJS_FINDINGS = ("kafkajs-sequence-rollback", "kafkajs-retry-duplicates")
+KAFKAJS_FINDINGS = ("kafkajs-sequence-rollback", "kafkajs-retry-duplicates", "kafkajs-kip-447")
+SEQUENCE_REUSE = {"lost_write", "torn_transaction", "inconsistent_offsets"}
 
 
 def not_kafkajs_findings(report: dict, ops: list[dict]) -> str | None:
-    """Why a KafkaJS run's anomalies are not (all) its two catalogued findings (chaos/bugs/), or None when they are.
+    """Why a KafkaJS run's anomalies are not (all) its three catalogued findings (chaos/bugs/), or None when they are.
     kafkajs-sequence-rollback: lost writes, the torn commits that lost them and their acknowledged offsets; every
     lost write acknowledged at an offset that holds a record of an earlier attempt of the same producer to the same
     partition, an attempt that failed and was aborted (its send() failed or came back without that record's answer,
     yet the broker had written the batch, and took the later one for its retry). kafkajs-retry-duplicates: records
     of a committed attempt twice or more, the attempt's whole batch to a partition written again right after itself
-    (send() retried while that broker's request was still in flight, the next sequence numbers on the same records)."""
+    (send() retried while that broker's request was still in flight, the next sequence numbers on the same records).
+    kafkajs-kip-447: inputs with committed outputs of two processors of the group across a rebalance
+    (_not_stale_member_commits)."""
     checks = report["checks"]
     bad = {name for name, c in checks.items() if c["valid"] is not True}
-    if not bad or not bad <= {"lost_write", "torn_transaction", "inconsistent_offsets", "duplicate"}:
+    if not bad or not bad <= SEQUENCE_REUSE | {"duplicate", "exactly_once_processing"}:
         return f"anomalies {sorted(bad)}, not KafkaJS's findings alone"
     attempts = {op["value"]["attempt"]: op for op in ops if op["f"] == "txn" and op["type"] != "invoke"}
-    why = _not_sequence_reuse(checks, attempts) if bad - {"duplicate"} else None
-    return why or (_not_retry_duplicates(checks["duplicate"], attempts) if "duplicate" in bad else None)
+    why = _not_sequence_reuse(checks, attempts) if bad & SEQUENCE_REUSE else None
+    why = why or (_not_retry_duplicates(checks["duplicate"], attempts) if "duplicate" in bad else None)
+    return why or (_not_stale_member_commits(checks["exactly_once_processing"], ops)
+                   if "exactly_once_processing" in bad else None)
+
+
+def _not_stale_member_commits(processing: dict, ops: list[dict]) -> str | None:
+    """kafkajs-kip-447 (chaos/bugs/kafkajs-kip-447.yaml): every input counted twice has exactly two committed outputs,
+    of two processors of the group, and one of them (the stale member) committed its output after the other had been
+    assigned the input's partition, while its own last word on that partition was still an assignment (no revocation
+    recorded): a member that had fallen out of the group without knowing it committed offsets the coordinator could
+    not refuse (no generation in sendOffsets)."""
+    if set(processing.get("problems") or {}) != {"duplicate-output"}:
+        return f"exactly_once_processing problems {processing.get('problems')}, not duplicate outputs alone"
+    done = {op["value"]["attempt"]: op for op in ops if op["f"] == "process" and op["type"] != "invoke"}
+    seeks = [op for op in ops if op["f"] == "seek" and op["value"].get("reason") in ("revoked", "assigned")]
+
+    def last_word(process: str, partition: tuple, before: int) -> dict | None:
+        said = [op for op in seeks if op["process"] == process and op["time"] <= before and partition in
+                {(p["topic"], p["partition"]) for p in op["value"]["positions"]}]
+        return said[-1] if said else None
+
+    for example in processing["examples"]:
+        ended = [done.get(a) for a in sorted({output.rsplit(".", 1)[0] for output in example["outputs"]})]
+        if len(example["outputs"]) != 2 or len(ended) != 2 or None in ended or \
+                any(op["type"] != "ok" for op in ended) or len({op["process"] for op in ended}) != 2:
+            return f"{example}: not two committed outputs of two processors"
+        [partition] = {(i["topic"], i["partition"]) for op in ended for i in op["value"]["inputs"]
+                       if i["id"] == example["input"]}
+        stale = [(op, other) for op, other in (ended, ended[::-1])
+                 if (mine := last_word(op["process"], partition, op["time"])) and mine["value"]["reason"] == "assigned"
+                 and (theirs := last_word(other["process"], partition, op["time"]))
+                 and theirs["value"]["reason"] == "assigned" and theirs["time"] > mine["time"]]
+        if not stale:
+            return f"{example}: neither processor committed it after the other had been assigned {partition}"
+    return None
 
 
 def _not_sequence_reuse(checks: dict, attempts: dict[str, dict]) -> str | None:
