@@ -22,6 +22,7 @@ from cluster.docker import Engine, Stack, client, ensure_base
 from cluster.versions import REPO_ROOT
 from cluster.waiting import wait_until
 from tests.integration.conftest import CAMPAIGN, TEST_BASE_PORT, verify_reports as reports
+from chaos.runner.spec import with_client
 from tests.integration.test_clients import assert_through_the_fault, on_client_document
 
 pytestmark = pytest.mark.docker
@@ -121,20 +122,28 @@ def test_the_stack_runs_on_the_host_network_and_prometheus_scrapes_the_exporter(
 
 def test_coordinator_kill_and_every_container_fault_through_the_docker_backend_heal_and_verify_valid(stack, tmp_path):
     """The built-in coordinator-kill (short) on the stack's containers, its processors and an added producer on
-    Kafka's Java clients (the gate's run of that client through a fault: test_clients.py's assertions), then a
-    paused broker, a latency toxic, a clean stop and an isolation: every fault recovered, nothing left unhealed,
-    both runs verified valid."""
+    Kafka's Java clients, then a paused broker, a latency toxic, a clean stop and an isolation under franz-go's
+    producers and processor (the gate's runs of those two clients through faults: test_clients.py's assertions):
+    every fault recovered, nothing left unhealed, both runs verified valid."""
     runs = tmp_path / "runs"
     runs.mkdir()
     coordinator_kill = chaos_run(on_client_document("coordinator-kill", "java"), runs, "--short", "--compose", PROJECT)
     results = [finished(coordinator_kill, stack, {"kill-broker", "pause-broker"})]
-    faults = chaos_run(spec("docker-container-faults", CONTAINER_FAULTS, 55), runs)
+    faults = chaos_run(on_franz_go(spec("docker-container-faults", CONTAINER_FAULTS, 55)), runs)
     results.append(finished(faults, stack, {f["kind"] for f in CONTAINER_FAULTS}))
     reports = verify(*(Path(r["run_dir"]) for r in results))
     assert [reports[r["run_dir"]]["valid"] for r in results] == [True, True], reports
-    java = Path(results[0]["run_dir"])
-    summary = json.loads((java / "experiment.json").read_text())["summary"]
-    assert_through_the_fault(java, reports[str(java)], summary, "java")
+    for result, client in zip(results, ("java", "franz-go")):
+        run = Path(result["run_dir"])
+        summary = json.loads((run / "experiment.json").read_text())["summary"]
+        assert_through_the_fault(run, reports[str(run)], summary, client)
+
+
+def on_franz_go(document: dict) -> dict:
+    """The container faults' run with an exactly-once processor beside its producers, all on franz-go (the gate's
+    run of that client through faults: test_clients.py's assertions)."""
+    return with_client({**document, "workloads": [*document["workloads"], {"workload": "processor", "instances": 1}]},
+                       "franz-go")
 
 
 def finished(proc: subprocess.Popen, stack: Stack, kinds: set[str]) -> dict:

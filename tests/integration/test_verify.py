@@ -569,14 +569,14 @@ def test_offline_verification_of_the_runs_archives_gives_the_live_verdicts_and_c
 
 def test_a_connect_server_on_a_standalone_spark_cluster_gives_the_local_reports_and_leaves_no_process(
         verified, tmp_path):
-    """`txnlab spark up --connect` (a master, 2 workers and a Spark Connect server on them), the clean run and
-    the planted anomalies verified through it (executors on both workers): report.json equal to local[*]'s,
-    every planted duplicate counted once; `down` leaves no process of the cluster (nor an executor)."""
+    """`txnlab spark up --connect` (a master, 2 workers and a Spark Connect server on them), the planted anomalies
+    verified through it (executors on both workers): report.json equal to local[*]'s, every planted duplicate
+    counted once; `down` leaves no process of the cluster (nor an executor)."""
     import psutil
     from cluster.spark_layout import StandalonePlan
     from spark_analysis.standalone import StandaloneCluster, alive_workers, master_state
     reports, expected, log = verified
-    runs = {name: copy_run(Path(reports[name]["run"]), tmp_path / name) for name in ("clean", "anomalies")}
+    runs = {name: copy_run(Path(reports[name]["run"]), tmp_path / name) for name in ("anomalies",)}
     spark = StandaloneCluster(tmp_path / "spark", StandalonePlan(base_port=SPARK_BASE_PORT, workers=2, connect=True))
     stopped = []
     try:
@@ -592,12 +592,11 @@ def test_a_connect_server_on_a_standalone_spark_cluster_gives_the_local_reports_
         apps = master_state(spark.plan)["activeapps"]
     finally:
         stopped = spark.down()
-    assert proc.returncode == 1, proc.stderr[-4000:]                     # the anomalies: the worst of the two
+    assert proc.returncode == 1, proc.stderr[-4000:]                     # the anomalies
     assert [a["name"] for a in apps] == ["txnlab-verify-connect"], apps   # the server is the one application
     for i in range(2):                                                   # an executor ran on each worker
         assert list((spark.state_dir / f"work-{i}").glob("app-*/*/stderr")), f"no executor on worker {i}"
     standalone = {name: json.loads((run / "verify" / "report.json").read_text()) for name, run in runs.items()}
-    assert standalone["clean"]["valid"] is True
     duplicates = standalone["anomalies"]["checks"]["duplicate"]
     assert sorted(e["id"] for e in duplicates["examples"]) == expected["anomalies"]["duplicate"]
     assert duplicates["count"] == len(expected["anomalies"]["duplicate"])

@@ -1,4 +1,4 @@
-"""Workloads on the real cluster, 15 s each, no faults: complete histories that match the topics."""
+"""Workloads on the real cluster, 10 s each, no faults: complete histories that match the topics."""
 from __future__ import annotations
 
 from collections import Counter
@@ -14,7 +14,7 @@ from cluster.reads import read_to_end
 
 pytestmark = pytest.mark.kafka_core      # the version matrix's core (scripts/kafka_matrix.py)
 
-DURATION = 15.0
+DURATION = 10.0
 
 
 def run_plan(conn, tmp_path, workload: str, instances: int = 1, extra: tuple = (), seconds: float = DURATION) -> tuple:
@@ -49,7 +49,7 @@ def ids_in(conn, topic: str, committed: bool) -> Counter:
 
 def test_transactional_producer_history_matches_what_read_committed_sees(conn, tmp_path):
     tag, the_plan, run_dir, summary = run_plan(conn, tmp_path, "txn-producer", instances=2,
-                                               extra=("--rate", "20", "--abort-share", "0.25"))
+                                               extra=("--rate", "30", "--abort-share", "0.25"))
     history = read_history(run_dir)
     assert not history.truncated
     assert_complete(history.ops)
@@ -109,7 +109,7 @@ def test_processor_writes_exactly_one_output_per_consumed_input(conn, tmp_path):
 
 
 def test_producer_state_storm_history_and_new_producer_ids(conn, tmp_path, admin):
-    _, the_plan, run_dir, _ = run_plan(conn, tmp_path, "storm", extra=("--rate", "15"))
+    _, the_plan, run_dir, _ = run_plan(conn, tmp_path, "storm", extra=("--rate", "20"))
     history = read_history(run_dir)
     assert_complete(history.ops)
     produced = [op for op in history.ops if op["f"] == "produce" and op["type"] == "ok"]
