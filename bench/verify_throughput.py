@@ -34,6 +34,10 @@ repeatable), in order:
          (c) itself runs spark-submit (`--remote ''`) even with $TXNLAB_SPARK_REMOTE set;
      (e) with --standalone, (c) again on a Spark standalone cluster the benchmark starts (1 master, 2 workers
          of 1 core, 3g executors; stopped at the end): the JVM driver's RSS holds no executor there.
+     (f) `txnlab archive RUN_DIR` (docs/verify.md: both views read to the recorded ends into Parquet, sealed):
+         wall time and peak RSS, beside (a)'s two reads (its peer: Kafka's consumer reading the same views), and
+         the archive's bytes (each view, the manifest) against the run's history's. With --only-archive, (a) and
+         (f) alone.
 The driver JVM maps its class archive (spark_analysis/submit.py) when an earlier verify wrote it; results say
 whether it existed when the benchmark started (`machine.class_archive`); the Connect server its own
 (`machine.connect_class_archive`).
@@ -48,7 +52,7 @@ each N unless --keep (then they, and the cluster, stay).
 Owns: nothing beyond this benchmark. Must not: touch other clusters, or stop processes it did not start.
 Usage:
     .venv/bin/python bench/verify_throughput.py --records 1000000 --records 10000000 [--base-port 27000] [--keep]
-        [--standalone]
+        [--standalone] [--only-archive]
 """
 from __future__ import annotations
 
@@ -623,8 +627,9 @@ def verify_summary(report_path: Path) -> dict:
                        if isinstance(c, dict)}}
 
 
-def measure(cluster: LocalCluster, gen: dict, spark_master: str | None = None) -> dict:
-    """(a), (b) and (c) on one generated run; their outputs go to .txnlab/bench-verify/logs/<run>/."""
+def measure(cluster: LocalCluster, gen: dict, spark_master: str | None = None, only_archive: bool = False) -> dict:
+    """(a) to (f) on one generated run (only (a) and (f) with only_archive); their outputs go to
+    .txnlab/bench-verify/logs/<run>/."""
     n = gen["records"]
     conn = cluster.connection()
     workdir = HOME / "logs" / Path(gen["run_dir"]).name
@@ -634,6 +639,10 @@ def measure(cluster: LocalCluster, gen: dict, spark_master: str | None = None) -
     entry["kafka_consumer_perf"] = kafka_consume(conn, gen, workdir)
     entry["kafka_consumer_perf_uncommitted"] = kafka_consume(conn, gen, workdir, "read_uncommitted")
     entry["kafka_two_reads"] = two_reads(entry, n)
+    entry["txnlab_archive"] = archive(gen, env, workdir, entry["kafka_two_reads"])
+    if only_archive:
+        entry["load_average_after"] = load_average()
+        return entry
     entry["naive_checker"] = naive_check(gen, env, workdir)
     entry["txnlab_verify"] = verify(gen, env, workdir)
     entry["txnlab_verify_connect"] = verify_connect(gen, env, workdir)
@@ -643,6 +652,24 @@ def measure(cluster: LocalCluster, gen: dict, spark_master: str | None = None) -
     entry["load_average_after"] = load_average()
     entry["ratios"] = ratios(entry)
     return entry
+
+
+def archive(gen: dict, env: dict, workdir: Path, reads: dict) -> dict:
+    """(f): `txnlab archive` of the run, timed, its files' bytes and the history's, and its time against the two
+    reads of ConsumerPerformance (reads: two_reads)."""
+    run_dir = Path(gen["run_dir"])
+    done = timed_command("txnlab archive", [sys.executable, "-m", "txnlab.cli", "archive", str(run_dir)], env,
+                         workdir / "archive.log", timeout=3600)
+    files = {p.name: p.stat().st_size for p in sorted((run_dir / "archive").glob("*")) if p.is_file()}
+    history = sum(p.stat().st_size for p in (run_dir / "history").rglob("*") if p.is_file())
+    n = gen["records"]
+    out = {**done, "ok": done["exit_code"] == 0 and "manifest.json" in files, "files_bytes": files,
+           "archive_bytes": sum(files.values()), "history_bytes": history,
+           "records_per_s": round(n / done["seconds"]) if done["seconds"] else None}
+    if out["ok"] and reads.get("ok"):
+        out["ratio_to_two_reads"] = round(reads["fetch_seconds"] / done["seconds"], 3)    # above 1: archive faster
+    say(f"  archive: {out['archive_bytes'] / 2**20:,.1f} MiB ({files}); history {history / 2**20:,.0f} MiB")
+    return out
 
 
 def two_reads(entry: dict, n: int) -> dict:
@@ -748,13 +775,29 @@ def _mib(result: dict, role: str) -> str:
     return "not seen" if value is None else f"{value:,.0f} MiB"
 
 
+def archive_table(entries: list[dict]) -> str:
+    """(f) per N: `txnlab archive` beside ConsumerPerformance's two reads, and its size against the history's."""
+    rows = ["| records (N) | ConsumerPerformance, both views (fetch time) | txnlab archive (wall) | both views / archive "
+            "| archive peak RSS (tree) | archive: committed / uncommitted view / manifest | history (JSON parts) |",
+            "|---|---|---|---|---|---|---|"]
+    mib = lambda b: f"{b / 2**20:,.1f} MiB"                                      # noqa: E731
+    for e in entries:
+        a, reads, files = e["txnlab_archive"], e["kafka_two_reads"], e["txnlab_archive"].get("files_bytes", {})
+        rows.append(f"| {e['records']:,} | {reads.get('records_per_s', 0):,} rec/s ({reads.get('fetch_seconds')} s) "
+                    f"| {a.get('records_per_s') or 0:,} rec/s ({a['seconds']} s) | {a.get('ratio_to_two_reads')} "
+                    f"| {a.get('peak_rss_tree_mib', 0):,.0f} MiB | {mib(files.get('committed.parquet', 0))} / "
+                    f"{mib(files.get('uncommitted.parquet', 0))} / {files.get('manifest.json', 0):,} B "
+                    f"| {mib(a['history_bytes'])} |")
+    return "\n".join(rows)
+
+
 def failures(entries: list[dict]) -> list[str]:
     out = []
     for e in entries:
         connect = e.get("txnlab_verify_connect") or {}
         for name, result in (*((n, e.get(n)) for n in ("kafka_consumer_perf", "kafka_consumer_perf_uncommitted",
                                                        "naive_checker", "txnlab_verify", "spark_reads",
-                                                       "txnlab_verify_standalone")),
+                                                       "txnlab_verify_standalone", "txnlab_archive")),
                              ("txnlab_verify_connect cold", connect.get("cold")),
                              ("txnlab_verify_connect warm", connect.get("warm"))):
             if result is None:
@@ -763,10 +806,10 @@ def failures(entries: list[dict]) -> list[str]:
                 error = result.get("error") or f"exit {result.get('exit_code')}"
                 out.append(f"N={e['records']:,}: {name} FAILED: {error}")
                 out += [f"    {line}" for line in result.get("output_tail", [])]
-        naive = e["naive_checker"].get("report")
+        naive = e.get("naive_checker", {}).get("report")             # neither with --only-archive
         if naive and naive["valid"] is not True:
             out.append(f"N={e['records']:,}: the naive checker did not find the synthetic run valid: {naive}")
-        verdict = e["txnlab_verify"].get("verdict")
+        verdict = e.get("txnlab_verify", {}).get("verdict")
         if verdict not in (None, "valid"):
             out.append(f"N={e['records']:,}: txnlab verify's verdict on a clean synthetic run: {verdict}")
     return out
@@ -793,6 +836,8 @@ def main() -> int:
     parser.add_argument("--standalone", action="store_true", help="also verify each run on a Spark standalone "
                         f"cluster (1 master, 2 workers of 1 core, ports {STANDALONE_PLAN.base_port}+) started for the "
                         "benchmark: the driver's RSS without the executors'")
+    parser.add_argument("--only-archive", action="store_true", help="(a) and (f) alone: ConsumerPerformance's two "
+                        "reads and `txnlab archive` of each run")
     args = parser.parse_args()
     if min(args.records) < 1:
         parser.error("--records must be at least 1")
@@ -809,7 +854,8 @@ def main() -> int:
         for n in args.records:
             gen = generate_run(cluster, n, args)
             try:
-                result["runs"].append(measure(cluster, gen, spark.plan.master_url if spark else None))
+                result["runs"].append(measure(cluster, gen, spark.plan.master_url if spark else None,
+                                              args.only_archive))
                 write_json(args.out, result)
             finally:
                 if not args.keep:
@@ -821,7 +867,7 @@ def main() -> int:
             cluster.down(purge=True, progress=lambda m: say(f"[cluster] {m}"))
     result["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
     write_json(args.out, result)
-    print(table(result["runs"]))
+    print(archive_table(result["runs"]) if args.only_archive else table(result["runs"]))
     problems = failures(result["runs"])
     print("\n".join(problems))
     say(f"results: {args.out}")
