@@ -365,8 +365,13 @@ def _commit() -> str:
     return head + (" (with local changes)" if source.get("changed") else "")
 
 
-def _command() -> str:
-    return "txnlab " + shlex.join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith("txnlab") else shlex.join(sys.argv)
+def _command(argv: list[str] | None = None) -> str:
+    """The slice's command as a user types it: `txnlab ...`, whether run as the txnlab script or as
+    `python -m txnlab.cli` (whose argv[0] is txnlab/cli.py)."""
+    argv = sys.argv if argv is None else argv
+    if argv and (argv[0].endswith("txnlab") or Path(argv[0]).parts[-2:] == ("txnlab", "cli.py")):
+        return "txnlab " + shlex.join(argv[1:])
+    return shlex.join(argv)
 
 
 # ---- the page, its picture and the summary in Markdown ------------------------------------------------------------

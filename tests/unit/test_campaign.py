@@ -145,3 +145,10 @@ def test_a_release_cell_never_takes_an_earlier_runs_result(tmp_path, monkeypatch
     state = c.Campaign(options, progress=lambda m: None).run()
     cell = state["cells"]["release/4.4.0"]
     assert cell["grade"] == "error" and cell["status"] == "error" and "no result" in cell["detail"]
+
+
+def test_a_slice_records_its_command_as_a_user_types_it():
+    from report.campaign import _command
+    assert _command(["/work/main/txnlab/cli.py", "campaign", "--parts", "releases"]) == "txnlab campaign --parts releases"
+    assert _command(["/usr/local/bin/txnlab", "campaign", "--again"]) == "txnlab campaign --again"
+    assert _command(["scripts/other.py", "x y"]) == "scripts/other.py 'x y'"
