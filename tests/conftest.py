@@ -9,7 +9,6 @@ import os
 
 import pytest
 
-from cluster.versions import txnlab_home
 
 os.environ.setdefault("TXNLAB_CLASS_ARCHIVES", "map")
 
@@ -35,23 +34,3 @@ def pytest_runtest_makereport(item, call):
     if report.skipped and os.environ.get("CI"):
         report.outcome = "failed"
         report.longrepr = f"test skipped in CI (a skip there is a failure): {report.longrepr}"
-
-
-SPARK_CONNECT_BASE_PORT = 31800     # the session's Spark Connect server listens at +30
-
-
-@pytest.fixture(scope="session")
-def spark_remote():
-    """One Spark Connect server (local[*]) for the whole session: every `txnlab verify` of the live tests (and of
-    the demo's and bug runs they start) is its client through $TXNLAB_SPARK_REMOTE, so none pays a JVM start (the
-    corpus verifies by spark-submit, the gate's proof of that backend); stopped by its pid at the end. Its URL, or that of $TXNLAB_SPARK_REMOTE when given."""
-    from spark_analysis.standalone import SharedConnect
-    shared = SharedConnect(txnlab_home() / "test-spark-connect", SPARK_CONNECT_BASE_PORT,
-                           progress=lambda line: print(f"[spark-connect] {line}")).start()
-    remote = shared.remote()         # "" when it could not start: each verify then runs spark-submit (slower);
-    saved = os.environ.get("TXNLAB_SPARK_REMOTE")      # test_verify's remote test fails on its own then
-    os.environ["TXNLAB_SPARK_REMOTE"] = remote
-    yield remote
-    if saved is None:
-        os.environ.pop("TXNLAB_SPARK_REMOTE", None)
-    shared.stop()

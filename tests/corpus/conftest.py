@@ -19,6 +19,7 @@ CORPUS = Path(__file__).resolve().parent
 INDEX = CORPUS / "corpus.yaml"
 RUNS = CORPUS / "runs"
 LIVE_REPORT = "live-report.json"          # scripts/record_corpus.py
+EXAMPLES = 50                             # examples per check the offline verification keeps
 
 
 def entries() -> list[dict]:
@@ -74,7 +75,7 @@ def replayed(tmp_path_factory) -> tuple[dict[str, Replayed], subprocess.Complete
             for e in run_entries()}
     env = {**os.environ, "TXNLAB_KAFKA_BOOTSTRAP": "127.0.0.1:9"}
     proc = subprocess.run([sys.executable, "-m", "txnlab.cli", "verify", *(str(d) for _, d in runs.values()),
-                           "--offline", "--remote", "", "--examples", "50"],
+                           "--offline", "--remote", "", "--examples", str(EXAMPLES)],
                           capture_output=True, text=True, timeout=1500, env=env)
     found = {}
     for name, (entry, run_dir) in runs.items():

@@ -17,7 +17,7 @@ import pytest
 import chaos.runner.spec as catalog_module
 from report import build
 from report.bugs import stalls_and_recovery
-from tests.corpus.conftest import INDEX, RUNS, entries, entry_names, suite_names
+from tests.corpus.conftest import EXAMPLES, INDEX, RUNS, entries, entry_names, suite_names
 
 BUDGET_BYTES = 30 * 1024 * 1024           # scripts/record_corpus.py BUDGET_BYTES
 
@@ -43,10 +43,10 @@ def test_the_corpus_is_indexed_and_within_its_budget():
 
 def fewer_examples_kept(offline: dict, live: dict) -> tuple[dict, dict]:
     """The two reports to compare when the live verification kept fewer examples per check than the corpus's
-    (`--examples 50`; a test's own verification may keep 20): each check's live examples must all be among the
+    (EXAMPLES; a test's own verification may keep 20): each check's live examples must all be among the
     offline ones, as many as its limit allowed; the reports are then compared without them. Unchanged otherwise."""
     limits = {len(c["examples"]) for c in live["checks"].values() if c.get("count", 0) > len(c.get("examples") or [])}
-    if not limits or max(limits) >= 50:
+    if not limits or max(limits) >= EXAMPLES:
         return offline, live
     limit, offline, live = max(limits), json.loads(json.dumps(offline)), json.loads(json.dumps(live))
     for name, check in live["checks"].items():

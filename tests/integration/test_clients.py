@@ -184,10 +184,10 @@ def test_the_client_s_producer_and_processor_stay_exactly_once_through_the_exper
     if experiment == "zombie-producer":
         came_back = zombie_came_back(read_history(runs[experiment]).ops)
         if came_back is None:
-            assert_zombie_fenced(results[experiment], cluster.connection())
+            assert_zombie_fenced(runs[experiment], cluster.connection())
         else:           # franz-go's finding (docs/findings.md): the resumed zombie fenced its successor instead
             assert client == "franz-go", (client, "a zombie initialised again instead of learning it was fenced")
-            assert_zombie_fenced(results[experiment], cluster.connection(), old="txp-0-zombie", new="txp-0",
+            assert_zombie_fenced(runs[experiment], cluster.connection(), old="txp-0-zombie", new="txp-0",
                                  since=came_back)
     assert_healed(cluster)
 

@@ -1,5 +1,5 @@
 'use strict'
-// The watchdog's bound on a KafkaJS call (watch.js): run by tests/unit/test_client_ids.py with `node --test`.
+// The watchdog's bound on a KafkaJS call (watch.js): run by tests/unit/test_stalls.py with `node --test`.
 const test = require('node:test')
 const assert = require('node:assert')
 const { RETRY } = require('./retry')
