@@ -318,7 +318,8 @@ def rejudge(suite_dir: Path, progress: Progress = print) -> dict:
         raise BugRunError(f"{suite_dir} is not a stored bug suite (bug.json, {build.SUITE_FILE}): {exc}") from None
     bug = load_bug(outcome["bug"], outcome.get("variant"))
     for side in BUG_SIDES:
-        outcome["sides"][side]["runs"] = [judge_by(bug, Path(r["run_dir"])) for r in outcome["sides"][side]["runs"]]
+        outcome["sides"][side]["runs"] = [judge_by(bug, in_suite(suite_dir, side, r["run_dir"]))
+                                          for r in outcome["sides"][side]["runs"]]
     tally(outcome)
     outcome.update(expected_checks=bug.expect.checks, expected_errors=bug.expect.errors, rejudged=time.time())
     suite.update(comparison=comparison(bug), title=suite_title(bug))
@@ -328,6 +329,13 @@ def rejudge(suite_dir: Path, progress: Progress = print) -> dict:
              f"{len(outcome['sides']['affected']['runs'])}, the fixed side clean in {outcome['fixed_clean']} of "
              f"{len(outcome['sides']['fixed']['runs'])} (judged again by {', '.join(bug.expect.checks)})")
     return {**outcome, "report": report}
+
+
+def in_suite(suite_dir: Path, side: str, recorded: str) -> Path:
+    """A try's run directory in its suite as the suite is now (SUITE/SIDE/RUN: a suite moved, copied or unpacked
+    from the corpus is judged from its own runs), else where bug.json recorded it."""
+    here = suite_dir / side / Path(recorded).name
+    return here if here.is_dir() else Path(recorded)
 
 
 def exit_code(outcome: dict) -> int:

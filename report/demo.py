@@ -3,7 +3,7 @@
 Owns: the default suite and the demo's clusters (per transaction.version level a 3-node cluster and a
 1-node drill cluster for the hanging-transaction drill, each with its exporter and Prometheus loading the
 alert rules; their own state dirs and ports, so a dev or test cluster is never touched); running each
-experiment in its short mode, capturing its Prometheus timelines and alerts while the cluster is up,
+experiment in its short mode (or its full one, when asked), capturing its Prometheus timelines and alerts while the cluster is up,
 verifying the level's runs with Spark in one session before its clusters go, tearing down (all, or all but
 the last level's with keep), on a normal end, an error and Ctrl-C alike; the suite directory
 (runs/<id>-demo/suite.json, the runs under tv<N>/) and the report (report/build.py).
@@ -60,6 +60,7 @@ class DemoOptions:
     spark_base_port: int = DEMO_SPARK_BASE_PORT       # its Spark Connect server listens at +30
     state_root: Path = field(default_factory=lambda: txnlab_home() / "demo")
     clients: tuple[str, ...] = (REFERENCE,)           # each experiment once per client (chaos/workloads/native.py)
+    full: tuple[str, ...] = ()                        # experiments run in their full mode (the others short)
 
     def check(self) -> None:
         unknown = [v for v in self.transaction_versions if v not in TRANSACTION_VERSIONS]
@@ -198,7 +199,8 @@ class Demo:
                  "level": self.options.level(tv, client), "cluster": None, "run_dir": None, "error": None}
         self.suite["runs"].append(entry)
         try:
-            spec = load_spec(name, short=True, client=None if client == REFERENCE else client)
+            spec = load_spec(name, short=name not in self.options.full,
+                             client=None if client == REFERENCE else client)
         except SpecError:            # no workload of a client's: the cell says so, nothing runs
             entry["not_applicable"] = (f"{name} runs no txn-producer or processor, the roles a client's workloads "
                                        f"play: nothing of {client} to test")

@@ -13,8 +13,10 @@ verify report as `live-report.json` (the verdict the corpus tests hold the offli
 stay out. The entry in tests/corpus/corpus.yaml says what the run is, the command that made it, when the run was
 made, when and at which commit it was packed, the catalogued finding it shows (if any) and its live verdict and
 anomalies per check. A suite (a `txnlab demo` or `txnlab bugs run` folder: suite.json and its runs) enters whole:
-its suite.json and each of its runs as above, with their captured timelines (prometheus.json) so that `txnlab
-report` builds its page again; its index entry lists its runs, each with its tag and live verdict.
+its suite.json (a bug suite's bug.json too) and each of its runs as above, with their captured timelines
+(prometheus.json) so that `txnlab report` builds its page again (and `txnlab bugs judge` judges a bug suite again);
+its index entry lists its runs, each with its tag and live verdict (a bug suite's with its side too, and the
+finding it shows: the bug, on an affected try that reproduced it).
 `rerecord` runs an entry's command (its `--runs-dir` replaced by a scratch folder; a cluster the command needs
 must be up, as for any run), verifies the new run against its cluster, and packs it under the same name.
 """
@@ -41,6 +43,7 @@ LIVE_REPORT = "live-report.json"
 KEPT_FILES = ("spec.json", "cluster.json", "end_offsets.json", "group_offsets.json", "experiment.json",
               "history-format.json", "prometheus.json")
 SUITE_FILE = "suite.json"          # report/build.py SUITE_FILE
+BUG_FILE = "bug.json"              # a bug suite's outcome (report/bugs.py save): `txnlab bugs judge` reads it
 KEPT_DIRS = ("history", "archive", "faults")
 
 
@@ -89,7 +92,9 @@ def pack(name: str, directory: Path) -> Path:
     tmp = out.with_suffix(".tmp")
     with tarfile.open(tmp, "w:xz", preset=9) as tar:
         if runs != ["."]:
-            tar.add(directory / SUITE_FILE, arcname=f"{name}/{SUITE_FILE}", recursive=False)
+            for kept in (SUITE_FILE, BUG_FILE):
+                if (directory / kept).exists():
+                    tar.add(directory / kept, arcname=f"{name}/{kept}", recursive=False)
         for run, report in reports.items():
             prefix = name if run == "." else f"{name}/{run}"
             for path, arcname in members(directory / run):
@@ -120,8 +125,21 @@ def entry_of(name: str, directory: Path, what: str, finding: str | None, command
     entry = {"name": name, "what": what, "finding": finding, "command": command, "run_made": directory.name[:15],
              "packed": time.strftime("%Y-%m-%d"), "packed_at_commit": commit}
     if (directory / SUITE_FILE).exists():
-        return {**entry, "suite": {run: live_of(directory / run) for run in suite_runs(directory)}}
+        tries = bug_tries(directory)
+        return {**entry, "suite": {run: {**live_of(directory / run), **tries.get(Path(run).name, {})}
+                                   for run in suite_runs(directory)}}
     return {**entry, **live_of(directory)}
+
+
+def bug_tries(suite_dir: Path) -> dict[str, dict]:
+    """A bug suite's tries by run name: their side, and the finding a try shows (the bug, when it reproduced it;
+    none on the fixed side or on an affected try that missed it), as bug.json judged them. Empty for a demo's
+    suite."""
+    if not (suite_dir / BUG_FILE).exists():
+        return {}
+    outcome = json.loads((suite_dir / BUG_FILE).read_text())
+    return {Path(r["run_dir"]).name: {"side": side, "finding": outcome["bug"] if r["reproduced"] else None}
+            for side, s in outcome["sides"].items() for r in s["runs"]}
 
 
 def load_index() -> list[dict]:

@@ -2,9 +2,9 @@
 verified offline from its archive, gets the verdict, the evidence and every check's validity, count and examples
 its live verification gave when it was recorded; the index says that live verdict; a run recorded for a catalogued
 finding is named by the catalog's rule as the report names it (its stalls, its anomalies), and no longer once that
-rule is changed; a recorded suite's page is built again from its stored runs with no cluster (its verdicts the live
-ones, every section filled, rendered by Chromium); the corpus stays within its budget and every packed entry is
-indexed."""
+rule is changed; a recorded bug suite is judged again (`txnlab bugs judge`) as it was live; a recorded suite's
+page is built again from its stored runs with no cluster (its verdicts the live ones, every section filled,
+rendered by Chromium); the corpus stays within its budget and every packed entry is indexed."""
 from __future__ import annotations
 
 import json
@@ -17,7 +17,7 @@ import pytest
 import chaos.runner.spec as catalog_module
 from report import build
 from report.bugs import stalls_and_recovery
-from tests.corpus.conftest import EXAMPLES, INDEX, RUNS, entries, entry_names, suite_names
+from tests.corpus.conftest import EXAMPLES, INDEX, RUNS, entries, entry_names, run_entries, suite_names
 
 BUDGET_BYTES = 30 * 1024 * 1024           # scripts/record_corpus.py BUDGET_BYTES
 
@@ -84,7 +84,7 @@ def named_findings(run_dir) -> set[str]:
     return by_stall | {b["id"] for b in build.anomaly_bugs(run_dir, build.verdict_of(run_dir))}
 
 
-FINDINGS = [e["name"] for e in entries() if e.get("finding")]
+FINDINGS = [e["name"] for e in run_entries() if e.get("finding")]
 
 
 @pytest.mark.parametrize("name", FINDINGS)
@@ -153,6 +153,36 @@ def test_a_recorded_suite_s_page_is_built_again_offline_with_the_live_verdicts(r
     png = screenshot.render_png(suite_dir / "report.html", suite_dir / "report.png", height=3000)
     seen = screenshot.ink(png)
     assert seen["non_white"] > 0.05 and seen["colours"] > 200, seen
+
+
+def bug_suites() -> list[str]:
+    """The recorded `txnlab bugs run` suites (their runs carry a side)."""
+    return [e["name"] for e in entries() if any("side" in r for r in (e.get("suite") or {}).values())]
+
+
+@pytest.mark.parametrize("name", bug_suites())
+def test_a_recorded_bug_suite_is_judged_again_offline_as_it_was_live(replayed, name):
+    """`txnlab bugs judge` on a stored bug suite with no cluster, its runs just verified offline: each try judged
+    from the suite's own runs reproduced the bug or was clean as it did live (bug.json as recorded, and the index's
+    finding on each affected try that reproduced it), the tallies and the exit code the live suite's."""
+    from chaos.runner.spec import BUG_SIDES
+    from report.bugs import exit_code
+    runs = {Path(r.entry["path"]).name: r for r in replayed[0].values() if r.entry.get("suite") == name}
+    suite_dir = next(iter(runs.values())).suite_dir.resolve()
+    live = json.loads((suite_dir / "bug.json").read_text())
+    proc = subprocess.run([sys.executable, "-m", "txnlab.cli", "bugs", "judge", str(suite_dir)],
+                          capture_output=True, text=True, timeout=600)
+    judged = json.loads((suite_dir / "bug.json").read_text())
+    assert judged.get("rejudged") and proc.returncode == exit_code(live), proc.stderr[-3000:]
+    for side in BUG_SIDES:
+        def tries(outcome: dict) -> list[tuple]:
+            return [(Path(r["run_dir"]).name, r["reproduced"], r["clean"]) for r in outcome["sides"][side]["runs"]]
+        assert tries(judged) == tries(live), side
+        assert all(Path(r["run_dir"]).parent == suite_dir / side for r in judged["sides"][side]["runs"]), side
+        for run_name, reproduced, _ in tries(live):
+            entry = runs[run_name].entry
+            assert entry["side"] == side and entry["finding"] == (live["bug"] if reproduced else None), run_name
+    assert (judged["affected_reproduced"], judged["fixed_clean"]) == (live["affected_reproduced"], live["fixed_clean"])
 
 
 def test_kafkajs_s_stale_member_signature_holds_for_its_recorded_run_and_not_for_variations_of_it(replayed):

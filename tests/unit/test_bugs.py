@@ -3,6 +3,7 @@ The runs themselves are integration: tests/integration/test_bugs.py."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from report import build
 from report.bugs import exit_code, judge
@@ -175,3 +176,14 @@ def test_a_run_page_names_the_client_bug_its_anomalies_match(tmp_path):
         assert [b["id"] for b in build.anomaly_bugs(run, build.verdict_of(run))] == named
     (run / "cluster.json").write_text(json.dumps({"kafka_version": "3.5.2"}))     # before java_clients: the cluster's
     assert [b["id"] for b in build.anomaly_bugs(run, build.verdict_of(run))] == ["KAFKA-16903"]
+
+
+def test_a_moved_suite_is_judged_from_its_own_runs(tmp_path):
+    """bug.json names its tries' run directories where they ran; a suite moved, copied or unpacked from the corpus
+    is judged from SUITE/SIDE/RUN, and a try whose run is not in the suite from where it was recorded."""
+    from report.bugs import in_suite
+    suite = tmp_path / "moved"
+    (suite / "affected" / "20261129-154904-x-r84aed8").mkdir(parents=True)
+    recorded = "/elsewhere/runs/suite/affected/20261129-154904-x-r84aed8"
+    assert in_suite(suite, "affected", recorded) == suite / "affected" / "20261129-154904-x-r84aed8"
+    assert in_suite(suite, "fixed", "/elsewhere/runs/suite/fixed/r2") == Path("/elsewhere/runs/suite/fixed/r2")

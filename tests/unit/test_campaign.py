@@ -152,3 +152,27 @@ def test_a_slice_records_its_command_as_a_user_types_it():
     assert _command(["/work/main/txnlab/cli.py", "campaign", "--parts", "releases"]) == "txnlab campaign --parts releases"
     assert _command(["/usr/local/bin/txnlab", "campaign", "--again"]) == "txnlab campaign --again"
     assert _command(["scripts/other.py", "x y"]) == "scripts/other.py 'x y'"
+
+
+def test_an_experiment_whose_cell_needs_its_full_mode_runs_it_and_the_others_run_short(tmp_path, monkeypatch):
+    """FULL_MODE's built-ins (their graded recovery comes after the short run's end) reach the demo as its `full`
+    experiments, and the demo loads them in their full mode: the others of the same suite stay short."""
+    import report.demo as demo
+    from chaos.runner.spec import load_spec
+    monkeypatch.setenv("TXNLAB_HOME", str(tmp_path / "home"))
+    seen = []
+
+    class Recorded:
+        def __init__(self, options, progress):
+            seen.append(options)
+
+        def run(self):
+            return {"runs": [], "errors": ["recorded, not run"], "directory": str(tmp_path)}
+    monkeypatch.setattr(demo, "Demo", Recorded)
+    options = c.CampaignOptions(tmp_path / "campaign", parts=("experiments",), clients=(c.REFERENCE,),
+                                experiments=("flink-abandoned-job", "flink-taskmanager-kill"))
+    state = c.Campaign(options, progress=lambda m: None).run()
+    assert [o.full for o in seen] == [("flink-abandoned-job",)] and set(c.FULL_MODE) == {"flink-abandoned-job"}
+    assert all(cell["grade"] == "error" for cell in state["cells"].values())     # nothing ran: error, run again
+    full, short = load_spec("flink-abandoned-job", short=False), load_spec("flink-abandoned-job", short=True)
+    assert full.duration_s > short.duration_s + 60          # the job's return (~80 s in) inside the run
