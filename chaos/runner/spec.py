@@ -841,14 +841,37 @@ def expected_anomalies(anomalies: dict[str, int], problems: dict[str, dict[str, 
 
 
 def matching_anomaly_bugs(java_clients: str | None, anomalies: dict[str, int],
-                          problems: dict[str, dict[str, int]], clients: frozenset[str] = frozenset()) -> list[BugSpec]:
+                          problems: dict[str, dict[str, int]], clients: frozenset[str] = frozenset(),
+                          args: tuple[tuple[str, ...], ...] = ()) -> list[BugSpec]:
     """The catalogued client bugs a run's anomalies match: one of the bug's expected checks found anomalies, and
-    the run's Java clients' release is one the bug affects (affects_java_clients) or the bug's affected client is
-    one the run's workloads ran on (`clients`: their --client, chaos/workloads/native.py)."""
+    the run's Java clients' release is one the bug affects (affects_java_clients), or the bug's affected client is
+    one the run's workloads ran on (`clients`: their --client, chaos/workloads/native.py), or the bug is a setting
+    (no affected client: the Flink timeout trap) and the run's workload processes ran with its affected side's
+    settings (`args`: each process's arguments, spec.json; set_as)."""
     return [bug for bug in catalog()
             if ((java_clients and java_clients in bug.affects_java_clients)
-                or (bug.affected.client is not None and bug.affected.client.name in clients))
+                or (bug.affected.client is not None and bug.affected.client.name in clients)
+                or (bug.affected.client is None and set_as(bug.affected, args)))
             and any(expected_anomalies(anomalies, problems, check) for check in bug.expect.checks)]
+
+
+def set_as(side: BugSide, args: tuple[tuple[str, ...], ...]) -> bool:
+    """Whether a run's processes ran with a side's workload settings: each of its workloads' options (a flag and
+    its value, e.g. --transaction-timeout-ms 8000) among some process's arguments. A side without options matches
+    nothing (it would name every run)."""
+    wanted = [setting for w in side.workloads or [] for setting in _settings(w.options)]
+    return bool(wanted) and all(any(a[i:i + len(pair)] == pair for a in args for i in range(len(a)))
+                                for pair in wanted)
+
+
+def _settings(options: list[str]) -> list[tuple[str, ...]]:
+    """A workload's options as settings: a flag with its value (the token after it that is no flag), or alone."""
+    found = []
+    for i, token in enumerate(options):
+        if token.startswith("--"):
+            value = options[i + 1:i + 2]
+            found.append((token, *value) if value and not value[0].startswith("--") else (token,))
+    return found
 
 
 def matching_bugs(stall: dict) -> list[BugSpec]:

@@ -187,3 +187,22 @@ def test_a_moved_suite_is_judged_from_its_own_runs(tmp_path):
     recorded = "/elsewhere/runs/suite/affected/20261129-154904-x-r84aed8"
     assert in_suite(suite, "affected", recorded) == suite / "affected" / "20261129-154904-x-r84aed8"
     assert in_suite(suite, "fixed", "/elsewhere/runs/suite/fixed/r2") == Path("/elsewhere/runs/suite/fixed/r2")
+
+
+def test_anomalies_name_a_setting_trap_only_on_runs_with_its_settings():
+    """The Flink timeout trap has no affected client: a run is named by it when its processes ran with its affected
+    side's settings (the sink's 8 s transaction timeout) and its anomalies are the trap's; not with the fixed
+    side's 60 s, nor with no timeout given, nor on other anomalies."""
+    from chaos.runner.spec import matching_anomaly_bugs
+    lost = ({"streams_processing": 53, "streams_state": 8}, {"streams_processing": {"unprocessed": 53}})
+    feeder = ("--topics", "t-fin-a", "--rate", "10")
+
+    def job(timeout: str | None) -> tuple[tuple[str, ...], ...]:
+        extra = ("--transaction-timeout-ms", timeout) if timeout else ()
+        return feeder, ("--role", "jobmanager", *extra), ("--role", "taskmanager", *extra)
+    assert [b.id for b in matching_anomaly_bugs("4.4.0", *lost, args=job("8000"))] == ["flink-transaction-timeout"]
+    assert matching_anomaly_bugs("4.4.0", *lost, args=job("60000")) == []
+    assert matching_anomaly_bugs("4.4.0", *lost, args=job(None)) == []
+    assert matching_anomaly_bugs("4.4.0", *lost, args=(("--transaction-timeout-ms",), ("8000",))) == []
+    doubled = ({"streams_processing": 1}, {"streams_processing": {"duplicate-output": 1}})
+    assert matching_anomaly_bugs("4.4.0", *doubled, args=job("8000")) == []
