@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -53,6 +54,7 @@ class CampaignOptions:
     experiments: tuple[str, ...] = ()      # () = every built-in
     versions: tuple[str, ...] = ()         # () = every release of KAFKA_VERSIONS
     bugs: tuple[str, ...] = ()             # () = every catalogued bug (with its variants)
+    tests: tuple[str, ...] = ()            # () = every test module with tests that left the gate
     tries: int = 3
     seed: int = 1
     again: bool = False                    # run the selected cells again even when done
@@ -70,7 +72,17 @@ class CampaignOptions:
                                chosen(self.clients, list(clients()), "clients"),
                                chosen(self.experiments, list(builtin_specs()), "experiments"),
                                chosen(self.versions, supported_kafka_versions(), "Kafka releases"),
-                               chosen(self.bugs, list(bug_files()), "bugs"), self.tries, self.seed, self.again)
+                               chosen(self.bugs, list(bug_files()), "bugs"),
+                               chosen(self.tests, campaign_test_modules(), "test modules"), self.tries, self.seed,
+                               self.again)
+
+
+def campaign_test_modules() -> list[str]:
+    """The integration test modules with tests that left the gate (marked `campaign`: tests/integration/conftest.py
+    CAMPAIGN), by name: test_flink, ..."""
+    marked = re.compile(r"^\s*@CAMPAIGN\b|marks=CAMPAIGN\b|pytest\.mark\.campaign\b", re.M)
+    return sorted(p.stem for p in (REPO_ROOT / "tests" / "integration").glob("test_*.py")
+                  if marked.search(p.read_text()))
 
 
 # ---- the plan ------------------------------------------------------------------------------------------------
@@ -95,8 +107,8 @@ def plan(options: CampaignOptions) -> list[dict]:
             cells.append({"id": f"bug/{bug_id}", "part": "bugs", "bug": bug_id, "variant": None})
             cells += [{"id": f"bug/{bug_id}/{v}", "part": "bugs", "bug": bug_id, "variant": v}
                       for v in load_bug(bug_id).variants]
-    if "tests" in options.parts:
-        cells.append({"id": "tests/campaign", "part": "tests"})
+    if "tests" in options.parts:          # a cell per module: an interruption loses one module's tests at most
+        cells += [{"id": f"tests/{m}", "part": "tests", "module": m} for m in options.tests]
     return cells
 
 
@@ -297,14 +309,15 @@ def run_bugs(campaign: Campaign, cells: list[dict]) -> None:
 
 
 def run_tests(campaign: Campaign, cells: list[dict]) -> None:
-    """The live tests that left the gate (`pytest -m campaign`, docs/testing.md), with a JUnit report."""
+    """The live tests that left the gate (`pytest -m campaign`, docs/testing.md), a module per cell, each with a
+    JUnit report."""
     for cell in cells:
         started = time.time()
-        junit = campaign.dir / "tests" / f"junit-{int(started)}.xml"
+        junit = campaign.dir / "tests" / f"junit-{cell['module']}-{int(started)}.xml"
         junit.parent.mkdir(parents=True, exist_ok=True)
-        code = subprocess.run([sys.executable, "-m", "pytest", "-m", "campaign", "tests/integration", "-ra",
-                               f"--junitxml={junit}", "-p", "no:cacheprovider"], cwd=REPO_ROOT,
-                              env={**os.environ, "CI": "true"}).returncode
+        module = f"tests/integration/{cell['module']}.py"
+        code = subprocess.run([sys.executable, "-m", "pytest", "-m", "campaign", module, "-ra", f"--junitxml={junit}",
+                               "-p", "no:cacheprovider"], cwd=REPO_ROOT, env={**os.environ, "CI": "true"}).returncode
         if not junit.exists():
             campaign.record(cell, {"grade": "error", "detail": f"pytest wrote no report (exit {code})"}, started,
                             status="error")

@@ -526,7 +526,8 @@ def cmd_campaign(args: argparse.Namespace) -> int:
     cell could not run or the options are wrong."""
     from report import campaign as c
     options = c.CampaignOptions(args.dir, tuple(args.parts), tuple(args.clients), tuple(args.experiments),
-                                tuple(args.versions), tuple(args.bugs), args.tries, args.seed, args.again)
+                                tuple(args.versions), tuple(args.bugs), tuple(args.tests), args.tries, args.seed,
+                                args.again)
     try:
         resolved = options.resolved()
         state = c.load_state(resolved.directory) if (args.list or args.markdown) else None
@@ -662,6 +663,8 @@ def _add_demo_commands(sub) -> None:
     camp.add_argument("--versions", type=_names, default=[], metavar="V[,V]",
                       help="Kafka releases (default: every one of KAFKA_VERSIONS)")
     camp.add_argument("--bugs", type=_names, default=[], metavar="ID[,ID]", help="catalogued bugs (default: all)")
+    camp.add_argument("--tests", type=_names, default=[], metavar="MODULE[,MODULE]",
+                      help="test modules of the tests that left the gate (default: every one, e.g. test_flink)")
     camp.add_argument("--tries", type=int, default=3, help="tries per side of each bug (default 3)")
     camp.add_argument("--seed", type=int, default=1)
     camp.add_argument("--again", action="store_true", help="run the selected cells again, even those done")

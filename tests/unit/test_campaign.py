@@ -18,14 +18,18 @@ def test_the_plan_selects_names_each_cell_and_says_what_does_not_apply(tmp_path)
                                "experiment/coordinator-kill/franz-go", "experiment/streams-zombie/franz-go"]
     assert "not_applicable" in cells["experiment/streams-zombie/franz-go"]          # no franz-go role in Streams
     assert not any("not_applicable" in cells[i] for i in list(cells)[:3])
-    assert "release/3.9.1" in cells and cells["tests/campaign"]["part"] == "tests"
+    assert "release/3.9.1" in cells
+    tests = [cells[i] for i in cells if i.startswith("tests/")]          # a cell per module with campaign tests
+    assert {t["module"] for t in tests} == set(c.campaign_test_modules()) >= {"test_flink", "test_bugs", "test_demo"}
+    assert "test_00_lifecycle" not in c.campaign_test_modules()          # all of its tests are the gate's
     assert [i for i in cells if i.startswith("bug/KAFKA-14402")][0] == "bug/KAFKA-14402"
 
 
 @pytest.mark.parametrize("field, value, named", [("clients", ("rdkafka-go",), "rdkafka-go"),
                                                  ("experiments", ("earthquake",), "earthquake"),
                                                  ("versions", ("2.8.0",), "2.8.0"), ("parts", ("fuzz",), "fuzz"),
-                                                 ("bugs", ("KAFKA-1",), "KAFKA-1")])
+                                                 ("bugs", ("KAFKA-1",), "KAFKA-1"),
+                                                 ("tests", ("test_00_lifecycle",), "test_00_lifecycle")])
 def test_an_unknown_name_is_refused_by_name_before_anything_runs(tmp_path, field, value, named):
     with pytest.raises(c.CampaignError, match=named):
         c.CampaignOptions(tmp_path, **{field: value}).resolved()
