@@ -234,12 +234,13 @@ def other_alerts(run: dict) -> str:
 def anomaly_bugs(run_dir: Path, verified: dict) -> list[dict]:
     """The catalogued client bugs (chaos/bugs/) a run's anomalies match on the release of its Java clients
     (cluster.json's java_clients, else its kafka_version: the workloads ran the cluster's release), on the
-    clients its workloads ran on, or on the settings they ran with: [{id, url, title, java_clients}]."""
+    clients its workloads ran on, on the settings they ran with, or on its cluster (a broker's bug):
+    [{id, url, title, java_clients}]."""
     cluster = _json(run_dir / "cluster.json") or {}
     release = cluster.get("java_clients") or cluster.get("kafka_version")
     return [{"id": bug.id, "url": bug.url, "title": bug.title, "java_clients": release}
             for bug in matching_anomaly_bugs(release, *anomaly_counts(verified), clients=run_clients(run_dir),
-                                             args=run_args(run_dir))]
+                                             args=run_args(run_dir), cluster=cluster)]
 
 
 def run_args(run_dir: Path) -> tuple[tuple[str, ...], ...]:

@@ -210,7 +210,8 @@ class Experiment:
         self.journal = Journal(journal_dirs(run_dir, described))
         prepare_workloads(self.spec, self.spec.java_clients or described.get("kafka_version"), self.progress)
         run = Run(self.backend.connection(), run_dir, tag, self.seed, self.spec.name, self.progress,
-                  kafka_version=described.get("kafka_version"), java_clients=self.spec.java_clients)
+                  kafka_version=described.get("kafka_version"), java_clients=self.spec.java_clients,
+                  settings={k: described[k] for k in ("broker_config", "features") if k in described})
         env = FaultEnv.for_run(self.backend, run)
         try:
             self._body(run, env, tag)

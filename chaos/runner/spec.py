@@ -842,17 +842,40 @@ def expected_anomalies(anomalies: dict[str, int], problems: dict[str, dict[str, 
 
 def matching_anomaly_bugs(java_clients: str | None, anomalies: dict[str, int],
                           problems: dict[str, dict[str, int]], clients: frozenset[str] = frozenset(),
-                          args: tuple[tuple[str, ...], ...] = ()) -> list[BugSpec]:
-    """The catalogued client bugs a run's anomalies match: one of the bug's expected checks found anomalies, and
-    the run's Java clients' release is one the bug affects (affects_java_clients), or the bug's affected client is
-    one the run's workloads ran on (`clients`: their --client, chaos/workloads/native.py), or the bug is a setting
-    (no affected client: the Flink timeout trap) and the run's workload processes ran with its affected side's
-    settings (`args`: each process's arguments, spec.json; set_as)."""
+                          args: tuple[tuple[str, ...], ...] = (), cluster: dict | None = None) -> list[BugSpec]:
+    """The catalogued bugs a run's anomalies match: one of the bug's expected checks found anomalies, and the
+    run's Java clients' release is one the bug affects (affects_java_clients), or the bug's affected client is one
+    the run's workloads ran on (`clients`: their --client, chaos/workloads/native.py), or the bug is a setting (no
+    affected client: the Flink timeout trap) and the run's workload processes ran with its affected side's
+    settings (`args`: each process's arguments, spec.json; set_as), or the bug is a broker's and the run's cluster
+    is one of its affected sides' (`cluster`: the run's cluster.json; broker_side_of)."""
     return [bug for bug in catalog()
             if ((java_clients and java_clients in bug.affects_java_clients)
                 or (bug.affected.client is not None and bug.affected.client.name in clients)
-                or (bug.affected.client is None and set_as(bug.affected, args)))
+                or (bug.affected.client is None and set_as(bug.affected, args))
+                or broker_side_of(bug, cluster or {}))
             and any(expected_anomalies(anomalies, problems, check) for check in bug.expect.checks)]
+
+
+def broker_side_of(bug: BugSpec, cluster: dict) -> bool:
+    """Whether a run's cluster (its cluster.json: kafka_version, broker_config, features) is the affected side of
+    one of the bug's pairs (its natural sides and its variants') that differ in the cluster alone (a broker's bug:
+    KAFKA-14402's release before partition verification, or with it off): the side's release, and each of its
+    broker settings and features as the run's cluster was brought up with (a run that did not record them
+    matches only a side that names none). Settings compare as Kafka config strings (KafkaValue)."""
+    def cluster_of(side: BugSide) -> tuple:
+        return side.kafka_version, side.broker_config, side.features
+
+    def is_brokers(affected: BugSide, fixed: BugSide) -> bool:
+        return (affected.client is None and fixed.client is None and affected.java_clients == fixed.java_clients
+                and affected.workloads == fixed.workloads and cluster_of(affected) != cluster_of(fixed))
+
+    def runs_on(side: BugSide) -> bool:
+        config, features = cluster.get("broker_config") or {}, cluster.get("features") or {}
+        return (side.kafka_version is not None and side.kafka_version == cluster.get("kafka_version")
+                and side.broker_config.items() <= config.items() and side.features.items() <= features.items())
+    pairs = [(bug.affected, bug.fixed), *((v.affected, v.fixed) for v in bug.variants.values())]
+    return any(is_brokers(a, f) and runs_on(a) for a, f in pairs)
 
 
 def set_as(side: BugSide, args: tuple[tuple[str, ...], ...]) -> bool:

@@ -81,12 +81,14 @@ class Run:
 
     def __init__(self, conn: ConnectionSettings, run_dir: Path, run_tag: str, seed: int, name: str,
                  progress: Progress = lambda msg: None, kafka_version: str | None = None,
-                 java_clients: str | None = None):
+                 java_clients: str | None = None, settings: dict | None = None):
         """kafka_version: the release the cluster runs, when txnlab knows it (a local cluster); java_clients:
         the release whose jars the workloads' Java clients and Kafka Streams run, default kafka_version (else
-        the pin). Both recorded in cluster.json."""
+        the pin); settings: the broker settings and features the cluster was brought up with, when txnlab
+        brought it up ({broker_config, features}). All recorded in cluster.json."""
         self.conn, self.dir, self.progress = conn, Path(run_dir), progress
         self.kafka_version = kafka_version
+        self.settings = settings or {}
         self.java_clients = java_clients or kafka_version
         self.info = RunInfo(run_tag, seed, name, time.time())
         self.history = HistoryWriter(self.dir)
@@ -355,7 +357,7 @@ class Run:
             controller = admin.active_controller()
         return {"connection": self.conn.describe(), "bootstrap": self.conn.bootstrap, "brokers": brokers,
                 "active_controller": controller, "kafka_version": self.kafka_version,
-                "java_clients": self.java_clients, "versions": pinned()}
+                "java_clients": self.java_clients, "versions": pinned(), **self.settings}
 
     def _write(self, name: str, data: object) -> None:
         (self.dir / name).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")

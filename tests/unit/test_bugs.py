@@ -206,3 +206,30 @@ def test_anomalies_name_a_setting_trap_only_on_runs_with_its_settings():
     assert matching_anomaly_bugs("4.4.0", *lost, args=(("--transaction-timeout-ms",), ("8000",))) == []
     doubled = ({"streams_processing": 1}, {"streams_processing": {"duplicate-output": 1}})
     assert matching_anomaly_bugs("4.4.0", *doubled, args=job("8000")) == []
+
+
+def test_anomalies_name_a_broker_s_bug_on_runs_of_its_affected_cluster():
+    """KAFKA-14402 is a broker's bug (its sides differ in the cluster alone): named on a run of Kafka 3.5.2 (its
+    natural affected side) or of 4.3.1 brought up with partition verification off at transaction.version 1 (its
+    variant's), with its anomalies; not on 3.6.2, nor on 4.3.1 with verification on, nor on a 4.3.1 run that
+    did not record its settings; KAFKA-16903's sides differ in the Java clients: never named by the cluster."""
+    from chaos.runner.spec import broker_side_of, load_bug, matching_anomaly_bugs
+    torn = ({"torn_transaction": 1, "aborted_read": 1}, {})
+    off = {"kafka_version": "4.3.1", "broker_config": {"transaction.partition.verification.enable": "false"},
+           "features": {"transaction.version": "1"}}
+    assert [b.id for b in matching_anomaly_bugs(None, *torn, cluster={"kafka_version": "3.5.2"})] == ["KAFKA-14402"]
+    assert [b.id for b in matching_anomaly_bugs(None, *torn, cluster=off)] == ["KAFKA-14402"]
+    assert matching_anomaly_bugs(None, *torn, cluster={"kafka_version": "3.6.2"}) == []
+    assert matching_anomaly_bugs(None, *torn, cluster={**off, "broker_config": {}}) == []
+    assert matching_anomaly_bugs(None, *torn, cluster={"kafka_version": "4.3.1"}) == []
+    assert matching_anomaly_bugs(None, {"streams_state": 1}, {}, cluster={"kafka_version": "3.5.2"}) == []
+    assert not broker_side_of(load_bug("KAFKA-16903"), {"kafka_version": "4.4.0"})
+
+
+def test_a_local_run_records_the_settings_its_cluster_was_brought_up_with():
+    from chaos.nemesis.backends import layout_settings
+    from cluster.layout import ClusterLayout
+    layout = ClusterLayout(state_dir=Path("/tmp/x"), broker_overrides={"transaction.partition.verification.enable": "false"},
+                           features={"transaction.version": "1"})
+    assert layout_settings(layout) == {"broker_config": {"transaction.partition.verification.enable": "false"},
+                                       "features": {"transaction.version": "1"}}
