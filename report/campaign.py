@@ -58,6 +58,7 @@ class CampaignOptions:
     tries: int = 3
     seed: int = 1
     again: bool = False                    # run the selected cells again even when done
+    regrade: bool = False                  # run nothing: grade the selected bug cells done again from their suites
 
     def resolved(self) -> "CampaignOptions":
         """The selection with its defaults filled in, each name checked: a CampaignError names what is unknown."""
@@ -74,7 +75,7 @@ class CampaignOptions:
                                chosen(self.versions, supported_kafka_versions(), "Kafka releases"),
                                chosen(self.bugs, list(bug_files()), "bugs"),
                                chosen(self.tests, campaign_test_modules(), "test modules"), self.tries, self.seed,
-                               self.again)
+                               self.again, self.regrade)
 
 
 def campaign_test_modules() -> list[str]:
@@ -143,14 +144,21 @@ def experiment_outcome(run: dict) -> dict:
             "causes": sorted({*catalogued, *stalled}), "detail": detail, "where": run["run_dir"]}
 
 
-def bug_outcome(outcome: dict, code: int) -> dict:
+def bug_outcome(outcome: dict, code: int, rate: dict | None = None) -> dict:
     """A BugRun's outcome as a cell's: valid when every affected try reproduced the bug and every fixed try was
-    clean (the catalogue holds), invalid when not, error when a try or a verification did not run."""
+    clean (the catalogue holds); named when every fixed try was clean and the affected side reproduced it in some
+    but not all tries of a bug the catalog measured as timing-bound (`rate`: BugRate, its misses explained: the
+    cause named is that rate); invalid otherwise (none reproduced, or a fixed try not clean); error when a try or
+    a verification did not run."""
     tries = outcome["tries"]
     reproduced, clean = outcome.get("affected_reproduced", 0), outcome.get("fixed_clean", 0)
     grade = {0: "valid", 1: "invalid"}.get(code, "error")
-    return {"grade": grade, "detail": f"reproduced on {reproduced} of {tries} affected tries, clean on {clean} of "
-            f"{tries} fixed tries", "affected_reproduced": reproduced, "fixed_clean": clean, "tries": tries,
+    detail = f"reproduced on {reproduced} of {tries} affected tries, clean on {clean} of {tries} fixed tries"
+    if grade == "invalid" and rate and 0 < reproduced < tries and clean == tries:
+        grade = "named"
+        detail += (f"; timing-bound: the catalog measured {rate['reproduced']} of {rate['tries']} "
+                   f"({rate['measured']}); a miss: {rate['misses']}")
+    return {"grade": grade, "detail": detail, "affected_reproduced": reproduced, "fixed_clean": clean, "tries": tries,
             "causes": [outcome["bug"]], "where": outcome["report"]["directory"]}
 
 
@@ -192,6 +200,8 @@ class Campaign:
 
     def pending(self) -> list[dict]:
         done = self.state["cells"]
+        if self.options.regrade:            # the bug cells done, judged again from their stored suites
+            return [c for c in self.cells if c["part"] == "bugs" and done.get(c["id"], {}).get("status") == "done"]
         return [c for c in self.cells if self.options.again or done.get(c["id"], {}).get("status") != "done"]
 
     def step(self, message: str) -> None:
@@ -224,7 +234,7 @@ class Campaign:
                     self.record(cell, {"grade": "n/a", "detail": cell["not_applicable"]}, time.time())
                 runnable = [c for c in cells if not c.get("not_applicable")]
                 if runnable:
-                    self.runners[part](self, runnable)
+                    (regrade_bugs if self.options.regrade else self.runners[part])(self, runnable)
         finally:
             self.slice["ended"] = time.time()
             self.save()
@@ -272,6 +282,18 @@ def run_experiments(campaign: Campaign, cells: list[dict]) -> None:
                 campaign.record(cell, {**experiment_outcome(run), "suite": report["directory"], **own}, started)
 
 
+def regrade_bugs(campaign: Campaign, cells: list[dict]) -> None:
+    """Each bug cell done, graded again by the catalog as it is now: its stored suite judged again (`txnlab bugs
+    judge`: no cluster, nothing run) and its grade from that and the bug's measured rate, recorded in this slice."""
+    from report.bugs import exit_code, rejudge
+    for cell in cells:
+        done = campaign.state["cells"][cell["id"]]           # its run's wall time and start are kept
+        outcome = rejudge(Path(done["where"]), progress=lambda m: campaign.say(f"  {m}"))
+        bug = load_bug(cell["bug"], cell["variant"])
+        campaign.record(cell, {**bug_outcome(outcome, exit_code(outcome), bug.rate.model_dump() if bug.rate else None),
+                               "wall_s": done["wall_s"], "regraded": True}, done["started"])
+
+
 def run_releases(campaign: Campaign, cells: list[dict]) -> None:
     """Each release's core tests by the release matrix's own command (scripts/kafka_matrix.py --versions V)."""
     result = txnlab_home() / "matrix" / "result.json"
@@ -304,7 +326,8 @@ def run_bugs(campaign: Campaign, cells: list[dict]) -> None:
         except TxnlabError as exc:
             campaign.record(cell, {"grade": "error", "detail": str(exc)}, started, status="error")
             continue
-        result = bug_outcome(outcome, exit_code(outcome))
+        bug = load_bug(cell["bug"], cell["variant"])
+        result = bug_outcome(outcome, exit_code(outcome), bug.rate.model_dump() if bug.rate else None)
         campaign.record(cell, result, started, status="error" if result["grade"] == "error" else "done")
 
 

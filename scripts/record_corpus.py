@@ -13,9 +13,9 @@ verify report as `live-report.json` (the verdict the corpus tests hold the offli
 stay out. The entry in tests/corpus/corpus.yaml says what the run is, the command that made it, when the run was
 made, when and at which commit it was packed, the catalogued finding it shows (if any) and its live verdict and
 anomalies per check. A suite (a `txnlab demo` or `txnlab bugs run` folder: suite.json and its runs) enters whole:
-its suite.json (a bug suite's bug.json too) and each of its runs as above, with their captured timelines
-(prometheus.json) so that `txnlab report` builds its page again (and `txnlab bugs judge` judges a bug suite again);
-its index entry lists its runs, each with its tag and live verdict (a bug suite's with its side too, and the
+its suite.json (a bug suite's bug.json too), its live page's JSON twin (`live-suite-report.json`) and each of
+its runs as above, with their captured timelines (prometheus.json) so that `txnlab report` builds its page again
+(and `txnlab bugs judge` judges a bug suite again); its index entry lists its runs, each with its tag and live verdict (a bug suite's with its side too, and the
 finding it shows: the bug, on an affected try that reproduced it).
 `rerecord` runs an entry's command (its `--runs-dir` replaced by a scratch folder; a cluster the command needs
 must be up, as for any run), verifies the new run against its cluster, and packs it under the same name.
@@ -40,6 +40,7 @@ INDEX = CORPUS / "corpus.yaml"
 RUNS = CORPUS / "runs"
 BUDGET_BYTES = 30 * 1024 * 1024
 LIVE_REPORT = "live-report.json"
+LIVE_SUITE_REPORT = "live-suite-report.json"   # a suite's report.json (its page's twin) as built live
 KEPT_FILES = ("spec.json", "cluster.json", "end_offsets.json", "group_offsets.json", "experiment.json",
               "history-format.json", "prometheus.json")
 SUITE_FILE = "suite.json"          # report/build.py SUITE_FILE
@@ -95,6 +96,8 @@ def pack(name: str, directory: Path) -> Path:
             for kept in (SUITE_FILE, BUG_FILE):
                 if (directory / kept).exists():
                     tar.add(directory / kept, arcname=f"{name}/{kept}", recursive=False)
+            if (directory / "report.json").exists():        # the page's JSON twin as it was built live
+                tar.add(directory / "report.json", arcname=f"{name}/{LIVE_SUITE_REPORT}", recursive=False)
         for run, report in reports.items():
             prefix = name if run == "." else f"{name}/{run}"
             for path, arcname in members(directory / run):

@@ -685,6 +685,8 @@ def parse_spec(data: dict[str, Any], source: str = "<spec>", short: bool = False
 #             client calls that stalled there (a stall's `call`); alerts it should raise
 #     affects_java_clients: [3.5.2, ...]   for a bug of the Java clients: the releases that have it (a report
 #             names the bug on a run with those clients whose anomalies show in expect.checks)
+#     rate: {reproduced, tries, measured, misses}   for a timing-bound bug: how often its affected side showed it
+#             when measured, by what, and what a try that misses it meets instead (a variant states its own)
 #     experiment: {name, workloads, duration_s, schedule, probes, quiescence, restart, short}, or
 #             {same_as: KAFKA-14402}: another catalogued bug's experiment, when its faults trigger this bug too
 #     variants: {name: {description, fixed_in, affected, fixed}}   other pairs of sides under the same experiment
@@ -735,12 +737,29 @@ class BugExpect(_Strict):
         return self
 
 
+class BugRate(_Strict):
+    """How often the affected side showed a timing-bound bug when measured, and why a try misses it: a campaign
+    cell whose affected tries reproduced it in some but not all tries (the fixed side clean in every one) names
+    this rate as the cause of the misses (report/campaign.py bug_outcome)."""
+    reproduced: int = Field(ge=1)
+    tries: int = Field(ge=1)
+    measured: str = Field(min_length=1)      # when and by which command
+    misses: str = Field(min_length=1)        # what a try that misses it met instead
+
+    @model_validator(mode="after")
+    def _a_rate(self) -> "BugRate":
+        if self.reproduced > self.tries:
+            _fail([("reproduced", f"{self.reproduced} reproductions in {self.tries} tries")])
+        return self
+
+
 class BugVariant(_Strict):
     """Another pair of sides for a bug's experiment, and why it is worth running."""
     description: str = Field(min_length=1)
     fixed_in: str | None = None         # the bug's own when not given
     affected: BugSide
     fixed: BugSide
+    rate: BugRate | None = None         # its own measured rate (a variant never takes its bug's)
 
 
 class BugSpec(_Strict):
@@ -763,6 +782,7 @@ class BugSpec(_Strict):
     # show in expect.checks is named as this bug in its report (matching_anomaly_bugs)
     affects_java_clients: list[str] = []
     variant: str | None = None          # the variant whose sides `affected` and `fixed` are (load_bug), None: natural
+    rate: BugRate | None = None         # the affected side's measured rate, when the bug is timing-bound
 
     _releases_supported = field_validator("affects_java_clients")(
         lambda cls, versions: [_supported_release(v) for v in versions])
@@ -830,7 +850,7 @@ def with_variant(bug: BugSpec, name: str) -> BugSpec:
     """The bug with a variant's sides (and fix) in place of its natural ones."""
     chosen = bug.variants[name]
     return bug.model_copy(update={"affected": chosen.affected, "fixed": chosen.fixed, "variant": name,
-                                  "fixed_in": chosen.fixed_in or bug.fixed_in})
+                                  "fixed_in": chosen.fixed_in or bug.fixed_in, "rate": chosen.rate})
 
 
 def expected_anomalies(anomalies: dict[str, int], problems: dict[str, dict[str, int]], expected: str) -> int:

@@ -180,3 +180,39 @@ def test_an_experiment_whose_cell_needs_its_full_mode_runs_it_and_the_others_run
     assert all(cell["grade"] == "error" for cell in state["cells"].values())     # nothing ran: error, run again
     full, short = load_spec("flink-abandoned-job", short=False), load_spec("flink-abandoned-job", short=True)
     assert full.duration_s > short.duration_s + 60          # the job's return (~80 s in) inside the run
+
+
+def test_a_timing_bound_bug_s_partial_reproduction_is_named_by_its_measured_rate():
+    outcome = {"bug": "KAFKA-16903", "tries": 3, "affected_reproduced": 2, "fixed_clean": 3, "report": {"directory": "d"}}
+    rate = {"reproduced": 6, "tries": 10, "measured": "then", "misses": "no other task had records"}
+    named = c.bug_outcome(outcome, 1, rate)
+    assert named["grade"] == "named" and "6 of 10" in named["detail"] and "no other task" in named["detail"]
+    assert c.bug_outcome(outcome, 1)["grade"] == "invalid"                              # no rate: not named
+    assert c.bug_outcome({**outcome, "affected_reproduced": 0}, 1, rate)["grade"] == "invalid"   # never seen
+    assert c.bug_outcome({**outcome, "fixed_clean": 2}, 1, rate)["grade"] == "invalid"  # the fixed side not clean
+    assert c.bug_outcome(outcome, 2, rate)["grade"] == "error"
+
+
+def test_regrading_judges_the_stored_bug_cells_again_and_keeps_their_runs(tmp_path, monkeypatch):
+    """--regrade runs nothing: each bug cell done is judged again from its suite (rejudge) and graded by the
+    catalog as it is now (KAFKA-16903's measured rate), its run's wall time kept; cells not done are left."""
+    import report.bugs as bugs
+    options = c.CampaignOptions(tmp_path, parts=("bugs",), bugs=("KAFKA-16903",))
+    calls: list = []
+    c.Campaign(options, progress=lambda m: None, runners=fake_runners(calls)).run()   # both cells done, valid
+    judged = []
+
+    def rejudge(suite, progress):
+        judged.append(suite)
+        return {"bug": "KAFKA-16903", "tries": 3, "affected_reproduced": 2, "fixed_clean": 3, "errors": [],
+                "sides": {"affected": {"runs": [{}] * 3}, "fixed": {"runs": [{}] * 3}}, "report": {"directory": "s"}}
+    monkeypatch.setattr(bugs, "rejudge", rejudge)
+    state = c.load_state(tmp_path)
+    for cell in state["cells"].values():
+        cell.update(where=str(tmp_path / cell["id"].replace("/", "-")), wall_s=515.0)
+    c.save_state(tmp_path, state, {"started": 0.0, "ended": 0.0, "commit": "x", "command": "y", "cells": []})
+    regraded = c.Campaign(c.CampaignOptions(tmp_path, parts=("bugs",), bugs=("KAFKA-16903",), regrade=True),
+                          progress=lambda m: None).run()["cells"]
+    assert len(judged) == 2 and all(cell["regraded"] and cell["wall_s"] == 515.0 for cell in regraded.values())
+    assert regraded["bug/KAFKA-16903"]["grade"] == "named"          # its natural sides' rate: 6 of 10
+    assert regraded["bug/KAFKA-16903/client-or-broker"]["grade"] == "named"
