@@ -16,7 +16,7 @@ anomalies per check. A suite (a `txnlab demo` or `txnlab bugs run` folder: suite
 its suite.json (a bug suite's bug.json too), its live page's JSON twin (`live-suite-report.json`) and each of
 its runs as above, with their captured timelines (prometheus.json) so that `txnlab report` builds its page again
 (and `txnlab bugs judge` judges a bug suite again); its index entry lists its runs, each with its tag and live verdict (a bug suite's with its side too, and the
-finding it shows: the bug, on an affected try that reproduced it).
+finding it shows: the bug on an affected try that reproduced it, or the one its report names).
 `rerecord` runs an entry's command (its `--runs-dir` replaced by a scratch folder; a cluster the command needs
 must be up, as for any run), verifies the new run against its cluster, and packs it under the same name.
 """
@@ -135,13 +135,22 @@ def entry_of(name: str, directory: Path, what: str, finding: str | None, command
 
 
 def bug_tries(suite_dir: Path) -> dict[str, dict]:
-    """A bug suite's tries by run name: their side, and the finding a try shows (the bug, when it reproduced it;
-    none on the fixed side or on an affected try that missed it), as bug.json judged them. Empty for a demo's
-    suite."""
+    """A bug suite's tries by run name: their side, and the finding a try shows: the bug, when it reproduced it (as
+    bug.json judged it), else the one catalogued finding its report names (a sibling bug met under the same
+    experiment), else none. Empty for a demo's suite."""
     if not (suite_dir / BUG_FILE).exists():
         return {}
+    from report import build
+    from report.campaign import experiment_outcome
     outcome = json.loads((suite_dir / BUG_FILE).read_text())
-    return {Path(r["run_dir"]).name: {"side": side, "finding": outcome["bug"] if r["reproduced"] else None}
+
+    def shown(side: str, run: dict) -> str | None:
+        if run["reproduced"]:
+            return outcome["bug"]
+        run_dir = suite_dir / side / Path(run["run_dir"]).name
+        causes = experiment_outcome(build.run_report(run_dir, run_dir.name, None, None))["causes"]
+        return causes[0] if len(causes) == 1 else None
+    return {Path(r["run_dir"]).name: {"side": side, "finding": shown(side, r)}
             for side, s in outcome["sides"].items() for r in s["runs"]}
 
 

@@ -180,7 +180,7 @@ def bug_suites() -> list[str]:
 def test_a_recorded_bug_suite_is_judged_again_offline_as_it_was_live(replayed, name):
     """`txnlab bugs judge` on a stored bug suite with no cluster, its runs just verified offline: each try judged
     from the suite's own runs reproduced the bug or was clean as it did live (bug.json as recorded, and the index's
-    finding on each affected try that reproduced it), the tallies and the exit code the live suite's."""
+    finding the bug on exactly the tries that reproduced it), the tallies and the exit code the live suite's."""
     from chaos.runner.spec import BUG_SIDES
     from report.bugs import exit_code
     runs = {Path(r.entry["path"]).name: r for r in replayed[0].values() if r.entry.get("suite") == name}
@@ -197,7 +197,7 @@ def test_a_recorded_bug_suite_is_judged_again_offline_as_it_was_live(replayed, n
         assert all(Path(r["run_dir"]).parent == suite_dir / side for r in judged["sides"][side]["runs"]), side
         for run_name, reproduced, _ in tries(live):
             entry = runs[run_name].entry
-            assert entry["side"] == side and entry["finding"] == (live["bug"] if reproduced else None), run_name
+            assert entry["side"] == side and (entry["finding"] == live["bug"]) == reproduced, run_name
     assert (judged["affected_reproduced"], judged["fixed_clean"]) == (live["affected_reproduced"], live["fixed_clean"])
 
 
