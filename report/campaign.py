@@ -59,6 +59,7 @@ class CampaignOptions:
     seed: int = 1
     again: bool = False                    # run the selected cells again even when done
     regrade: bool = False                  # run nothing: grade the selected bug cells done again from their suites
+    minutes: float | None = None           # start no cell after this many minutes (the rest stay pending)
 
     def resolved(self) -> "CampaignOptions":
         """The selection with its defaults filled in, each name checked: a CampaignError names what is unknown."""
@@ -75,7 +76,7 @@ class CampaignOptions:
                                chosen(self.versions, supported_kafka_versions(), "Kafka releases"),
                                chosen(self.bugs, list(bug_files()), "bugs"),
                                chosen(self.tests, campaign_test_modules(), "test modules"), self.tries, self.seed,
-                               self.again, self.regrade)
+                               self.again, self.regrade, self.minutes)
 
 
 def campaign_test_modules() -> list[str]:
@@ -204,6 +205,14 @@ class Campaign:
             return [c for c in self.cells if c["part"] == "bugs" and done.get(c["id"], {}).get("status") == "done"]
         return [c for c in self.cells if self.options.again or done.get(c["id"], {}).get("status") != "done"]
 
+    def in_time(self) -> bool:
+        """Whether a cell may start: within the slice's minutes (--minutes), if it has any; a cell not started
+        stays pending for the next slice."""
+        if self.options.minutes is None or time.time() - self.started < self.options.minutes * 60:
+            return True
+        self.step(f"{self.options.minutes:g} minutes are up: the cells not started stay pending")
+        return False
+
     def step(self, message: str) -> None:
         self.say(f"[campaign {time.time() - self.started:6.0f}s] {message}")
 
@@ -256,6 +265,8 @@ def run_experiments(campaign: Campaign, cells: list[dict]) -> None:
     from report.demo import Demo, DemoOptions
     groups = [[c for c in cells if c["client"] == client] for client in dict.fromkeys(c["client"] for c in cells)]
     for mine in (group[i:i + SUITE_CELLS] for group in groups for i in range(0, len(group), SUITE_CELLS)):
+        if not campaign.in_time():
+            return
         client, started = mine[0]["client"], time.time()
         campaign.step(f"{client}: {', '.join(c['experiment'] for c in mine)} (one suite, verified)")
         options = DemoOptions(experiments=tuple(c["experiment"] for c in mine), clients=(client,),
@@ -287,6 +298,8 @@ def regrade_bugs(campaign: Campaign, cells: list[dict]) -> None:
     judge`: no cluster, nothing run) and its grade from that and the bug's measured rate, recorded in this slice."""
     from report.bugs import exit_code, rejudge
     for cell in cells:
+        if not campaign.in_time():
+            return
         done = campaign.state["cells"][cell["id"]]           # its run's wall time and start are kept
         outcome = rejudge(Path(done["where"]), progress=lambda m: campaign.say(f"  {m}"))
         bug = load_bug(cell["bug"], cell["variant"])
@@ -298,6 +311,8 @@ def run_releases(campaign: Campaign, cells: list[dict]) -> None:
     """Each release's core tests by the release matrix's own command (scripts/kafka_matrix.py --versions V)."""
     result = txnlab_home() / "matrix" / "result.json"
     for cell in cells:
+        if not campaign.in_time():
+            return
         started = time.time()
         result.unlink(missing_ok=True)        # an earlier run's result is never taken for this one's
         code = subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "kafka_matrix.py"), "--versions",
@@ -318,6 +333,8 @@ def run_bugs(campaign: Campaign, cells: list[dict]) -> None:
     """Each catalogued bug's (or variant's) two sides at the campaign's tries (report/bugs.py BugRun)."""
     from report.bugs import BugOptions, BugRun, exit_code
     for cell in cells:
+        if not campaign.in_time():
+            return
         started = time.time()
         options = BugOptions(tries=campaign.options.tries, seed=campaign.options.seed, runs_dir=campaign.dir / "bugs",
                              variant=cell["variant"])
@@ -335,6 +352,8 @@ def run_tests(campaign: Campaign, cells: list[dict]) -> None:
     """The live tests that left the gate (`pytest -m campaign`, docs/testing.md), a module per cell, each with a
     JUnit report."""
     for cell in cells:
+        if not campaign.in_time():
+            return
         started = time.time()
         junit = campaign.dir / "tests" / f"junit-{cell['module']}-{int(started)}.xml"
         junit.parent.mkdir(parents=True, exist_ok=True)

@@ -527,7 +527,7 @@ def cmd_campaign(args: argparse.Namespace) -> int:
     from report import campaign as c
     options = c.CampaignOptions(args.dir, tuple(args.parts), tuple(args.clients), tuple(args.experiments),
                                 tuple(args.versions), tuple(args.bugs), tuple(args.tests), args.tries, args.seed,
-                                args.again, args.regrade)
+                                args.again, args.regrade, args.minutes)
     try:
         resolved = options.resolved()
         state = c.load_state(resolved.directory) if (args.list or args.markdown) else None
@@ -668,6 +668,8 @@ def _add_demo_commands(sub) -> None:
     camp.add_argument("--tries", type=int, default=3, help="tries per side of each bug (default 3)")
     camp.add_argument("--seed", type=int, default=1)
     camp.add_argument("--again", action="store_true", help="run the selected cells again, even those done")
+    camp.add_argument("--minutes", type=float, default=None, help="start no cell after this many minutes (the "
+                      "rest stay pending for the next slice: a nightly window)")
     camp.add_argument("--regrade", action="store_true", help="run nothing: grade the selected bug cells done again "
                       "from their stored suites by the catalog as it is now")
     camp.add_argument("--list", action="store_true", help="the selected cells and their state; run nothing")

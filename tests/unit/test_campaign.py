@@ -216,3 +216,22 @@ def test_regrading_judges_the_stored_bug_cells_again_and_keeps_their_runs(tmp_pa
     assert len(judged) == 2 and all(cell["regraded"] and cell["wall_s"] == 515.0 for cell in regraded.values())
     assert regraded["bug/KAFKA-16903"]["grade"] == "named"          # its natural sides' rate: 6 of 10
     assert regraded["bug/KAFKA-16903/client-or-broker"]["grade"] == "named"
+
+
+def test_a_slice_with_minutes_starts_no_cell_after_them_and_leaves_the_rest_pending(tmp_path, monkeypatch):
+    """--minutes: the cells started in time run to their end, the others stay pending for the next slice."""
+    options = c.CampaignOptions(tmp_path, parts=("releases",), versions=("3.9.1", "4.0.2", "4.4.0"), minutes=1)
+    clock = [1000.0]
+    monkeypatch.setattr(c.time, "time", lambda: clock[0])
+    ran = []
+
+    def runner(campaign, cells):
+        for cell in cells:
+            if not campaign.in_time():
+                return
+            ran.append(cell["id"])
+            clock[0] += 45                       # each cell 45 s: the second starts at 45 s, the third at 90
+            campaign.record(cell, {"grade": "valid", "detail": "ok"}, 0.0)
+    state = c.Campaign(options, progress=lambda m: None, runners={"releases": runner}).run()
+    assert ran == ["release/3.9.1", "release/4.0.2"] and "release/4.4.0" not in state["cells"]
+    assert [cell["id"] for cell in c.Campaign(options, progress=lambda m: None).pending()] == ["release/4.4.0"]
