@@ -145,20 +145,33 @@ def experiment_outcome(run: dict) -> dict:
             "causes": sorted({*catalogued, *stalled}), "detail": detail, "where": run["run_dir"]}
 
 
+UNLIKELY = 0.05          # a timing-bound bug's tries: fewer reproductions than its rate makes this unlikely are no miss
+
+
+def at_most(k: int, n: int, p: float) -> float:
+    """The chance of k or fewer successes in n tries of chance p each (binomial)."""
+    from math import comb
+    return sum(comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(k + 1))
+
+
 def bug_outcome(outcome: dict, code: int, rate: dict | None = None) -> dict:
     """A BugRun's outcome as a cell's: valid when every affected try reproduced the bug and every fixed try was
-    clean (the catalogue holds); named when every fixed try was clean and the affected side reproduced it in some
-    but not all tries of a bug the catalog measured as timing-bound (`rate`: BugRate, its misses explained: the
-    cause named is that rate); invalid otherwise (none reproduced, or a fixed try not clean); error when a try or
-    a verification did not run."""
+    clean (the catalogue holds); named when every fixed try was clean and the affected side's reproductions, fewer
+    than its tries, are as many as a bug the catalog measured as timing-bound makes likely (`rate`: BugRate, its
+    misses explained; at least a chance of UNLIKELY of so few: the cause named is that rate); invalid otherwise (a
+    fixed try not clean, or fewer reproductions than the rate allows: the bug may have changed); error when a try
+    or a verification did not run."""
     tries = outcome["tries"]
     reproduced, clean = outcome.get("affected_reproduced", 0), outcome.get("fixed_clean", 0)
     grade = {0: "valid", 1: "invalid"}.get(code, "error")
     detail = f"reproduced on {reproduced} of {tries} affected tries, clean on {clean} of {tries} fixed tries"
-    if grade == "invalid" and rate and 0 < reproduced < tries and clean == tries:
-        grade = "named"
+    if grade == "invalid" and rate and reproduced < tries and clean == tries:
+        chance = at_most(reproduced, tries, rate["reproduced"] / rate["tries"])
+        grade = "named" if chance >= UNLIKELY else "invalid"
         detail += (f"; timing-bound: the catalog measured {rate['reproduced']} of {rate['tries']} "
-                   f"({rate['measured']}); a miss: {rate['misses']}")
+                   f"({rate['measured']}), at which {reproduced} or fewer of {tries} has a chance of {chance:.2f}"
+                   + (f" (under {UNLIKELY:g}: not the catalog's rate)" if grade == "invalid" else "")
+                   + f"; a miss: {rate['misses']}")
     return {"grade": grade, "detail": detail, "affected_reproduced": reproduced, "fixed_clean": clean, "tries": tries,
             "causes": [outcome["bug"]], "where": outcome["report"]["directory"]}
 

@@ -188,7 +188,12 @@ def test_a_timing_bound_bug_s_partial_reproduction_is_named_by_its_measured_rate
     named = c.bug_outcome(outcome, 1, rate)
     assert named["grade"] == "named" and "6 of 10" in named["detail"] and "no other task" in named["detail"]
     assert c.bug_outcome(outcome, 1)["grade"] == "invalid"                              # no rate: not named
-    assert c.bug_outcome({**outcome, "affected_reproduced": 0}, 1, rate)["grade"] == "invalid"   # never seen
+    # none in 3 at 6 of 10: a chance of 0.064, named; at 10 of 12 a chance of 0.005: not the catalog's rate
+    assert c.bug_outcome({**outcome, "affected_reproduced": 0}, 1, rate)["grade"] == "named"
+    often = {**rate, "reproduced": 10, "tries": 12}
+    unlikely = c.bug_outcome({**outcome, "affected_reproduced": 0}, 1, often)
+    assert unlikely["grade"] == "invalid" and "not the catalog's rate" in unlikely["detail"]
+    assert abs(c.at_most(0, 3, 0.6) - 0.064) < 1e-9 and c.at_most(3, 3, 0.2) == pytest.approx(1.0)
     assert c.bug_outcome({**outcome, "fixed_clean": 2}, 1, rate)["grade"] == "invalid"  # the fixed side not clean
     assert c.bug_outcome(outcome, 2, rate)["grade"] == "error"
 
