@@ -232,7 +232,7 @@ class Campaign:
     def record(self, cell: dict, outcome: dict, started: float, status: str = "done") -> None:
         """A cell's outcome, with when, how long and on which commit, saved at once."""
         entry = {**cell, "wall_s": round(time.time() - started, 1), **outcome, "status": status, "started": started,
-                 "ended": time.time(), "commit": self.slice["commit"], "slice": len(self.state["slices"]) - 1}
+                 "ended": time.time(), "commit": outcome.get("ran_commit", self.slice["commit"]), "slice": len(self.state["slices"]) - 1}
         self.state["cells"][cell["id"]] = entry
         self.slice["cells"].append(cell["id"])
         self.save()
@@ -317,7 +317,8 @@ def regrade_bugs(campaign: Campaign, cells: list[dict]) -> None:
         outcome = rejudge(Path(done["where"]), progress=lambda m: campaign.say(f"  {m}"))
         bug = load_bug(cell["bug"], cell["variant"])
         campaign.record(cell, {**bug_outcome(outcome, exit_code(outcome), bug.rate.model_dump() if bug.rate else None),
-                               "wall_s": done["wall_s"], "regraded": True}, done["started"])
+                               "wall_s": done["wall_s"], "regraded": True, "ran_commit": done.get("ran_commit", done["commit"]),
+                               "regraded_at": campaign.slice["commit"]}, done["started"])
 
 
 def run_releases(campaign: Campaign, cells: list[dict]) -> None:
