@@ -112,6 +112,13 @@ class ClusterLayout:
                               "0 and 1; choose a 4.x release or drop the feature")
 
     @property
+    def settings(self) -> dict[str, dict[str, str]]:
+        """The broker settings and features a cluster of this layout is brought up with, as a run records them
+        (cluster.json's broker_config and features: what a report names a broker's bug by)."""
+        return {"broker_config": {k: str(v) for k, v in self.broker_overrides.items()},
+                "features": {k: str(v) for k, v in self.features.items()}}
+
+    @property
     def storage_features(self) -> dict[str, str]:
         """The features the nodes' storage is formatted with (kafka-storage format --feature): `features`, less a
         transaction.version on a release that has none (its level, 0 or 1, is that release's only behaviour)."""

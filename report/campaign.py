@@ -232,7 +232,8 @@ class Campaign:
     def record(self, cell: dict, outcome: dict, started: float, status: str = "done") -> None:
         """A cell's outcome, with when, how long and on which commit, saved at once."""
         entry = {**cell, "wall_s": round(time.time() - started, 1), **outcome, "status": status, "started": started,
-                 "ended": time.time(), "commit": outcome.get("ran_commit", self.slice["commit"]), "slice": len(self.state["slices"]) - 1}
+                 "ended": time.time(), "commit": outcome.get("ran_commit", self.slice["commit"]),
+                 "slice": len(self.state["slices"]) - 1}
         self.state["cells"][cell["id"]] = entry
         self.slice["cells"].append(cell["id"])
         self.save()
@@ -306,18 +307,24 @@ def run_experiments(campaign: Campaign, cells: list[dict]) -> None:
                 campaign.record(cell, {**experiment_outcome(run), "suite": report["directory"], **own}, started)
 
 
+def graded(cell: dict, outcome: dict) -> dict:
+    """A bug cell's grade from its suite's outcome and its bug's measured rate (the catalog as it is now)."""
+    from report.bugs import exit_code
+    bug = load_bug(cell["bug"], cell["variant"])
+    return bug_outcome(outcome, exit_code(outcome), bug.rate.model_dump() if bug.rate else None)
+
+
 def regrade_bugs(campaign: Campaign, cells: list[dict]) -> None:
     """Each bug cell done, graded again by the catalog as it is now: its stored suite judged again (`txnlab bugs
     judge`: no cluster, nothing run) and its grade from that and the bug's measured rate, recorded in this slice."""
-    from report.bugs import exit_code, rejudge
+    from report.bugs import rejudge
     for cell in cells:
         if not campaign.in_time():
             return
         done = campaign.state["cells"][cell["id"]]           # its run's wall time and start are kept
         outcome = rejudge(Path(done["where"]), progress=lambda m: campaign.say(f"  {m}"))
-        bug = load_bug(cell["bug"], cell["variant"])
-        campaign.record(cell, {**bug_outcome(outcome, exit_code(outcome), bug.rate.model_dump() if bug.rate else None),
-                               "wall_s": done["wall_s"], "regraded": True, "ran_commit": done.get("ran_commit", done["commit"]),
+        campaign.record(cell, {**graded(cell, outcome), "wall_s": done["wall_s"], "regraded": True,
+                               "ran_commit": done.get("ran_commit", done["commit"]),
                                "regraded_at": campaign.slice["commit"]}, done["started"])
 
 
@@ -345,7 +352,7 @@ def run_releases(campaign: Campaign, cells: list[dict]) -> None:
 
 def run_bugs(campaign: Campaign, cells: list[dict]) -> None:
     """Each catalogued bug's (or variant's) two sides at the campaign's tries (report/bugs.py BugRun)."""
-    from report.bugs import BugOptions, BugRun, exit_code
+    from report.bugs import BugOptions, BugRun
     for cell in cells:
         if not campaign.in_time():
             return
@@ -357,8 +364,7 @@ def run_bugs(campaign: Campaign, cells: list[dict]) -> None:
         except TxnlabError as exc:
             campaign.record(cell, {"grade": "error", "detail": str(exc)}, started, status="error")
             continue
-        bug = load_bug(cell["bug"], cell["variant"])
-        result = bug_outcome(outcome, exit_code(outcome), bug.rate.model_dump() if bug.rate else None)
+        result = graded(cell, outcome)
         campaign.record(cell, result, started, status="error" if result["grade"] == "error" else "done")
 
 

@@ -92,13 +92,6 @@ class Backend(Protocol):
 answers = broker_answers
 
 
-def layout_settings(layout: ClusterLayout) -> dict:
-    """The broker settings and features a cluster of this layout was brought up with (cluster.json's
-    broker_config and features: what the report names a broker's bug by)."""
-    return {"broker_config": {k: str(v) for k, v in layout.broker_overrides.items()},
-            "features": {k: str(v) for k, v in layout.features.items()}}
-
-
 def elect_preferred_leaders(conn: ConnectionSettings) -> None:
     with ClusterAdmin(conn) as admin:
         admin.elect_preferred_leaders()
@@ -215,7 +208,7 @@ class LocalBackend(ToxiproxyBackend):
 
     def describe(self) -> dict:
         return {"backend": "local", "state_dir": str(self.layout.state_dir), "bootstrap": self.layout.bootstrap,
-                "nodes": self.node_ids(), "kafka_version": self.layout.kafka_version, **layout_settings(self.layout)}
+                "nodes": self.node_ids(), "kafka_version": self.layout.kafka_version, **self.layout.settings}
 
 
 # ---- the compose stack ----------------------------------------------------------------------------
@@ -297,7 +290,7 @@ class DockerBackend(ToxiproxyBackend):
     def describe(self) -> dict:
         return {"backend": "docker", "project": self.project, "services": [f"kafka-{n}" for n in self.node_ids()],
                 "toxiproxy": self.toxiproxy.api, "bootstrap": self.layout.bootstrap,
-                "kafka_version": self.layout.kafka_version, **layout_settings(self.layout)}
+                "kafka_version": self.layout.kafka_version, **self.layout.settings}
 
 
 # ---- a cluster txnlab does not run --------------------------------------------------------------------

@@ -227,9 +227,8 @@ def test_anomalies_name_a_broker_s_bug_on_runs_of_its_affected_cluster():
 
 
 def test_a_local_run_records_the_settings_its_cluster_was_brought_up_with():
-    from chaos.nemesis.backends import layout_settings
     from cluster.layout import ClusterLayout
     layout = ClusterLayout(state_dir=Path("/tmp/x"), broker_overrides={"transaction.partition.verification.enable": "false"},
                            features={"transaction.version": "1"})
-    assert layout_settings(layout) == {"broker_config": {"transaction.partition.verification.enable": "false"},
+    assert layout.settings == {"broker_config": {"transaction.partition.verification.enable": "false"},
                                        "features": {"transaction.version": "1"}}
