@@ -229,10 +229,14 @@ class ConnectionSettings(BaseModel):
 
     def to_env(self, prefix: str = ENV_PREFIX) -> dict[str, str]:
         """The inverse of from_env: how a child process gets these settings (secrets stay out of argv).
-        The connection's own keys only (not those a larger config's section adds)."""
+        The connection's own keys only (not those a larger config's section adds); a client.id left at its default
+        is not passed on (a workload process then names itself on the wire: chaos/workloads/base.py
+        process_connection)."""
         env = {}
-        for name in ConnectionSettings.model_fields:
+        for name, field in ConnectionSettings.model_fields.items():
             value = _plain(getattr(self, name))
+            if name == "client_id" and value == field.default:
+                continue
             if value is not None:
                 env[prefix + name.upper()] = str(value).lower() if isinstance(value, bool) else str(value)
         return env

@@ -27,6 +27,7 @@ from cluster.errors import TxnlabError
 from cluster.local import LocalCluster
 from cluster.progress import Progress
 from cluster.versions import kafka_version, txnlab_home
+from chaos.record import signatures
 from report import build
 from report.demo import DEMO_SPARK_BASE_PORT, run_in_suite, shared_spark, verify_runs
 from report.stack import local_stack
@@ -104,7 +105,8 @@ def stalls_and_recovery(run_dir: Path) -> tuple[list[dict] | None, bool | str]:
     return (None if history.truncated and not stalls else stalls), found["recovered"]
 
 
-def judge(run_dir: Path, expected: list[str], errors: tuple[str, ...] = (), stalls: tuple[str, ...] = ()) -> dict:
+def judge(run_dir: Path, expected: list[str], errors: tuple[str, ...] = (), stalls: tuple[str, ...] = (),
+          history: str | None = None) -> dict:
     """One run's outcome from its verify report and its history: anomalies per check, the expected errors
     recorded (None: the history could not tell), the stalls (None: likewise), whether an expected check found
     anomalies, an expected error was recorded or an expected call stalled (reproduced), whether every check
@@ -116,6 +118,8 @@ def judge(run_dir: Path, expected: list[str], errors: tuple[str, ...] = (), stal
     stalled, recovered = stalls_and_recovery(run_dir)
     report = build.verdict_of(run_dir)
     anomalies, problems = build.anomaly_counts(report)
+    anomalous = any(expected_anomalies(anomalies, problems, check) for check in expected)
+    shown = signatures.shown_in(run_dir, (history,)) if history and anomalous else None
     captured = json.loads((run_dir / "prometheus.json").read_text()) if (run_dir / "prometheus.json").exists() else {}
     hanging = [p[1] for s in captured.get("timelines", {}).get("hanging_transactions", {}).get("series", [])
                for p in s["points"]]
@@ -125,11 +129,13 @@ def judge(run_dir: Path, expected: list[str], errors: tuple[str, ...] = (), stal
         + [f"{e}: the verify report does not count {e.split(':')[0]}'s anomalies per problem (verified before "
            "txnlab counted them: verify the run again)" for e in uncounted] \
         + (["the history cannot say whether a client call stalled"] if stalled is None else []) \
-        + ([f"recovery: {recovered}"] if stalls and recovered is not True else [])
+        + ([f"recovery: {recovered}"] if stalls and recovered is not True else []) \
+        + ([f"{history}: {shown}"] if isinstance(shown, str) else [])
     return {"run_dir": str(run_dir), "valid": report["valid"], "anomalies": anomalies, "problems": problems,
             "errors_seen": seen, "stalls": stalled, "recovered": recovered,
-            "reproduced": any(expected_anomalies(anomalies, problems, check) for check in expected) or bool(seen)
-            or bool(stalled_expected),
+            "reproduced": (anomalous and (not history or not isinstance(shown, str) and shown.counts[history] > 0))
+            or bool(seen) or bool(stalled_expected),
+            **({"history": shown._asdict() if isinstance(shown, signatures.Explained) else shown} if history else {}),
             "clean": report["valid"] is True and seen == {} and (not stalls or stalled == [] and recovered is True),
             "max_hanging": max(hanging) if hanging else None, "gaps": gaps}
 
@@ -250,7 +256,7 @@ def comparison(bug: BugSpec) -> dict:
 
 def judge_by(bug: BugSpec, run_dir: Path) -> dict:
     """judge() with what the bug's catalog entry expects."""
-    return judge(run_dir, bug.expect.checks, tuple(bug.expect.errors), tuple(bug.expect.stalls))
+    return judge(run_dir, bug.expect.checks, tuple(bug.expect.errors), tuple(bug.expect.stalls), bug.expect.history)
 
 
 def save(suite_dir: Path, suite: dict, outcome: dict) -> None:

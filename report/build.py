@@ -21,6 +21,7 @@ import yaml
 
 from chaos.record.annotations import fault_windows
 from chaos.record.history import read_history
+from chaos.record import signatures
 from chaos.record.recovery import recovery, restart_text, stall_text
 from chaos.workloads.plans import option_value
 from chaos.runner.spec import matching_anomaly_bugs, matching_bugs
@@ -234,13 +235,18 @@ def other_alerts(run: dict) -> str:
 def anomaly_bugs(run_dir: Path, verified: dict) -> list[dict]:
     """The catalogued client bugs (chaos/bugs/) a run's anomalies match on the release of its Java clients
     (cluster.json's java_clients, else its kafka_version: the workloads ran the cluster's release), on the
-    clients its workloads ran on, on the settings they ran with, or on its cluster (a broker's bug):
-    [{id, url, title, java_clients}]."""
+    clients its workloads ran on, on the settings they ran with, or on its cluster (a broker's bug), a bug with
+    a history signature only where the run's history shows it and explains every example its candidates share
+    (chaos/record/signatures.py): [{id, url, title, java_clients}]."""
     cluster = _json(run_dir / "cluster.json") or {}
     release = cluster.get("java_clients") or cluster.get("kafka_version")
-    return [{"id": bug.id, "url": bug.url, "title": bug.title, "java_clients": release}
-            for bug in matching_anomaly_bugs(release, *anomaly_counts(verified), clients=run_clients(run_dir),
-                                             args=run_args(run_dir), cluster=cluster)]
+    bugs = matching_anomaly_bugs(release, *anomaly_counts(verified), clients=run_clients(run_dir),
+                                 args=run_args(run_dir), cluster=cluster)
+    told = [bug.expect.history for bug in bugs if bug.expect.history]
+    shown = signatures.shown_in(run_dir, tuple(told)) if told else signatures.Explained({}, [])
+    named = not isinstance(shown, str) and not shown.unexplained
+    return [{"id": bug.id, "url": bug.url, "title": bug.title, "java_clients": release} for bug in bugs
+            if not bug.expect.history or named and shown.counts[bug.expect.history]]
 
 
 def run_args(run_dir: Path) -> tuple[tuple[str, ...], ...]:

@@ -79,12 +79,19 @@ class CampaignOptions:
                                self.again, self.regrade, self.minutes)
 
 
+TEST_FOLDERS = ("integration", "corpus")    # tests/<folder>: where tests that left the gate live
+
+
 def campaign_test_modules() -> list[str]:
-    """The integration test modules with tests that left the gate (marked `campaign`: tests/integration/conftest.py
-    CAMPAIGN), by name: test_flink, ..."""
+    """The test modules with tests that left the gate (marked `campaign`: the live ones tests/integration/conftest.py
+    CAMPAIGN, the corpus's repeated tries), by name: test_corpus, test_flink, ..."""
+    return sorted(campaign_test_paths())
+
+
+def campaign_test_paths() -> dict[str, Path]:
     marked = re.compile(r"^\s*@CAMPAIGN\b|marks=CAMPAIGN\b|pytest\.mark\.campaign\b", re.M)
-    return sorted(p.stem for p in (REPO_ROOT / "tests" / "integration").glob("test_*.py")
-                  if marked.search(p.read_text()))
+    return {p.stem: p for folder in TEST_FOLDERS for p in (REPO_ROOT / "tests" / folder).glob("test_*.py")
+            if marked.search(p.read_text())}
 
 
 # ---- the plan ------------------------------------------------------------------------------------------------
@@ -369,15 +376,15 @@ def run_bugs(campaign: Campaign, cells: list[dict]) -> None:
 
 
 def run_tests(campaign: Campaign, cells: list[dict]) -> None:
-    """The live tests that left the gate (`pytest -m campaign`, docs/testing.md), a module per cell, each with a
-    JUnit report."""
+    """The tests that left the gate (`pytest -m campaign`, docs/testing.md: live tests, the corpus's repeated tries),
+    a module per cell, each with a JUnit report."""
     for cell in cells:
         if not campaign.in_time():
             return
         started = time.time()
         junit = campaign.dir / "tests" / f"junit-{cell['module']}-{int(started)}.xml"
         junit.parent.mkdir(parents=True, exist_ok=True)
-        module = f"tests/integration/{cell['module']}.py"
+        module = str(campaign_test_paths()[cell["module"]].relative_to(REPO_ROOT))
         code = subprocess.run([sys.executable, "-m", "pytest", "-m", "campaign", module, "-ra", f"--junitxml={junit}",
                                "-p", "no:cacheprovider"], cwd=REPO_ROOT, env={**os.environ, "CI": "true"}).returncode
         if not junit.exists():

@@ -131,26 +131,40 @@ def entry_of(name: str, directory: Path, what: str, finding: str | None, command
         tries = bug_tries(directory)
         return {**entry, "suite": {run: {**live_of(directory / run), **tries.get(Path(run).name, {})}
                                    for run in suite_runs(directory)}}
-    return {**entry, **live_of(directory)}
+    return {**entry, **live_of(directory), **also_of(directory, finding)}
+
+
+def causes_of(run_dir: Path) -> list[str]:
+    """The catalogued findings a run's report names (the campaign's grade of it: report/campaign.py)."""
+    from report import build
+    from report.campaign import experiment_outcome
+    return experiment_outcome(build.run_report(run_dir, run_dir.name, None, None))["causes"]
+
+
+def also_of(run_dir: Path, finding: str | None) -> dict:
+    """`also`: the other catalogued findings a run's report names beside the one it was recorded for."""
+    if finding is None:
+        return {}
+    others = [c for c in causes_of(run_dir) if c != finding]
+    return {"also": others} if others else {}
 
 
 def bug_tries(suite_dir: Path) -> dict[str, dict]:
     """A bug suite's tries by run name: their side, and the finding a try shows: the bug, when it reproduced it (as
     bug.json judged it), else the one catalogued finding its report names (a sibling bug met under the same
-    experiment), else none. Empty for a demo's suite."""
+    experiment), else none; `also`: the other catalogued findings its report names beside the bug it reproduced
+    (a sibling met in the same try). Empty for a demo's suite."""
     if not (suite_dir / BUG_FILE).exists():
         return {}
-    from report import build
-    from report.campaign import experiment_outcome
     outcome = json.loads((suite_dir / BUG_FILE).read_text())
 
-    def shown(side: str, run: dict) -> str | None:
-        if run["reproduced"]:
-            return outcome["bug"]
+    def shown(side: str, run: dict) -> dict:
         run_dir = suite_dir / side / Path(run["run_dir"]).name
-        causes = experiment_outcome(build.run_report(run_dir, run_dir.name, None, None))["causes"]
-        return causes[0] if len(causes) == 1 else None
-    return {Path(r["run_dir"]).name: {"side": side, "finding": shown(side, r)}
+        if run["reproduced"]:
+            return {"finding": outcome["bug"], **also_of(run_dir, outcome["bug"])}
+        causes = causes_of(run_dir)
+        return {"finding": causes[0] if len(causes) == 1 else None}
+    return {Path(r["run_dir"]).name: {"side": side, **shown(side, r)}
             for side, s in outcome["sides"].items() for r in s["runs"]}
 
 
@@ -165,9 +179,17 @@ def save_index(entries: list[dict]) -> None:
                                            width=110, allow_unicode=True))
 
 
+KEPT_KEYS = ("every_try",)          # what an index entry says by hand, kept when its entry is made again
+
+
 def add(name: str, run_dir: Path, what: str, finding: str | None, command: str | None) -> None:
     out = pack(name, run_dir)
-    entries = [e for e in load_index() if e["name"] != name] + [entry_of(name, run_dir, what, finding, command)]
+    before = next((e for e in load_index() if e["name"] == name), {})
+    entry = entry_of(name, run_dir, what, finding, command)
+    if "suite" in entry:
+        entry = {**{k: v for k, v in entry.items() if k != "suite"},
+                 **{k: before[k] for k in KEPT_KEYS if k in before}, "suite": entry["suite"]}
+    entries = [e for e in load_index() if e["name"] != name] + [entry]
     save_index(entries)
     print(f"{out} ({out.stat().st_size / 1024:.0f} KiB); {size_line()}")
 

@@ -64,6 +64,7 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
                       model_validator)
 from pydantic_core import PydanticCustomError
 
+from chaos.record.signatures import SIGNATURES
 from chaos.nemesis.fault_kinds import FAULT_KINDS, Params, ZombieProducerParams, parse_params
 from chaos.workloads.plans import WorkloadSpec
 from chaos.workloads.plans import option_value, plan
@@ -724,16 +725,25 @@ class BugExpect(_Strict):
     (an exception's class name, e.g. org.apache.kafka.common.errors.InvalidTxnStateException) in an error a
     workload recorded in the history (a client call's failure, a Kafka Streams thread's uncaught exception
     and its causes), or a stall of one of `stalls` (a client call that did not return within twice its own
-    timeout: chaos/workloads/base.py)."""
+    timeout: chaos/workloads/base.py). `history` names the history signature (chaos/record/signatures.py)
+    that tells this bug's duplicate outputs from another's of the same shape: its anomalies are this bug's only
+    where the run's history shows it."""
     checks: list[Annotated[str, Field(pattern=r"^[a-z_]+(:[a-z-]+)?$")]] = []    # check, or check:problem
     errors: list[str] = []
     stalls: list[str] = []
     alerts: list[str] = []          # alerts the affected side's faults should raise (the report marks them expected)
+    history: str | None = None
 
     @model_validator(mode="after")
     def _shows_something(self) -> "BugExpect":
         if not self.checks and not self.errors and not self.stalls:
             _fail([("", "name the checks, the errors or the stalled calls that show the bug")])
+        if self.history is not None:
+            if self.history not in SIGNATURES:
+                _fail([("history", f"unknown history signature {self.history!r} (known: {', '.join(SIGNATURES)})")])
+            if self.checks != ["exactly_once_processing:duplicate-output"]:
+                _fail([("history", "a history signature tells duplicate outputs apart: checks must be "
+                                   f"exactly_once_processing:duplicate-output, got {self.checks}")])
         return self
 
 

@@ -59,6 +59,16 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
                    "under its name (the runner's restarts): its attempts are numbered apart (chaos/record/ids.py)")
 
 
+def process_connection(run_tag: str, process: str) -> ConnectionSettings:
+    """The connection from TXNLAB_KAFKA_*, its client.id the process's name on the wire (`<run tag>.<process>`,
+    as the KafkaJS workloads name theirs: a hold-requests fault's `clients` pattern selects one process) unless
+    TXNLAB_KAFKA_CLIENT_ID says otherwise."""
+    conn = ConnectionSettings.from_env()
+    if "client_id" in ConnectionSettings.env_values():
+        return conn
+    return conn.model_copy(update={"client_id": f"{run_tag}.{process}"})
+
+
 @dataclass
 class WorkloadContext:
     """A workload process's view of its run."""
@@ -76,7 +86,8 @@ class WorkloadContext:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "WorkloadContext":
-        ctx = cls(conn=ConnectionSettings.from_env(), history=HistoryClient(args.socket, args.run_start_ns),
+        ctx = cls(conn=process_connection(args.run_tag, args.process),
+                  history=HistoryClient(args.socket, args.run_start_ns),
                   run_tag=args.run_tag, process=args.process, rng=random.Random(f"{args.seed}/{args.process}"),
                   deadline=Deadline(args.duration) if args.duration > 0 else None,
                   first_attempt=first_attempt(args.incarnation))

@@ -17,9 +17,12 @@ import pytest
 import chaos.runner.spec as catalog_module
 from report import build
 from report.bugs import stalls_and_recovery
-from tests.corpus.conftest import EXAMPLES, INDEX, RUNS, entries, entry_names, run_entries, suite_names
+from tests.corpus.conftest import (EXAMPLES, INDEX, LIVE_REPORT, REPLAY_TIMEOUT, RUNS, entries, entry_names,
+                                   repeats, run_entries, suite_names, unpacked_runs, verified_names, verify_offline)
 
 BUDGET_BYTES = 30 * 1024 * 1024           # scripts/record_corpus.py BUDGET_BYTES
+# any corpus test may be the first to ask for the session's offline verification, whose own bound is REPLAY_TIMEOUT
+pytestmark = pytest.mark.timeout(REPLAY_TIMEOUT + 300)
 
 
 def comparable(report: dict) -> dict:
@@ -55,14 +58,33 @@ def fewer_examples_kept(offline: dict, live: dict) -> tuple[dict, dict]:
     return offline, live
 
 
-@pytest.mark.parametrize("name", entry_names())
+def held_to_live(offline: dict | None, live: dict, proc: subprocess.CompletedProcess, name: str) -> None:
+    """A run's offline report, read from its archive, is its live verification's but for what differs between two
+    verifications of the same evidence."""
+    assert offline is not None, proc.stderr[-3000:]
+    assert offline["views_from"] == "archive" and live["views_from"] == "kafka"
+    offline, live = fewer_examples_kept(offline, live)
+    assert comparable(offline) == comparable(live), name
+
+
+@pytest.mark.parametrize("name", verified_names())
 def test_offline_verification_gives_the_recorded_live_verdict(replayed, name):
     runs, proc = replayed
-    run = runs[name]
-    assert run.offline is not None, proc.stderr[-3000:]
-    assert run.offline["views_from"] == "archive" and run.live["views_from"] == "kafka"
-    offline, live = fewer_examples_kept(run.offline, run.live)
-    assert comparable(offline) == comparable(live), name
+    held_to_live(runs[name].offline, runs[name].live, proc, name)
+
+
+@pytest.mark.campaign
+def test_every_repeated_try_verified_offline_gives_its_live_verdict(tmp_path):
+    """The campaign's share of the corpus: the bug suites' repeated tries the gate leaves out (conftest.py
+    repeats), verified offline in one `txnlab verify`, each held to its live report as the gate's runs are."""
+    names = repeats()
+    assert names, "no bug suite has a repeated try"
+    runs = unpacked_runs(tmp_path, sorted({n.split("/")[0] for n in names}))
+    proc = verify_offline([runs[n][1] for n in names])
+    for name in names:
+        report = runs[name][1] / "verify" / "report.json"
+        held_to_live(json.loads(report.read_text()) if report.exists() else None,
+                     json.loads((runs[name][1] / LIVE_REPORT).read_text()), proc, name)
 
 
 @pytest.mark.parametrize("name", entry_names())
@@ -110,13 +132,14 @@ def test_a_changed_rule_no_longer_names_a_recorded_finding(replayed, monkeypatch
 def test_the_campaign_grades_a_recorded_run_by_its_verdict_its_recovery_and_its_finding(replayed, name):
     """txnlab campaign's cell of each recorded run (report/campaign.py experiment_outcome on the report's entry of
     it): the grade its index entry states with why (`campaign`), else `named` by its catalogued finding or `valid`;
-    the causes named are its finding's."""
+    the causes named are its finding's (and those its index says the same try also showed: `also`)."""
     from report.campaign import experiment_outcome
     run = replayed[0][name]
     outcome = experiment_outcome(build.run_report(run.run_dir, name, None, None))
     finding = run.entry.get("finding")
     grade = (run.entry.get("campaign") or {}).get("grade") or ("named" if finding else "valid")
-    assert (outcome["grade"], outcome["causes"]) == (grade, [finding] if finding else []), outcome
+    assert (outcome["grade"], sorted(outcome["causes"])) == \
+        (grade, sorted([finding, *run.entry.get("also", [])] if finding else [])), outcome
 
 
 @pytest.mark.parametrize("name", suite_names())
@@ -201,13 +224,16 @@ def test_a_recorded_bug_suite_is_judged_again_offline_as_it_was_live(replayed, n
     assert (judged["affected_reproduced"], judged["fixed_clean"]) == (live["affected_reproduced"], live["fixed_clean"])
 
 
-def test_kafkajs_s_stale_member_signature_holds_for_its_recorded_run_and_not_for_variations_of_it(replayed):
-    """The gate's KafkaJS run through coordinator-kill accepts kafkajs-kip-447 by its whole signature
-    (tests/integration/test_clients.py _not_stale_member_commits): the recorded run's offline report and history
-    hold it; the same run with the stale member told of its revocation before it committed, or with both outputs of
-    an input one processor's, do not."""
+def test_kafkajs_s_stale_member_signatures_hold_for_their_recorded_runs_and_not_for_variations_of_them(replayed):
+    """The gate's KafkaJS run through coordinator-kill accepts kafkajs-kip-447 and kafkajs-stale-seek by their whole
+    signatures (chaos/record/signatures.py, tests/integration/test_clients.py not_kafkajs_findings): the recorded
+    coordinator-kill run's offline report and history hold a stale member's commit for every example, and a
+    kafkajs-kip-447 try that met both explains each of its examples by one of them (the report names both); the
+    same runs with the stale member told of its revocation before it committed, with the rewind recorded after
+    the partition came back, or with both outputs of an input one processor's, do not."""
     import copy
     from chaos.record.history import read_history
+    from chaos.record.signatures import explained
     from tests.integration.test_clients import not_kafkajs_findings
     run = replayed[0]["kafkajs-coordinator-kill-kip-447"]
     ops = read_history(run.run_dir).ops
@@ -223,3 +249,17 @@ def test_kafkajs_s_stale_member_signature_holds_for_its_recorded_run_and_not_for
     example = one["checks"]["exactly_once_processing"]["examples"][0]
     example["outputs"] = [example["outputs"][0]] * 2
     assert "not two committed outputs of two processors" in not_kafkajs_findings(one, ops)
+
+    both = next(r for r in replayed[0].values() if r.entry.get("also") == ["kafkajs-stale-seek"])
+    ops, processing = read_history(both.run_dir).ops, both.live["checks"]["exactly_once_processing"]
+    found = explained(processing, ops, ("stale-member-commit", "stale-seek"))
+    assert not found.unexplained and all(found.counts.values()), found
+    assert sum(found.counts.values()) == len(processing["examples"]), found       # each by one of them
+    assert not_kafkajs_findings(both.live, ops) is None
+    late = copy.deepcopy(ops)           # every rewind recorded after the rebalance that gave its partition back
+    for op in late:
+        if op["f"] == "seek" and op["value"].get("reason") == "rewind":
+            op["time"] = max(o["time"] for o in late) + 1
+    late.sort(key=lambda op: op["time"])
+    assert explained(processing, late, ("stale-seek",)).counts["stale-seek"] == 0
+    assert "no rewind" in not_kafkajs_findings(both.live, late)

@@ -9,8 +9,9 @@ What a client does wrong is asserted here as its named finding (docs/findings.md
 franz-go zombie whose commit in flight comes back unconfirmed initialises again and fences its successor instead
 of learning it was fenced (then the successor must be the one told, and nothing it began afterwards commit); a KafkaJS
 producer that reuses a written batch's sequence after a leader died loses a committed transaction's records (kafkajs-sequence-rollback), or
-writes a batch twice when send() retries over a request in flight (kafkajs-retry-duplicates): each by its whole
-signature (not_kafkajs_findings). All runs of a client are verified in one `txnlab verify` call (the session's Spark server).
+writes a batch twice when send() retries over a request in flight (kafkajs-retry-duplicates); a KafkaJS processor
+that fell out of its group commits as a stale member (kafkajs-kip-447) or reads a partition given back from a seek
+made before (kafkajs-stale-seek): each by its whole signature (not_kafkajs_findings, chaos/record/signatures.py). All runs of a client are verified in one `txnlab verify` call (the session's Spark server).
 The gate runs coordinator-kill on KafkaJS here, on Kafka's Java clients through the compose stack, and the compose
 stack's container faults on franz-go (test_docker.py), with what a clean run shows: both isolation levels read,
 every invoke completed; the clean runs, planted duplicates, zombie-producer and the other clients' runs here are
@@ -32,6 +33,7 @@ from chaos.record.ids import headers
 from chaos.runner.spec import builtin_specs, matching_anomaly_bugs, parse_spec, with_client
 from cluster.clients import native_clients
 from cluster.reads import read_to_end
+from chaos.record.signatures import explained
 from tests.integration.conftest import CAMPAIGN, TEST_BASE_PORT, cluster_state_dir, needed_runs, verify_reports
 from tests.integration.test_experiments import assert_healed, assert_zombie_fenced, drop_run_topics, run_short
 from tests.integration.test_verify import copy_run, record_end_offsets, send
@@ -206,20 +208,22 @@ def zombie_came_back(ops: list[dict]) -> int | None:
     return None
 
 
-KAFKAJS_FINDINGS = ("kafkajs-sequence-rollback", "kafkajs-retry-duplicates", "kafkajs-kip-447")
+KAFKAJS_FINDINGS = ("kafkajs-sequence-rollback", "kafkajs-retry-duplicates", "kafkajs-kip-447", "kafkajs-stale-seek")
+STALE_MEMBER = ("stale-member-commit", "stale-seek")        # chaos/record/signatures.py
 SEQUENCE_REUSE = {"lost_write", "torn_transaction", "inconsistent_offsets"}
 
 
 def not_kafkajs_findings(report: dict, ops: list[dict]) -> str | None:
-    """Why a KafkaJS run's anomalies are not (all) its three catalogued findings (chaos/bugs/), or None when they are.
+    """Why a KafkaJS run's anomalies are not (all) its four catalogued findings (chaos/bugs/), or None when they are.
     kafkajs-sequence-rollback: lost writes, the torn commits that lost them and their acknowledged offsets; every
     lost write acknowledged at an offset that holds a record of an earlier attempt of the same producer to the same
     partition, an attempt that failed and was aborted (its send() failed or came back without that record's answer,
     yet the broker had written the batch, and took the later one for its retry). kafkajs-retry-duplicates: records
     of a committed attempt twice or more, the attempt's whole batch to a partition written again right after itself
     (send() retried while that broker's request was still in flight, the next sequence numbers on the same records).
-    kafkajs-kip-447: inputs with committed outputs of two processors of the group across a rebalance
-    (_not_stale_member_commits)."""
+    kafkajs-kip-447 and kafkajs-stale-seek: inputs with committed outputs of two processors of the group across a
+    rebalance, each explained by one of their history signatures (chaos/record/signatures.py: a stale member's commit, a
+    seek made before the rebalance applied after it)."""
     checks = report["checks"]
     bad = {name for name, c in checks.items() if c["valid"] is not True}
     if not bad or not bad <= SEQUENCE_REUSE | {"duplicate", "exactly_once_processing"}:
@@ -227,40 +231,13 @@ def not_kafkajs_findings(report: dict, ops: list[dict]) -> str | None:
     attempts = {op["value"]["attempt"]: op for op in ops if op["f"] == "txn" and op["type"] != "invoke"}
     why = _not_sequence_reuse(checks, attempts) if bad & SEQUENCE_REUSE else None
     why = why or (_not_retry_duplicates(checks["duplicate"], attempts) if "duplicate" in bad else None)
-    return why or (_not_stale_member_commits(checks["exactly_once_processing"], ops)
-                   if "exactly_once_processing" in bad else None)
+    return why or (_not_stale_member(checks["exactly_once_processing"], ops) if "exactly_once_processing" in bad
+                   else None)
 
 
-def _not_stale_member_commits(processing: dict, ops: list[dict]) -> str | None:
-    """kafkajs-kip-447 (chaos/bugs/kafkajs-kip-447.yaml): every input counted twice has exactly two committed outputs,
-    of two processors of the group, and one of them (the stale member) committed its output after the other had been
-    assigned the input's partition, while its own last word on that partition was still an assignment (no revocation
-    recorded): a member that had fallen out of the group without knowing it committed offsets the coordinator could
-    not refuse (no generation in sendOffsets)."""
-    if set(processing.get("problems") or {}) != {"duplicate-output"}:
-        return f"exactly_once_processing problems {processing.get('problems')}, not duplicate outputs alone"
-    done = {op["value"]["attempt"]: op for op in ops if op["f"] == "process" and op["type"] != "invoke"}
-    seeks = [op for op in ops if op["f"] == "seek" and op["value"].get("reason") in ("revoked", "assigned")]
-
-    def last_word(process: str, partition: tuple, before: int) -> dict | None:
-        said = [op for op in seeks if op["process"] == process and op["time"] <= before and partition in
-                {(p["topic"], p["partition"]) for p in op["value"]["positions"]}]
-        return said[-1] if said else None
-
-    for example in processing["examples"]:
-        ended = [done.get(a) for a in sorted({output.rsplit(".", 1)[0] for output in example["outputs"]})]
-        if len(example["outputs"]) != 2 or len(ended) != 2 or None in ended or \
-                any(op["type"] != "ok" for op in ended) or len({op["process"] for op in ended}) != 2:
-            return f"{example}: not two committed outputs of two processors"
-        [partition] = {(i["topic"], i["partition"]) for op in ended for i in op["value"]["inputs"]
-                       if i["id"] == example["input"]}
-        stale = [(op, other) for op, other in (ended, ended[::-1])
-                 if (mine := last_word(op["process"], partition, op["time"])) and mine["value"]["reason"] == "assigned"
-                 and (theirs := last_word(other["process"], partition, op["time"]))
-                 and theirs["value"]["reason"] == "assigned" and theirs["time"] > mine["time"]]
-        if not stale:
-            return f"{example}: neither processor committed it after the other had been assigned {partition}"
-    return None
+def _not_stale_member(processing: dict, ops: list[dict]) -> str | None:
+    found = explained(processing, ops, STALE_MEMBER)
+    return found if isinstance(found, str) else "; ".join(found.unexplained) or None
 
 
 def _not_sequence_reuse(checks: dict, attempts: dict[str, dict]) -> str | None:

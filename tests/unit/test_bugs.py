@@ -161,7 +161,9 @@ def test_anomalies_name_a_catalogued_client_bug_only_on_the_releases_it_affects(
 def test_anomalies_name_a_catalogued_client_bug_only_on_runs_of_that_client():
     from chaos.runner.spec import matching_anomaly_bugs
     twice = ({"exactly_once_processing": 40}, {"exactly_once_processing": {"duplicate-output": 40}})
-    assert [b.id for b in matching_anomaly_bugs("4.4.0", *twice, clients=frozenset({"kafkajs"}))] == ["kafkajs-kip-447"]
+    # two bugs of that shape: their history signatures tell which a run met (test_signatures.py)
+    assert [b.id for b in matching_anomaly_bugs("4.4.0", *twice, clients=frozenset({"kafkajs"}))] == \
+        ["kafkajs-kip-447", "kafkajs-stale-seek"]
     assert matching_anomaly_bugs("4.4.0", *twice, clients=frozenset({"franz-go"})) == []
     assert matching_anomaly_bugs("4.4.0", *twice) == []                       # the reference client's run
     lost = ({"exactly_once_processing": 3}, {"exactly_once_processing": {"unprocessed": 3}})
@@ -232,3 +234,20 @@ def test_a_local_run_records_the_settings_its_cluster_was_brought_up_with():
                            features={"transaction.version": "1"})
     assert layout.settings == {"broker_config": {"transaction.partition.verification.enable": "false"},
                                        "features": {"transaction.version": "1"}}
+
+
+def test_a_bug_told_by_its_history_signature_is_reproduced_only_where_the_history_shows_it(tmp_path):
+    """Duplicate outputs of two processors are kafkajs-stale-seek's only where its signature explains an example
+    (chaos/record/signatures.py): a stored run whose history holds no such processors is not a reproduction, and
+    says why."""
+    expected = ["exactly_once_processing:duplicate-output"]
+    run = with_checks(stored_run(tmp_path, "late-produce", 1), exactly_once_processing=2,
+                      problems={"exactly_once_processing": {"duplicate-output": 2}})
+    report = json.loads((run / "verify" / "report.json").read_text())
+    report["checks"]["exactly_once_processing"]["examples"] = [
+        {"input": "in.1", "outputs": ["r.eos-0.1.0", "r.eos-1.1.0"], "problem": "duplicate-output"}]
+    (run / "verify" / "report.json").write_text(json.dumps(report))
+    assert judge(run, expected)["reproduced"] is True                    # by its shape alone
+    told = judge(run, expected, history="stale-seek")
+    assert told["reproduced"] is False and told["history"]["counts"] == {"stale-seek": 0}
+    assert "not two committed outputs of two processors" in told["history"]["unexplained"][0]

@@ -127,3 +127,17 @@ def test_redaction_covers_arguments_tracebacks_and_malformed_calls(debug_root):
     assert bare.count(secret) == 2 and secret not in redacted  # bare: the malformed call is logging's error
     assert "plain {'key': '***'}" in redacted and "login failed with ***" in redacted
     assert "malformed %s %s" in redacted and "nothing secret" in redacted
+
+
+def test_a_workload_process_names_itself_on_the_wire_unless_a_client_id_is_given(monkeypatch):
+    """A default client.id is not handed to a child process; a workload process then takes `<run tag>.<process>`
+    (what a hold-requests fault's `clients` pattern selects), a given one is kept."""
+    from chaos.workloads.base import process_connection
+    assert "TXNLAB_KAFKA_CLIENT_ID" not in ConnectionSettings(bootstrap="127.0.0.1:9092").to_env()
+    for name, value in ConnectionSettings(bootstrap="127.0.0.1:9092").to_env().items():
+        monkeypatch.setenv(name, value)
+    assert process_connection("r1", "eos-0").client_id == "r1.eos-0"
+    given = ConnectionSettings(bootstrap="127.0.0.1:9092", client_id="mine").to_env()
+    assert given["TXNLAB_KAFKA_CLIENT_ID"] == "mine"
+    monkeypatch.setenv("TXNLAB_KAFKA_CLIENT_ID", "mine")
+    assert process_connection("r1", "eos-0").client_id == "mine"

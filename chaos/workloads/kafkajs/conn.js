@@ -67,12 +67,14 @@ const logCreator = () => ({ namespace, level, log }) => {
 }
 
 // kafkaConfig is the KafkaJS client configuration every workload client starts from; requestTimeoutMs bounds
-// each request (KafkaJS's requestTimeout), never a whole call (its retries are its own).
-function kafkaConfig(requestTimeoutMs) {
+// each request (KafkaJS's requestTimeout), never a whole call (its retries are its own). clientId names the
+// process on the wire (`<run tag>.<process>`, as a hold-requests fault's `clients` pattern selects it) unless
+// TXNLAB_KAFKA_CLIENT_ID says otherwise.
+function kafkaConfig(requestTimeoutMs, clientId) {
   const bootstrap = env('BOOTSTRAP')
   if (!bootstrap) throw new ConnectionError('TXNLAB_KAFKA_BOOTSTRAP is not set')
   const config = {
-    clientId: env('CLIENT_ID') || 'txnlab',
+    clientId: env('CLIENT_ID') || clientId || 'txnlab',
     brokers: bootstrap.split(',').map(b => b.trim()).filter(Boolean),
     logLevel: logLevel(),
     logCreator,
@@ -90,9 +92,9 @@ function kafkaConfig(requestTimeoutMs) {
 }
 
 // newKafka is a KafkaJS client of the connection, or a message and exit 2 when the variables are wrong.
-function newKafka(requestTimeoutMs) {
+function newKafka(requestTimeoutMs, clientId) {
   try {
-    return new Kafka(kafkaConfig(requestTimeoutMs))
+    return new Kafka(kafkaConfig(requestTimeoutMs, clientId))
   } catch (err) {
     if (!(err instanceof ConnectionError)) throw err
     process.stderr.write(`txnlab-kafkajs: error: ${err.message}\n`)
@@ -103,7 +105,7 @@ function newKafka(requestTimeoutMs) {
 // partitionCounts reads the topics' partition counts once (Metadata, through an admin client that never
 // creates a topic); a missing topic: a message and exit 1.
 async function partitionCounts(ctx, topics) {
-  const admin = newKafka(ctx.requestTimeoutMs).admin()
+  const admin = newKafka(ctx.requestTimeoutMs, `${ctx.runTag}.${ctx.process}`).admin()
   const counts = {}
   let failure = null
   try {

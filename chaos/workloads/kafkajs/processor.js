@@ -247,7 +247,7 @@ async function runProcessor(a) {
     batch: a.integer('--batch', 50) }
   if (opts.batch < 1) usage(`argument --batch: ${opts.batch}: at least 1`)
   const ctx = await newCtx(a)
-  const kafka = newKafka(t.requestMs)
+  const kafka = newKafka(t.requestMs, `${ctx.runTag}.${ctx.process}`)
   const p = new Processor(ctx, t, kafka, opts)
   p.outPartitions = (await partitionCounts(ctx, [opts.output]))[opts.output]
   p.admin = kafka.admin()

@@ -85,7 +85,7 @@ async function runProducer(a) {
     abortShare: a.num('--abort-share', 0.2) }
   if (opts.keys < 0) usage(`--keys ${opts.keys}: 0 (no keys) or a number of keys`)
   const ctx = await newCtx(a)
-  const p = new Producer(ctx, t, newKafka(t.requestMs), opts)
+  const p = new Producer(ctx, t, newKafka(t.requestMs, `${ctx.runTag}.${ctx.process}`), opts)
   p.partitions = await partitionCounts(ctx, p.topics)
   const pacer = new Pacer(rate)
   while (!ctx.stopping()) {
