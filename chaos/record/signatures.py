@@ -54,8 +54,10 @@ class ProcessingHistory:
             key=lambda op: op["time"])
 
     @staticmethod
-    def committed(op: dict, partition: Partition) -> int:
-        return max(c["offset"] for c in op["value"]["commit_offsets"] if (c["topic"], c["partition"]) == partition)
+    def committed(op: dict, partition: Partition) -> int | None:
+        """The offset an attempt committed for the partition (None: it committed none)."""
+        return max((c["offset"] for c in op["value"].get("commit_offsets") or []
+                    if (c["topic"], c["partition"]) == partition), default=None)
 
     def committed_twice(self, example: dict) -> tuple[list[dict], Partition, int] | str:
         """A duplicate-output example's two committed attempts (in time order), the input's partition and offset;
@@ -111,9 +113,8 @@ def stale_seek(history: ProcessingHistory, example: dict) -> str | None:
     if not before or len(before) != len(rewinds):
         return f"{example}: {later['process']} recorded no rewind of {partition} before it was given it, or one after"
     [to] = [p["offset"] for p in before[-1]["value"]["positions"] if (p["topic"], p["partition"]) == partition]
-    committed = [c["offset"] for c in first["value"].get("commit_offsets") or []
-                 if (c["topic"], c["partition"]) == partition]
-    if to is None or to > offset or not committed or max(committed) <= offset:
+    committed = history.committed(first, partition)
+    if to is None or to > offset or committed is None or committed <= offset:
         return f"{example}: the rewind's offset {to} of {partition} does not reach back to the input's {offset} " \
                f"that {first['process']} committed past ({committed})"
     return None
@@ -146,7 +147,7 @@ def explained(processing: dict, ops: list[dict], names: tuple[str, ...]) -> Expl
 def shown_in(run_dir: Path, names: tuple[str, ...]) -> Explained | str:
     """explained() on a run's own evidence (its verify report's exactly_once_processing examples, its history):
     nothing explained when the check found no anomaly; why the run cannot say when it has no verify report or its
-    history cannot be read."""
+    history cannot be read or was cut short (never a signature guessed from part of the evidence)."""
     report = run_dir / "verify" / "report.json"
     if not report.exists():
         return "not verified: no verify/report.json"
@@ -154,7 +155,9 @@ def shown_in(run_dir: Path, names: tuple[str, ...]) -> Explained | str:
     if not processing.get("count"):
         return Explained({name: 0 for name in names}, [])
     try:
-        ops = read_history(run_dir).ops
+        history = read_history(run_dir)
     except HistoryError as exc:
         return f"the history cannot say which processor read what: {exc}"
-    return explained(processing, ops, names)
+    if history.truncated:             # a missing end may hold the seeks or commits a signature needs
+        return "the history was cut short: it cannot say which processor read what"
+    return explained(processing, history.ops, names)
