@@ -27,7 +27,7 @@ from cluster.errors import TxnlabError
 from cluster.local import LocalCluster
 from cluster.progress import Progress
 from cluster.versions import kafka_version, txnlab_home
-from chaos.record import signatures
+from chaos.record import shapes, signatures
 from report import build
 from report.demo import DEMO_SPARK_BASE_PORT, run_in_suite, shared_spark, verify_runs
 from report.stack import local_stack
@@ -106,13 +106,14 @@ def stalls_and_recovery(run_dir: Path) -> tuple[list[dict] | None, bool | str]:
 
 
 def judge(run_dir: Path, expected: list[str], errors: tuple[str, ...] = (), stalls: tuple[str, ...] = (),
-          history: str | None = None) -> dict:
+          history: str | None = None, shaped: tuple[str, ...] = ()) -> dict:
     """One run's outcome from its verify report and its history: anomalies per check, the expected errors
     recorded (None: the history could not tell), the stalls (None: likewise), whether an expected check found
     anomalies, an expected error was recorded or an expected call stalled (reproduced), whether every check
     was valid and the history shows no expected error, and, for a bug that shows as a stall, no stall of any
     call and every fault recovered (clean: a client that hangs without a watchdog of ours, as Java's, shows as
-    not recovered, never as silence), and the most hanging transactions the exporter confirmed at once (from the
+    not recovered, never as silence), for a bug that shows as a history shape (`shaped`), its occurrences (reproduced
+    when one occurred, clean only when the whole history shows none), and the most hanging transactions the exporter confirmed at once (from the
     captured timelines; None when not captured)."""
     seen = errors_seen(run_dir, tuple(errors))
     stalled, recovered = stalls_and_recovery(run_dir)
@@ -120,6 +121,7 @@ def judge(run_dir: Path, expected: list[str], errors: tuple[str, ...] = (), stal
     anomalies, problems = build.anomaly_counts(report)
     anomalous = any(expected_anomalies(anomalies, problems, check) for check in expected)
     shown = signatures.shown_in(run_dir, (history,)) if history and anomalous else None
+    occurred = shapes.shapes_in(run_dir, shaped) if shaped else {}
     captured = json.loads((run_dir / "prometheus.json").read_text()) if (run_dir / "prometheus.json").exists() else {}
     hanging = [p[1] for s in captured.get("timelines", {}).get("hanging_transactions", {}).get("series", [])
                for p in s["points"]]
@@ -130,13 +132,17 @@ def judge(run_dir: Path, expected: list[str], errors: tuple[str, ...] = (), stal
            "txnlab counted them: verify the run again)" for e in uncounted] \
         + (["the history cannot say whether a client call stalled"] if stalled is None else []) \
         + ([f"recovery: {recovered}"] if stalls and recovered is not True else []) \
-        + ([f"{history}: {shown}"] if isinstance(shown, str) else [])
+        + ([f"{history}: {shown}"] if isinstance(shown, str) else []) \
+        + ([f"history shapes: {occurred}"] if isinstance(occurred, str) else [])
+    seen_shapes = {} if isinstance(occurred, str) else {name: len(found) for name, found in occurred.items()}
     return {"run_dir": str(run_dir), "valid": report["valid"], "anomalies": anomalies, "problems": problems,
             "errors_seen": seen, "stalls": stalled, "recovered": recovered,
             "reproduced": (anomalous and (not history or not isinstance(shown, str) and shown.counts[history] > 0))
-            or bool(seen) or bool(stalled_expected),
+            or bool(seen) or bool(stalled_expected) or any(seen_shapes.values()),
             **({"history": shown._asdict() if isinstance(shown, signatures.Explained) else shown} if history else {}),
-            "clean": report["valid"] is True and seen == {} and (not stalls or stalled == [] and recovered is True),
+            **({"shapes": occurred} if shaped else {}),
+            "clean": report["valid"] is True and seen == {} and (not stalls or stalled == [] and recovered is True)
+            and (not shaped or not isinstance(occurred, str) and not any(seen_shapes.values())),
             "max_hanging": max(hanging) if hanging else None, "gaps": gaps}
 
 
@@ -256,7 +262,8 @@ def comparison(bug: BugSpec) -> dict:
 
 def judge_by(bug: BugSpec, run_dir: Path) -> dict:
     """judge() with what the bug's catalog entry expects."""
-    return judge(run_dir, bug.expect.checks, tuple(bug.expect.errors), tuple(bug.expect.stalls), bug.expect.history)
+    return judge(run_dir, bug.expect.checks, tuple(bug.expect.errors), tuple(bug.expect.stalls), bug.expect.history,
+                 tuple(bug.expect.shapes))
 
 
 def save(suite_dir: Path, suite: dict, outcome: dict) -> None:
@@ -272,10 +279,11 @@ TRIES_FILE = "tries.md"
 def tries_table(outcome: dict) -> str:
     """The suite's tries as a Markdown table (docs/bugs.md quotes them): per try its run's tag, the Kafka release of
     its cluster and of its Java clients (cluster.json), whether it reproduced the bug or was clean, its verdict,
-    its anomalies per check (with their problems), its stalls and the most hanging transactions the exporter
-    confirmed at once."""
+    its anomalies per check (with their problems), its stalls, the most hanging transactions the exporter
+    confirmed at once and, for a bug shown by history shapes, each shape's occurrences."""
+    shaped = any("shapes" in run for side in BUG_SIDES for run in outcome["sides"][side]["runs"])
     head = ["side", "try", "run tag", "Kafka", "Java clients", "reproduced", "clean", "verdict", "anomalies", "stalls",
-            "hanging (max)"]
+            "hanging (max)"] + (["history shapes"] if shaped else [])
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for side in BUG_SIDES:
         for number, run in enumerate(outcome["sides"][side]["runs"], 1):
@@ -287,12 +295,20 @@ def tries_table(outcome: dict) -> str:
                      cluster.get("java_clients") or release, "yes" if run["reproduced"] else "no",
                      "yes" if run["clean"] else "no", "valid" if run["valid"] is True else run["valid"],
                      _anomaly_cell(run), stalls or "none",
-                     "-" if run.get("max_hanging") is None else f"{run['max_hanging']:g}"]
+                     "-" if run.get("max_hanging") is None else f"{run['max_hanging']:g}"] \
+                + ([_shapes_cell(run.get("shapes", {}))] if shaped else [])
             lines.append("| " + " | ".join(map(str, cells)) + " |")
     affected, fixed = (outcome["sides"][s]["runs"] for s in BUG_SIDES)
     lines.append(f"\nreproduced on the affected side in {sum(r['reproduced'] for r in affected)} of {len(affected)}, "
                  f"the fixed side clean in {sum(r['clean'] for r in fixed)} of {len(fixed)}")
     return "\n".join(lines) + "\n"
+
+
+def _shapes_cell(found: dict[str, list[str]] | str) -> str:
+    """"commit-waits 7" or "none"; "?" when the history could not say."""
+    if isinstance(found, str):
+        return "?"
+    return ", ".join(f"{name} {len(seen)}" for name, seen in sorted(found.items()) if seen) or "none"
 
 
 def _anomaly_cell(run: dict) -> str:

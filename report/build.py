@@ -21,10 +21,10 @@ import yaml
 
 from chaos.record.annotations import fault_windows
 from chaos.record.history import read_history
-from chaos.record import signatures
+from chaos.record import shapes, signatures
 from chaos.record.recovery import recovery, restart_text, stall_text
 from chaos.workloads.plans import option_value
-from chaos.runner.spec import matching_anomaly_bugs, matching_bugs
+from chaos.runner.spec import catalog, matching_anomaly_bugs, matching_bugs
 from chaos.workloads.native import CLIENT_OPTION
 from report import detection, series
 from cluster.errors import TxnlabError
@@ -194,6 +194,7 @@ def run_report(run_dir: Path, experiment: str, level: str | None, image: str | N
         "error": outcome.get("error"), "probes": probes, "quiescence": outcome.get("quiescence", {}),
         "faults": windows, "workload": _workload(ops), "recovery": recovery(ops),
         "verify": verified, "anomalies": anomalies_of(run_dir), "catalogued": anomaly_bugs(run_dir, verified),
+        "shown": shape_bugs(run_dir),
         "timelines": timelines, "job_events": job_events(ops, zero),
         "alerts": [vars(a) for a in detection.alert_spans(alerts)],
         "detections": [{**row, "rule_for": holds.get(row["alert"])}
@@ -247,6 +248,21 @@ def anomaly_bugs(run_dir: Path, verified: dict) -> list[dict]:
     named = not isinstance(shown, str) and not shown.unexplained
     return [{"id": bug.id, "url": bug.url, "title": bug.title, "java_clients": release} for bug in bugs
             if not bug.expect.history or named and shown.counts[bug.expect.history]]
+
+
+def shape_bugs(run_dir: Path) -> list[dict]:
+    """The catalogued findings that show as history shapes (chaos/record/shapes.py) a run shows: the bug's affected
+    client is one the run's workloads ran on and one of its shapes occurred in the run's history: [{id, url, title,
+    occurrences}] (none when the history cannot say: the page's other sections say why)."""
+    clients = run_clients(run_dir)
+    bugs = [bug for bug in catalog() if bug.expect.shapes and bug.affected.client is not None
+            and bug.affected.client.name in clients]
+    found = shapes.shapes_in(run_dir, tuple({name for bug in bugs for name in bug.expect.shapes})) if bugs else {}
+    if isinstance(found, str):
+        return []
+    return [{"id": bug.id, "url": bug.url, "title": bug.title,
+             "occurrences": [seen for name in bug.expect.shapes for seen in found[name]]}
+            for bug in bugs if any(found[name] for name in bug.expect.shapes)]
 
 
 def run_args(run_dir: Path) -> tuple[tuple[str, ...], ...]:

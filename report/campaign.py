@@ -124,7 +124,7 @@ def plan(options: CampaignOptions) -> list[dict]:
 # ---- grading what a cell's machinery said ----------------------------------------------------------------------
 def experiment_outcome(run: dict) -> dict:
     """A demo report's run (report/build.py run_report) as a cell's outcome: its verdict, its recovery, the
-    catalogued findings it matches (anomalies and stalls), graded: valid (valid, every fault recovered by itself),
+    catalogued findings it matches (anomalies and stalls) or its history shows (report/build.py shape_bugs), graded: valid (valid, every fault recovered by itself),
     named (what went wrong is a catalogued finding: its anomalies match one, or a workload recovered only after a
     restart of a stall that matches one), invalid (an anomaly or a fault not recovered that no finding names),
     unknown (the evidence is incomplete: the verdict or the recovery is unknown, with the reasons)."""
@@ -149,7 +149,8 @@ def experiment_outcome(run: dict) -> dict:
     detail = f"verdict {_word(verdict)}, recovered {_word(recovered)}, {anomalies} anomalies" + \
         (f"; {gaps}" if gaps and grade == "unknown" else "")
     return {"grade": grade, "verdict": verdict, "recovered": recovered, "anomalies": anomalies,
-            "causes": sorted({*catalogued, *stalled}), "detail": detail, "where": run["run_dir"]}
+            "causes": sorted({*catalogued, *stalled, *(b["id"] for b in run.get("shown", []))}), "detail": detail,
+            "where": run["run_dir"]}
 
 
 UNLIKELY = 0.05          # a timing-bound bug's tries: fewer reproductions than its rate makes this unlikely are no miss

@@ -162,6 +162,10 @@ def _run(run: dict, directory: Path) -> str:
         parts.append(f"<p><b>Catalogued client bug:</b> these anomalies match <a href='{escape(bug['url'])}'>"
                      f"{escape(bug['id'])}</a> ({escape(bug['title'])}), a bug of the run's Java clients "
                      f"{escape(str(bug['java_clients']))} (docs/bugs.md).</p>")
+    for bug in run.get("shown", []):
+        items = "".join(f"<li>{escape(seen)}</li>" for seen in bug["occurrences"])
+        parts.append(f"<p><b>Catalogued finding seen in the history:</b> <a href='{escape(bug['url'])}'>"
+                     f"{escape(bug['id'])}</a> ({escape(bug['title'])}; docs/bugs.md):</p><ul>{items}</ul>")
     if run["anomalies"]:
         for a in run["anomalies"]:
             parts.append(f"<h3>{escape(a['check'])}: {a['count']} anomalies, first {len(a['examples'])}</h3>"

@@ -33,7 +33,12 @@ class FaultWindow:
 
 
 def fault_windows(run_dir: Path) -> list[FaultWindow]:
-    ops = read_history(Path(run_dir)).ops
+    return windows_of(read_history(Path(run_dir)).ops)
+
+
+def windows_of(ops: list[dict]) -> list[FaultWindow]:
+    """Each fault's window (wall clock) from its invoke to its heal's end; one never healed lasts to the history's
+    last operation."""
     last = max((op["wall"] for op in ops), default=0.0)
     opened: dict[str, dict] = {}
     windows = []

@@ -65,6 +65,7 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
 from pydantic_core import PydanticCustomError
 
 from chaos.record.signatures import SIGNATURES
+from chaos.record.shapes import SHAPES
 from chaos.nemesis.fault_kinds import FAULT_KINDS, Params, ZombieProducerParams, parse_params
 from chaos.workloads.plans import WorkloadSpec
 from chaos.workloads.plans import option_value, plan
@@ -727,17 +728,22 @@ class BugExpect(_Strict):
     and its causes), or a stall of one of `stalls` (a client call that did not return within twice its own
     timeout: chaos/workloads/base.py). `history` names the history signature (chaos/record/signatures.py)
     that tells this bug's duplicate outputs from another's of the same shape: its anomalies are this bug's only
-    where the run's history shows it."""
+    where the run's history shows it. `shapes` names history shapes (chaos/record/shapes.py) that show a bug that
+    is a behaviour, not an anomaly (exactly-once may hold): the affected side shows one, the fixed side none."""
     checks: list[Annotated[str, Field(pattern=r"^[a-z_]+(:[a-z-]+)?$")]] = []    # check, or check:problem
     errors: list[str] = []
     stalls: list[str] = []
     alerts: list[str] = []          # alerts the affected side's faults should raise (the report marks them expected)
     history: str | None = None
+    shapes: list[str] = []
 
     @model_validator(mode="after")
     def _shows_something(self) -> "BugExpect":
-        if not self.checks and not self.errors and not self.stalls:
-            _fail([("", "name the checks, the errors or the stalled calls that show the bug")])
+        if not self.checks and not self.errors and not self.stalls and not self.shapes:
+            _fail([("", "name the checks, the errors, the stalled calls or the history shapes that show the bug")])
+        unknown = [name for name in self.shapes if name not in SHAPES]
+        if unknown:
+            _fail([("shapes", f"unknown history shapes {unknown} (known: {', '.join(SHAPES)})")])
         if self.history is not None:
             if self.history not in SIGNATURES:
                 _fail([("history", f"unknown history signature {self.history!r} (known: {', '.join(SIGNATURES)})")])
@@ -775,11 +781,12 @@ class BugVariant(_Strict):
 class BugSpec(_Strict):
     # a Kafka JIRA key, a client's issue (librdkafka-5456), or a named trap without an issue number
     # (flink-transaction-timeout: a documented misconfiguration, its url the documentation's warning; kafkajs-kip-447:
-    # a client's missing protocol feature, its url the client's documentation of the call)
+    # a client's missing protocol feature, its url the client's documentation of the call; franz-go's: the
+    # documentation of the setting or the call whose behaviour it is)
     id: str = Field(pattern=r"^(KAFKA-\d+|[a-z][a-z0-9-]*)$")
     title: str = Field(min_length=1)
     url: str = Field(pattern=r"^https://(issues\.apache\.org/jira/browse/KAFKA-\d+|github\.com/[\w.-]+/[\w.-]+/"
-                             r"(issues|pull)/\d+|nightlies\.apache\.org/flink/\S+|kafka\.js\.org/docs/\S+)$")
+                             r"(issues|pull)/\d+|nightlies\.apache\.org/flink/\S+|kafka\.js\.org/docs/\S+|pkg\.go\.dev/\S+)$")
     links: list[str] = []
     description: str = ""
     fixed_in: str = Field(min_length=1)

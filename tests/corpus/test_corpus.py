@@ -99,11 +99,12 @@ def test_the_index_says_the_live_verdict(replayed, name):
 
 
 def named_findings(run_dir) -> set[str]:
-    """The catalogued bugs the report names for a run: by its stalls (the history) and its anomalies (its verify
-    report, here the offline one)."""
+    """The catalogued bugs the report names for a run: by its stalls and its history shapes (the history) and its
+    anomalies (its verify report, here the offline one)."""
     stalls, _ = stalls_and_recovery(run_dir)
     by_stall = {b["id"] for stall in stalls or [] for b in build.stall_bugs(stall)}
-    return by_stall | {b["id"] for b in build.anomaly_bugs(run_dir, build.verdict_of(run_dir))}
+    return by_stall | {b["id"] for b in build.anomaly_bugs(run_dir, build.verdict_of(run_dir))} \
+        | {b["id"] for b in build.shape_bugs(run_dir)}
 
 
 FINDINGS = [e["name"] for e in run_entries() if e.get("finding")]
@@ -131,13 +132,15 @@ def test_a_changed_rule_no_longer_names_a_recorded_finding(replayed, monkeypatch
 @pytest.mark.parametrize("name", entry_names())
 def test_the_campaign_grades_a_recorded_run_by_its_verdict_its_recovery_and_its_finding(replayed, name):
     """txnlab campaign's cell of each recorded run (report/campaign.py experiment_outcome on the report's entry of
-    it): the grade its index entry states with why (`campaign`), else `named` by its catalogued finding or `valid`;
-    the causes named are its finding's (and those its index says the same try also showed: `also`)."""
+    it): the grade its index entry states with why (`campaign`), else `named` by its catalogued finding or `valid`
+    (also when its finding is a behaviour its history shows, exactly-once held: `expect.shapes`); the causes named
+    are its finding's (and those its index says the same try also showed: `also`)."""
     from report.campaign import experiment_outcome
     run = replayed[0][name]
     outcome = experiment_outcome(build.run_report(run.run_dir, name, None, None))
     finding = run.entry.get("finding")
-    grade = (run.entry.get("campaign") or {}).get("grade") or ("named" if finding else "valid")
+    behaviour = finding and any(b.id == finding and b.expect.shapes for b in catalog_module.catalog())
+    grade = (run.entry.get("campaign") or {}).get("grade") or ("named" if finding and not behaviour else "valid")
     assert (outcome["grade"], sorted(outcome["causes"])) == \
         (grade, sorted([finding, *run.entry.get("also", [])] if finding else [])), outcome
 

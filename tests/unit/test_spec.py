@@ -378,7 +378,7 @@ def test_an_unknown_variant_names_the_bugs_variants():
      "KAFKA-14402 (fixed side):\n  cluster.local.kafka_version: Kafka 9.9.9 is not supported"),
     (lambda d: d.update(variant="verification-off"), "variant: chosen when the bug is run"),
     (lambda d: d.pop("expect"), "expect: Field required"),
-    (lambda d: d.update(expect={"checks": []}), "expect: name the checks, the errors or the stalled calls that show the bug"),
+    (lambda d: d.update(expect={"checks": []}), "expect: name the checks, the errors, the stalled calls or the history shapes that show the bug"),
 ])
 def test_a_bad_bug_document_names_the_problem(tmp_path, change, expected):
     document = yaml.safe_load(bug_files()["KAFKA-14402"].read_text())
@@ -391,7 +391,7 @@ def test_a_bad_bug_document_names_the_problem(tmp_path, change, expected):
 
 
 def test_an_unknown_bug_lists_the_catalog():
-    with pytest.raises(SpecError, match="nor a catalogued bug; the catalog: flink-transaction-timeout, KAFKA-14402"):
+    with pytest.raises(SpecError, match="nor a catalogued bug; the catalog: flink-transaction-timeout, franz-go-tv2-wait, KAFKA-14402"):
         load_bug("KAFKA-1")
 
 

@@ -24,13 +24,18 @@ const listTimeout = 30 * time.Second // chaos/workloads/topics.py LIST_TIMEOUT_S
 
 func env(name string) string { return os.Getenv("TXNLAB_KAFKA_" + name) }
 
-// connectionOpts are the client options every workload client starts from.
-func connectionOpts() ([]kgo.Opt, error) {
+// connectionOpts are the client options every workload client of the process starts from: its client.id is
+// TXNLAB_KAFKA_CLIENT_ID when the connection names one, else the process's name on the wire, `<run tag>.<process>`
+// (as the reference's: a hold-requests fault's `clients` pattern selects one process).
+func connectionOpts(c *Ctx) ([]kgo.Opt, error) {
 	bootstrap := env("BOOTSTRAP")
 	if bootstrap == "" {
 		return nil, errors.New("TXNLAB_KAFKA_BOOTSTRAP is not set")
 	}
 	clientID := env("CLIENT_ID")
+	if clientID == "" && c.RunTag != "" {
+		clientID = c.RunTag + "." + c.Process
+	}
 	if clientID == "" {
 		clientID = "txnlab"
 	}
@@ -140,7 +145,7 @@ func logLevel() kgo.LogLevel {
 
 // partitionCounts reads the topics' partition counts once (Metadata); a missing topic is an error.
 func partitionCounts(c *Ctx, topics []string) map[string]int {
-	opts, err := connectionOpts()
+	opts, err := connectionOpts(c)
 	if err != nil {
 		logf("%v", err)
 		os.Exit(2)

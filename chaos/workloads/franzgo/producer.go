@@ -129,8 +129,15 @@ func (p *Producer) transact(attempt string, ws []write, abort bool) (string, map
 		return "ok", map[string]any{"offsets": offsets}
 	case errors.Is(err, kerr.OperationNotAttempted), errors.Is(err, kerr.TransactionAbortable):
 		return p.abortAfter(err) // the commit was never sent
-	default:
-		return "info", p.dropAfter(err, map[string]any{"error": describe(err)})
+	default: // unconfirmed (a transport error, the call's deadline): franz-go's documented recovery, EndTransaction
+		// with TryAbort, reloads the producer id with its last id and epoch (KIP-360), so a producer fenced
+		// meanwhile learns it here; a new client's InitProducerId would fence whoever holds the id instead
+		extra := map[string]any{"error": describe(err)}
+		if abortErr := p.end(kgo.TryAbort); abortErr != nil {
+			extra["recovery"] = describe(abortErr)
+			return "info", p.dropAfter(abortErr, extra)
+		}
+		return "info", extra
 	}
 }
 

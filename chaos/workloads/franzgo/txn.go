@@ -3,8 +3,10 @@ package main
 // What the two transactional roles share (chaos/workloads/transactional.py is the reference): their options,
 // producing a transaction's writes with their ids and learning their offsets, and what an error means for the
 // outcome: `ok` only for an acknowledged commit, `fail` when the transaction certainly did not commit, `info`
-// when its outcome is unknown; a client in an unknown state is dropped (the next one's InitProducerId fences it
-// and aborts what it left), and a fenced one exits with --on-fenced exit. What franz-go does on its own (its
+// when its outcome is unknown; a producer's unconfirmed commit is followed by franz-go's documented recovery,
+// EndTransaction(TryAbort) on the same client (its InitProducerId carries the last epoch: a producer fenced meanwhile
+// is told so); a client in an unknown state is dropped (the next one's InitProducerId fences it and aborts what it
+// left), and a fenced one exits with --on-fenced exit. What franz-go does on its own (its
 // retries, the GroupTransactSession's aborts on a rebalance) is its behaviour under test, never worked around.
 
 import (
@@ -23,6 +25,7 @@ var producerArgs = map[string]int{"--topics": 2, "--records": 1, "--abort-share"
 var processorArgs = map[string]int{"--inputs": -1, "--output": 1, "--group": 1, "--batch": 1, "--size": 1}
 
 type TxnArgs struct {
+	c            *Ctx
 	TimeoutMs    int
 	Request      time.Duration
 	TxnID        string
@@ -31,7 +34,7 @@ type TxnArgs struct {
 }
 
 func txnArgs(a Args, c *Ctx) TxnArgs {
-	t := TxnArgs{TimeoutMs: a.integer("--transaction-timeout-ms", 10000),
+	t := TxnArgs{c: c, TimeoutMs: a.integer("--transaction-timeout-ms", 10000),
 		Request: time.Duration(a.num("--request-timeout-s", 10) * float64(time.Second)),
 		TxnID:   a.str("--txn-id", c.RunTag+"."+c.Process), Size: a.integer("--size", 100)}
 	switch a.str("--on-fenced", "reinit") {
@@ -47,7 +50,7 @@ func txnArgs(a Args, c *Ctx) TxnArgs {
 // clientOpts: the connection, the transactional id and timeout, partitions as planned, franz-go's retries
 // bounded by the request timeout.
 func (t TxnArgs) clientOpts() []kgo.Opt {
-	opts, err := connectionOpts()
+	opts, err := connectionOpts(t.c)
 	if err != nil {
 		logf("%v", err)
 		usage("%v", err)

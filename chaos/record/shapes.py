@@ -1,0 +1,50 @@
+"""History shapes: a catalogued finding that shows as a behaviour in a run's history, not as an anomaly verify counts
+(exactly-once holds). commit-waits (franz-go-tv2-wait): a transaction that took COMMIT_WAIT_S or more from its
+invoke to its commit while no fault was active. Each returns its occurrences in a history, each described in a
+line; a bug's `expect.shapes` names the shapes that show it (chaos/bugs/)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from chaos.record.annotations import windows_of
+from chaos.record.history import HistoryError, read_history
+
+COMMIT_WAIT_S = 4.0      # franz-go waits for MetadataMinAge (5 s) before it retries; the other clients' max is ~1.3 s
+
+
+def _s(ns: int) -> str:
+    return f"{ns / 1e9:.2f} s"
+
+
+def commit_waits(ops: list[dict]) -> list[str]:
+    """Committed transactions that took COMMIT_WAIT_S or more from their invoke to their commit, no fault active
+    at any time between."""
+    began = {op["value"]["attempt"]: op["time"] for op in ops if op["f"] == "txn" and op["type"] == "invoke"}
+    walls = {op["value"]["attempt"]: op["wall"] for op in ops if op["f"] == "txn" and op["type"] == "invoke"}
+    windows = windows_of(ops)
+    found = []
+    for op in ops:
+        start = began.get(op["value"].get("attempt")) if op["f"] == "txn" and op["type"] == "ok" else None
+        if start is None or op["time"] - start < COMMIT_WAIT_S * 1e9 or op["value"].get("abort"):
+            continue
+        if any(w.start <= op["wall"] and w.end >= walls[op["value"]["attempt"]] for w in windows):
+            continue
+        found.append(f"{op['process']}: transaction {op['value']['attempt']} took {_s(op['time'] - start)} "
+                     f"({_s(start)}-{_s(op['time'])}), no fault active")
+    return found
+
+
+SHAPES: dict[str, Callable[[list[dict]], list[str]]] = {"commit-waits": commit_waits}
+
+
+def shapes_in(run_dir: Path, names: tuple[str, ...]) -> dict[str, list[str]] | str:
+    """Each shape of `names` in a run's history, its occurrences; why the run cannot say when its history cannot
+    be read or was cut short (a missing end may hold an occurrence, or the end of one)."""
+    try:
+        history = read_history(run_dir)
+    except HistoryError as exc:
+        return f"the history cannot be read: {exc}"
+    if history.truncated:
+        return "the history was cut short: it cannot say what happened after the cut"
+    return {name: SHAPES[name](history.ops) for name in names}

@@ -1,0 +1,100 @@
+"""History shapes (chaos/record/shapes.py): a catalogued finding that is a behaviour, not an anomaly (franz-go-tv2-wait's
+commits that waited with no fault active, chaos/bugs/), found in made-up histories of the shape its runs record and
+refused where the history holds a fault over them, an abort, or too short a wait."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chaos.record.shapes import COMMIT_WAIT_S, commit_waits, shapes_in
+from chaos.runner.spec import SpecError, load_bug
+from tests.unit.test_annotations import op, write_history
+
+
+def txn(process: str, n: int, begin: float, end: float, outcome: str = "ok", **value) -> list[dict]:
+    attempt = {"attempt": f"r.{process}.{n}", "producer": process, "abort": False, "writes": []}
+    return [op(process, "invoke", "txn", begin, **attempt), op(process, outcome, "txn", end, **attempt, **value)]
+
+
+def fault(start: float, end: float, kind: str = "kill-broker", **value) -> list[dict]:
+    return [op("nemesis-0", "invoke", "fault", start, kind=kind), op("nemesis-0", "ok", "fault", start + 0.01, kind=kind,
+                                                                     **value),
+            op("nemesis-0", "invoke", "heal", end - 0.01, kind=kind), op("nemesis-0", "ok", "heal", end, kind=kind)]
+
+
+def test_a_commit_that_waited_with_no_fault_active_is_a_commit_wait_and_one_during_a_fault_is_not():
+    ops = [*txn("txp-0", 0, 1.0, 1.2), *txn("txp-0", 1, 1.3, 6.4), *txn("txp-1", 0, 2.0, 2.0 + COMMIT_WAIT_S - 0.1),
+           *fault(10.0, 14.0), *txn("txp-1", 1, 8.0, 15.0), *txn("txp-0", 2, 20.0, 26.0, "fail")]
+    found = commit_waits(sorted(ops, key=lambda o: o["time"]))
+    assert found == ["txp-0: transaction r.txp-0.1 took 5.10 s (1.30 s-6.40 s), no fault active"]
+    aborted = [{**o, "value": {**o["value"], "abort": True}} if o["process"] == "txp-0" else o for o in ops]
+    assert commit_waits(aborted) == []              # a deliberate abort's time is not a commit's
+
+
+def waited() -> list[dict]:
+    """Two producers at transaction.version 2, no fault: txp-0's second transaction waited 5.1 s."""
+    ops = [*txn("txp-0", 0, 1.0, 1.2), *txn("txp-1", 0, 1.1, 1.4), *txn("txp-0", 1, 1.3, 6.4), *txn("txp-1", 1, 1.5, 1.9)]
+    return sorted(ops, key=lambda o: o["time"])
+
+
+def test_a_history_that_cannot_be_read_whole_shows_no_shape(tmp_path):
+    run = write_history(tmp_path, waited())
+    assert len(shapes_in(run, ("commit-waits",))["commit-waits"]) == 1
+    with (run / "history" / "part-00000.jsonl").open("a") as f:
+        f.write('{"time": 3')                       # a torn last line: the history was cut
+    assert "cut short" in shapes_in(run, ("commit-waits",))
+
+
+def test_a_bug_shown_by_shapes_names_known_ones(tmp_path):
+    assert load_bug("franz-go-tv2-wait").expect.shapes == ["commit-waits"]
+    text = (load_bug.__globals__["BUGS_DIR"] / "franz-go-tv2-wait.yaml").read_text()
+    (tmp_path / "x.yaml").write_text(text.replace("shapes: [commit-waits]", "shapes: [commit-stalls]"))
+    with pytest.raises(SpecError, match="unknown history shapes"):
+        load_bug(tmp_path / "x.yaml")
+
+
+def stored_run_with(root, ops: list[dict]):
+    """A stored valid run (tests/unit/test_report.py, its own commits all quick) with `ops` appended to its history
+    after what it holds (their times 100 s on), as the runner and the workloads would record them."""
+    from chaos.record.history import HistoryWriter
+    from tests.unit.test_bugs import with_checks
+    from tests.unit.test_report import stored_run
+    run = with_checks(stored_run(root, "late-produce", 1), duplicate=0)
+    with HistoryWriter(run) as history:
+        for o in ops:
+            history.append({**o, "time": o["time"] + 100 * 10**9, "wall": o["wall"] + 100})
+    return run
+
+
+def test_a_bug_shown_by_a_shape_is_reproduced_where_it_occurred_and_clean_only_where_the_whole_history_has_none(
+        tmp_path):
+    from report.bugs import judge, tries_table
+    from tests.unit.test_bugs import with_checks
+    from tests.unit.test_report import stored_run
+    shown = stored_run_with(tmp_path / "a", waited())
+    got = judge(shown, [], shaped=("commit-waits",))
+    assert got["reproduced"] is True and got["clean"] is False and got["valid"] is True
+    assert len(got["shapes"]["commit-waits"]) == 1
+    quick = with_checks(stored_run(tmp_path / "b", "zombie", 1), duplicate=0)         # every commit within a second
+    clean = judge(quick, [], shaped=("commit-waits",))
+    assert clean["reproduced"] is False and clean["clean"] is True and clean["shapes"] == {"commit-waits": []}
+    cut = with_checks(stored_run(tmp_path / "c", "zombie", 1), duplicate=0)
+    part = sorted((cut / "history").glob("part-*.jsonl"))[-1]
+    part.write_text(part.read_text() + '{"time": 3')
+    unsure = judge(cut, [], shaped=("commit-waits",))
+    assert unsure["reproduced"] is False and unsure["clean"] is False and "cut short" in unsure["gaps"][-1]
+    table = tries_table({"sides": {"affected": {"runs": [got]}, "fixed": {"runs": [clean]}}})
+    assert table.splitlines()[0].endswith("| history shapes |") and "| commit-waits 1 |" in table
+
+
+def test_a_run_page_of_the_affected_client_names_the_behaviour_its_history_shows(tmp_path):
+    from report import build, html
+    run = stored_run_with(tmp_path, waited())
+    assert build.shape_bugs(run) == []              # the reference client's run: not franz-go's finding
+    spec = json.loads((run / "spec.json").read_text())
+    (run / "spec.json").write_text(json.dumps({**spec, "specs": [{"args": ["--client", "franz-go"]}]}))
+    [named] = build.shape_bugs(run)
+    assert named["id"] == "franz-go-tv2-wait" and "took 5.10 s" in named["occurrences"][0]
+    page = html._run(build.run_report(run, "transactions-back-to-back", None, None), tmp_path)
+    assert "Catalogued finding seen in the history:" in page and "franz-go-tv2-wait" in page
