@@ -149,7 +149,7 @@ def test_the_campaign_grades_a_recorded_run_by_its_verdict_its_recovery_and_its_
 def test_a_recorded_suite_s_page_is_built_again_offline_with_the_live_verdicts(replayed, name):
     """`txnlab report` on a stored suite whose runs were just verified offline: every run's verdict and counts per
     check are its live verification's, every section of the JSON twin is filled from the stored evidence (timelines,
-    faults, recovery, the run's picture), its alerts are those its live page showed (a bug suite's: recorded with
+    faults and recovery as its schedule had any, the run's picture), its alerts are those its live page showed (a bug suite's: recorded with
     it) or, for a demo's, its experiments' expected alerts fired, and the page names every run and renders in
     headless Chromium."""
     from report import screenshot
@@ -172,7 +172,8 @@ def test_a_recorded_suite_s_page_is_built_again_offline_with_the_live_verdicts(r
         assert got["verify"]["valid"] == run.live["valid"], path
         assert {c: v["count"] for c, v in got["verify"]["checks"].items()} == \
             {c: v["count"] for c, v in run.live["checks"].items()}, path
-        assert got["faults"] and got["recovery"]["faults"], path
+        scheduled = json.loads((run.run_dir / "experiment.json").read_text())["schedule"]   # [] with no fault
+        assert bool(got["faults"]) == bool(got["recovery"]["faults"]) == bool(scheduled), path
         for key in ("lso_lag", "open_transactions", "throughput"):
             assert [p for series in got["timelines"][key]["series"] for p in series["points"]], (path, key)
         assert (suite_dir / got["timeline_image"]).stat().st_size > 20_000, path
@@ -266,3 +267,26 @@ def test_kafkajs_s_stale_member_signatures_hold_for_their_recorded_runs_and_not_
     late.sort(key=lambda op: op["time"])
     assert explained(processing, late, ("stale-seek",)).counts["stale-seek"] == 0
     assert "no rewind" in not_kafkajs_findings(both.live, late)
+
+
+def test_franz_go_s_commit_waits_hold_for_their_recorded_tries_and_not_for_variations_of_them(replayed):
+    """franz-go-tv2-wait is a behaviour (chaos/record/shapes.py commit-waits): every recorded affected try's history
+    holds a commit that waited COMMIT_WAIT_S or more with no fault active, no fixed try's does; the same histories
+    with a fault's window over each wait, or with every transaction a deliberate abort, hold none."""
+    import copy
+    from chaos.record.history import read_history
+    from chaos.record.shapes import commit_waits
+    tries = {name: r for name, r in replayed[0].items() if r.entry.get("suite", "").startswith("franz-go-tv2-wait")}
+    affected = [r for r in tries.values() if r.entry["side"] == "affected"]
+    assert affected and all(r.entry["finding"] == "franz-go-tv2-wait" for r in affected), sorted(tries)
+    for run in tries.values():
+        waits = commit_waits(read_history(run.run_dir).ops)
+        assert bool(waits) == (run.entry["side"] == "affected"), (run.entry["name"], waits)
+    ops = read_history(affected[0].run_dir).ops
+    start, end = min(op["wall"] for op in ops), max(op["wall"] for op in ops)
+    faulted = copy.deepcopy(ops) + [     # a fault over the whole run: each wait may be the fault's
+        {"time": 0, "wall": start, "process": "nemesis-0", "type": "invoke", "f": "fault", "value": {"kind": "network"}},
+        {"time": 0, "wall": end, "process": "nemesis-0", "type": "ok", "f": "heal", "value": {"kind": "network"}}]
+    assert commit_waits(faulted) == []
+    aborted = [{**op, "value": {**op["value"], "abort": True}} if op["f"] == "txn" else op for op in ops]
+    assert commit_waits(aborted) == []
