@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # The gate, `make test` (docs/testing.md): the live tier (real-time runs against the real cluster; about a third of
-# the 2 cores idle while they run) and, beside it at the lowest priority (nice 19 and the lowest best-effort I/O
-# class: the live tier's clusters and workloads come first; at nice 10 the live tier took 29:37 to 30:37 on clean
-# clones, docs/benchmarks.md), the unit and corpus tiers (CPU-bound, no cluster), each its own pytest with the same
+# the 2 cores idle while they run) and, beside it at a lower priority (nice 10: the live tier's clusters and
+# workloads come first), the unit and corpus tiers (CPU-bound, no cluster), each its own pytest with the same
 # arguments. The fast tiers' output follows the live tier's; the exit status is the first failing tier's (a tier
 # that selects nothing, as with a -k of the other tier's, does not fail alone).
 # Usage: scripts/gate.sh PYTHON [pytest arguments...]
@@ -10,7 +9,7 @@ set -uo pipefail
 py=$1
 shift
 log=$(mktemp -t txnlab-fast-tiers.XXXXXX)
-nice -n 19 ionice -c 2 -n 7 "$py" -m pytest -m "(unit or corpus) and not campaign" "$@" >"$log" 2>&1 &
+nice -n 10 "$py" -m pytest -m "(unit or corpus) and not campaign" "$@" >"$log" 2>&1 &
 fast=$!
 trap 'kill "$fast" 2>/dev/null; rm -f "$log"' EXIT
 "$py" -m pytest -m "live and not campaign" "$@"
