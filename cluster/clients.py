@@ -119,8 +119,7 @@ class GoClient(NativeClient):
         return self.home / f"txnlab-{self.name}"
 
     def build(self) -> None:
-        _run([_tool("go"), "build", "-buildvcs=false", "-o", str(self.product()), "."], self.source,
-             f"go build of the {self.name} workloads failed (is the Go module proxy reachable?)")
+        go_build(self.source, self.product(), f"the {self.name} workloads")
 
     def argv(self) -> list[str]:
         return [str(self.product())]
@@ -171,6 +170,12 @@ class JavaClient(NativeClient):
 
     def argv(self) -> list[str]:
         return java_command(self.main, [], version=self.version, classpath=[self.product()])
+
+
+def go_build(source: Path, product: Path, what: str) -> None:
+    """`go build` of the Go module in `source` into the binary `product` (ClientInstallError naming `what`)."""
+    _run([_tool("go"), "build", "-buildvcs=false", "-o", str(product), "."], source,
+         f"go build of {what} failed (is the Go module proxy reachable?)")
 
 
 def _tool(name: str) -> str:

@@ -24,7 +24,7 @@ from chaos.record.history import read_history
 from chaos.record import shapes, signatures
 from chaos.record.recovery import recovery, restart_text, stall_text
 from chaos.workloads.plans import option_value
-from chaos.runner.spec import catalog, matching_anomaly_bugs, matching_bugs
+from chaos.runner.spec import matching_anomaly_bugs, matching_bugs, shape_candidates
 from chaos.workloads.native import CLIENT_OPTION
 from report import detection, series
 from cluster.errors import TxnlabError
@@ -254,9 +254,7 @@ def shape_bugs(run_dir: Path) -> list[dict]:
     """The catalogued findings that show as history shapes (chaos/record/shapes.py) a run shows: the bug's affected
     client is one the run's workloads ran on and one of its shapes occurred in the run's history: [{id, url, title,
     occurrences}] (none when the history cannot say: the page's other sections say why)."""
-    clients = run_clients(run_dir)
-    bugs = [bug for bug in catalog() if bug.expect.shapes and bug.affected.client is not None
-            and bug.affected.client.name in clients]
+    bugs = shape_candidates(run_clients(run_dir))
     found = shapes.shapes_in(run_dir, tuple({name for bug in bugs for name in bug.expect.shapes})) if bugs else {}
     if isinstance(found, str):
         return []

@@ -401,6 +401,16 @@ def read_history(run_dir: Path) -> HistoryRead:
     return read
 
 
+def whole_history(run_dir: Path) -> HistoryRead | str:
+    """The run's whole history, or why it cannot be had: it cannot be read, or it was cut short (a missing end may
+    hold what a reader looks for, so an absence in it is no evidence)."""
+    try:
+        read = read_history(run_dir)
+    except HistoryError as exc:
+        return f"it cannot be read: {exc}"
+    return "it was cut short" if read.truncated else read
+
+
 def _read(run_dir: Path, state: dict) -> Iterator[dict]:
     parts = sorted((run_dir / "history").glob("part-*.jsonl"))
     if not parts:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Callable
 
 from chaos.record.annotations import windows_of
-from chaos.record.history import HistoryError, read_history
+from chaos.record.history import whole_history
 
 COMMIT_WAIT_S = 4.0      # franz-go waits for MetadataMinAge (5 s) before it retries; the other clients' max is ~1.3 s
 
@@ -20,18 +20,17 @@ def _s(ns: int) -> str:
 def commit_waits(ops: list[dict]) -> list[str]:
     """Committed transactions that took COMMIT_WAIT_S or more from their invoke to their commit, no fault active
     at any time between."""
-    began = {op["value"]["attempt"]: op["time"] for op in ops if op["f"] == "txn" and op["type"] == "invoke"}
-    walls = {op["value"]["attempt"]: op["wall"] for op in ops if op["f"] == "txn" and op["type"] == "invoke"}
+    invoked = {op["value"]["attempt"]: op for op in ops if op["f"] == "txn" and op["type"] == "invoke"}
     windows = windows_of(ops)
     found = []
     for op in ops:
-        start = began.get(op["value"].get("attempt")) if op["f"] == "txn" and op["type"] == "ok" else None
-        if start is None or op["time"] - start < COMMIT_WAIT_S * 1e9 or op["value"].get("abort"):
+        began = invoked.get(op["value"].get("attempt")) if op["f"] == "txn" and op["type"] == "ok" else None
+        if began is None or op["time"] - began["time"] < COMMIT_WAIT_S * 1e9 or op["value"].get("abort"):
             continue
-        if any(w.start <= op["wall"] and w.end >= walls[op["value"]["attempt"]] for w in windows):
+        if any(w.start <= op["wall"] and w.end >= began["wall"] for w in windows):
             continue
-        found.append(f"{op['process']}: transaction {op['value']['attempt']} took {_s(op['time'] - start)} "
-                     f"({_s(start)}-{_s(op['time'])}), no fault active")
+        found.append(f"{op['process']}: transaction {op['value']['attempt']} took {_s(op['time'] - began['time'])} "
+                     f"({_s(began['time'])}-{_s(op['time'])}), no fault active")
     return found
 
 
@@ -41,10 +40,7 @@ SHAPES: dict[str, Callable[[list[dict]], list[str]]] = {"commit-waits": commit_w
 def shapes_in(run_dir: Path, names: tuple[str, ...]) -> dict[str, list[str]] | str:
     """Each shape of `names` in a run's history, its occurrences; why the run cannot say when its history cannot
     be read or was cut short (a missing end may hold an occurrence, or the end of one)."""
-    try:
-        history = read_history(run_dir)
-    except HistoryError as exc:
-        return f"the history cannot be read: {exc}"
-    if history.truncated:
-        return "the history was cut short: it cannot say what happened after the cut"
+    history = whole_history(run_dir)
+    if isinstance(history, str):
+        return f"the history cannot say what happened: {history}"
     return {name: SHAPES[name](history.ops) for name in names}

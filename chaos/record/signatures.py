@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Callable, NamedTuple
 
-from chaos.record.history import HistoryError, read_history
+from chaos.record.history import whole_history
 
 Partition = tuple[str, int]
 
@@ -154,10 +154,7 @@ def shown_in(run_dir: Path, names: tuple[str, ...]) -> Explained | str:
     processing = json.loads(report.read_text())["checks"].get("exactly_once_processing") or {}
     if not processing.get("count"):
         return Explained({name: 0 for name in names}, [])
-    try:
-        history = read_history(run_dir)
-    except HistoryError as exc:
-        return f"the history cannot say which processor read what: {exc}"
-    if history.truncated:             # a missing end may hold the seeks or commits a signature needs
-        return "the history was cut short: it cannot say which processor read what"
+    history = whole_history(run_dir)      # a missing end may hold the seeks or commits a signature needs
+    if isinstance(history, str):
+        return f"the history cannot say which processor read what: {history}"
     return explained(processing, history.ops, names)

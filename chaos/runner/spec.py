@@ -934,6 +934,13 @@ def _settings(options: list[str]) -> list[tuple[str, ...]]:
     return found
 
 
+def shape_candidates(clients: frozenset[str]) -> list[BugSpec]:
+    """The catalogued bugs shown by history shapes (`expect.shapes`) whose affected client is one a run's workloads
+    ran on (`clients`: their --client): the bugs its history may show."""
+    return [bug for bug in catalog() if bug.expect.shapes and bug.affected.client is not None
+            and bug.affected.client.name in clients]
+
+
 def matching_bugs(stall: dict) -> list[BugSpec]:
     """The catalogued client bugs a stall matches: one of its expected stalled calls, in the library its affected
     side names (a stall records its call and library: chaos/workloads/base.py)."""

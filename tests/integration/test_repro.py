@@ -6,30 +6,21 @@ default), its output kept in the test's report."""
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
-from pathlib import Path
 
+from chaos.runner.spec import BUGS_DIR
+from cluster.clients import go_build
 from tests.integration.conftest import CAMPAIGN
 
-REPRO = Path(__file__).resolve().parents[2] / "chaos" / "bugs" / "repro"
-
-
-def go_build(folder: Path, into: Path) -> Path:
-    go = shutil.which("go")
-    assert go, "go not found on PATH: `make setup` installs the toolchain the client workloads build with"
-    binary = into / folder.name
-    proc = subprocess.run([go, "build", "-buildvcs=false", "-o", str(binary), "."], cwd=folder, capture_output=True,
-                          text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return binary
+REPRO = BUGS_DIR / "repro"
 
 
 @CAMPAIGN
 def test_franz_go_s_wait_is_seen_by_its_standalone_reproduction(cluster, tmp_path):
     """franz-go-tv2-wait's reproduction (a Go program on franz-go alone): two transactional producers back to back
     for 20 s at transaction.version 2 see transactions that took 4 s or more, each printed with its time."""
-    binary = go_build(REPRO / "franz-go-tv2-wait", tmp_path)
+    binary = tmp_path / "franz-go-tv2-wait"
+    go_build(REPRO / "franz-go-tv2-wait", binary, "franz-go-tv2-wait's reproduction")
     proc = subprocess.run([str(binary), "-brokers", cluster.connection().bootstrap, "-duration", "20s",
                            "-replicas", "3"], capture_output=True, text=True, timeout=180)
     print(proc.stdout)
