@@ -25,7 +25,7 @@ from tests.integration.conftest import CAMPAIGN, TEST_BASE_PORT, verify_reports 
 from chaos.runner.spec import with_client
 from tests.integration.test_clients import assert_through_the_fault, on_client_document
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.own_clusters]
 
 DOCKER_BASE_PORT = TEST_BASE_PORT - 4000            # 17000 (the secured stack 18000): clear of every other port plan
                                                    # of the suite and below the ephemeral range (32768+)

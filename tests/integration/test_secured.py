@@ -35,7 +35,7 @@ from tests.integration.conftest import CAMPAIGN
 from tests.integration.exporter_helpers import running_exporter, scrape, value
 from tests.integration.test_workloads import run_plan
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.own_clusters]
 
 
 def txnlab(conn: ConnectionSettings, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:

@@ -21,7 +21,7 @@ from cluster.admin import ClusterAdmin
 from cluster.connection import ConnectionSettings
 from cluster.smoke import ensure_topic
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.own_clusters]
 
 LIMIT_S = 9.5                 # the requirement is 10 s; a little margin for a loaded machine
 WRONG_PASSWORD = f"wrong-{uuid.uuid4().hex}"
