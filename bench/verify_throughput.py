@@ -255,7 +255,7 @@ def run_generators(jobs: list[dict], history: PartWriter, n: int) -> Counter:
                 except EOFError:
                     proc = readers.pop(reader)
                     proc.join(10)
-                    raise RuntimeError(f"generator {proc.name} ended without finishing (exit {proc.exitcode})")
+                    raise RuntimeError(f"generator {proc.name} ended without finishing (exit {proc.exitcode})") from None
                 if line.startswith(DONE):
                     tally.update(json.loads(line[1:]))
                     readers.pop(reader).join(30)

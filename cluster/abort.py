@@ -97,7 +97,7 @@ def decide(expected: ExpectedTransaction, producers: Sequence[ProducerState], vi
     coordinators' view now. Pure."""
     current = next((p for p in producers if p.producer_id == expected.producer_id), None)
     changed = _changed(expected, current)
-    if changed:
+    if changed or current is None:
         return Refused(f"changed since the verdict: {changed}; nothing written")
     objection = _coordinator_objection(expected, view)
     if objection and not force:

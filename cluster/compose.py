@@ -84,7 +84,7 @@ def images(layout: ClusterLayout) -> dict[str, str]:
 def _built(layout: ClusterLayout, role: str, paths: Paths, **args: str) -> dict:
     """A service's image and how compose builds it (host network: no bridge is needed to reach Debian's mirror,
     Maven Central or the Go module proxy)."""
-    build = {"context": paths.context, "dockerfile": f"compose/{role}.Dockerfile", "network": "host"}
+    build: dict[str, object] = {"context": paths.context, "dockerfile": f"compose/{role}.Dockerfile", "network": "host"}
     if args:
         build["args"] = args
     return {"build": build, "image": images(layout)[role]}
@@ -311,7 +311,7 @@ def secured_compose_document(layout: ClusterLayout, paths: Paths = COMMITTED) ->
     prometheus["depends_on"] = _completed("secrets")
     services["prometheus"] = prometheus
     services["grafana"] = plain["services"]["grafana"]
-    volumes = {f"kafka-{n}-secured-data": {} for n in layout.node_ids}
+    volumes: dict[str, dict] = {f"kafka-{n}-secured-data": {} for n in layout.node_ids}
     volumes["secrets"] = {}
     return {"services": services, "volumes": volumes}
 

@@ -73,7 +73,8 @@ LOG_SECRETS = SecretRedactor()
 
 def install_log_redaction(*handlers: logging.Handler) -> None:
     """Put LOG_SECRETS on these handlers (default: the root logger's and Python's last-resort one)."""
-    for handler in handlers or (*logging.getLogger().handlers, logging.lastResort):
+    chosen: tuple[logging.Handler | None, ...] = handlers or (*logging.getLogger().handlers, logging.lastResort)
+    for handler in chosen:
         if handler is not None:
             handler.addFilter(LOG_SECRETS)
 

@@ -227,7 +227,8 @@ def ensure_base(docker_client: Any, progress: Callable[[str], None] = print) -> 
             docker_client.api.import_image_from_stream(tar.stdout, repository=repository, tag=tag,
                                                       changes=['CMD ["bash"]'])
         finally:
-            tar.stdout.close()
+            if tar.stdout is not None:
+                tar.stdout.close()
             tar.wait()
     progress(f"made {compose.BASE_IMAGE} from {mirror} with debootstrap in {time.monotonic() - started:.0f} s")
     return "debootstrap"

@@ -58,8 +58,10 @@ def heal_cluster(node_ids: Sequence[int], *, reset_toxics: Callable[[], object],
         steps += [(f"resume node {node}", partial(resume, node)), (f"start node {node}", partial(start, node))]
     failures = run_steps(steps)
     deadline = Deadline(timeout)
-    failures.update(run_steps([(f"node {node} serving and registered",
-                                lambda node=node: wait_serving(node, max(1.0, deadline.left()))) for node in node_ids],
+
+    def serving(node: int) -> None:
+        wait_serving(node, max(1.0, deadline.left()))
+    failures.update(run_steps([(f"node {node} serving and registered", partial(serving, node)) for node in node_ids],
                               attempts=1))
     failures.update(run_steps([("elect preferred leaders", elect)]))
     if failures:

@@ -88,8 +88,9 @@ def _drain(consumer: Consumer, topic: str, ends: dict[int, int], timeout: float)
         if deadline.expired:
             raise WaitTimeout(f"{topic}: partitions {sorted(pending)} not read to their end in {timeout:.0f}s")
         for msg in consumer.consume(500, 0.5):
-            if msg.error() is None:
-                records.append(Record(msg.partition(), msg.offset(), msg.key(), msg.value()))
+            partition, offset = msg.partition(), msg.offset()
+            if msg.error() is None and partition is not None and offset is not None:
+                records.append(Record(partition, offset, msg.key(), msg.value()))
         positions = consumer.position([TopicPartition(topic, p) for p in pending])
         pending -= {tp.partition for tp in positions if tp.offset >= ends[tp.partition]}
     return records

@@ -227,6 +227,8 @@ def _write_server_cert(s: Secrets) -> None:
     from cryptography.hazmat.primitives.asymmetric import rsa
     from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
     ca_key = serialization.load_pem_private_key(s.ca_key_file.read_bytes(), password=None)
+    if not isinstance(ca_key, rsa.RSAPrivateKey):
+        raise TxnlabError(f"{s.ca_key_file}: not the RSA key this CA was made with")
     ca = x509.load_pem_x509_certificate(s.ca_file.read_bytes())
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     now = datetime.datetime.now(datetime.timezone.utc)

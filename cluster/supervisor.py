@@ -79,7 +79,7 @@ class Supervisor:
               env: dict[str, str] | None = None) -> ProcessRecord:
         """Start argv detached (own session, survives this process), output appended to log."""
         if self.is_running(name):
-            raise RuntimeError(f"{name} is already running (pid {self.record(name).pid})")
+            raise RuntimeError(f"{name} is already running (pid {getattr(self.record(name), 'pid', '?')})")
         log.parent.mkdir(parents=True, exist_ok=True)
         self.pid_dir.mkdir(parents=True, exist_ok=True)
         with open(log, "ab") as out:

@@ -183,6 +183,7 @@ class ExporterService:
             if leader:
                 self._inflight = Future()
             future = self._inflight
+            assert future is not None
         if leader:
             try:
                 future.set_result(self._collect_offsets())

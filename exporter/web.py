@@ -46,7 +46,7 @@ def make_handler(metrics: Callable[[], bytes], ready: Callable[[], bool], web: W
         timeout = web.connection_timeout_seconds  # socket timeout of each connection (StreamRequestHandler)
 
         def do_GET(self) -> None:  # noqa: N802 - http.server API
-            if web.basic_auth and not _check_auth(self.headers.get("Authorization"), web.basic_auth_username,
+            if web.basic_auth and not _check_auth(self.headers.get("Authorization"), web.basic_auth_username or "",
                                                   password):
                 self._reply(401, b"authentication required\n", extra={"WWW-Authenticate": 'Basic realm="txnlab"'})
             elif self.path.split("?")[0] == "/metrics":
@@ -96,7 +96,7 @@ class MetricsServer:
         if web.basic_auth and not web.tls:
             log.warning("basic auth over plain HTTP: the password crosses the network readable; set "
                         "web.tls_cert_file and web.tls_key_file")
-        if web.tls:
+        if web.tls and web.tls_cert_file:
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             context.load_cert_chain(web.tls_cert_file, web.tls_key_file)
             # handshake in the handler thread, not in accept(): a silent client cannot stall the server

@@ -87,7 +87,7 @@ def detections(windows: list[dict], alerts: list[dict], also: tuple[str, ...] = 
         expected = EXPECTED.get(w["kind"], ()) + tuple(a for a in also if a not in EXPECTED.get(w["kind"], ()))
         horizon = windows[i + 1]["start"] if i + 1 < len(windows) else float("inf")
         names = list(expected) + sorted({s.alert for s in spans if s.alert not in expected and s.alert not in claimed
-                                         and w["start"] - EARLY_S <= (s.first_pending or s.first_firing) < horizon})
+                                         and w["start"] - EARLY_S <= (s.first_pending or s.first_firing or horizon) < horizon})
         for name in names:
             pending = _first_after(spans, name, w["start"], "first_pending")
             firing = _first_after(spans, name, w["start"], "first_firing")

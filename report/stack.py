@@ -8,7 +8,6 @@ the CLI and the demo) and the tests. Must not: start anything.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from cluster.versions import REPO_ROOT
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from functools import reduce
 from pathlib import Path
 
@@ -339,8 +340,8 @@ def well_formed(run_tag: str | None) -> str:
     return ID_PATTERN.format(run=re.escape(run_tag) if run_tag else ANY_RUN)
 
 
-def records_of(raw: DataFrame, view: str, copier_inputs: list[str] = (), copier_outputs: list[str] = (),
-               run_tag: str | None = None, streams_outputs: list[str] = ()) -> DataFrame:
+def records_of(raw: DataFrame, view: str, copier_inputs: Sequence[str] = (), copier_outputs: Sequence[str] = (),
+               run_tag: str | None = None, streams_outputs: Sequence[str] = ()) -> DataFrame:
     """Kafka rows -> the `records` frame. A txnlab workload's record carries its id, attempt, producer (and a
     processor's output its input) in headers (chaos/record/ids.py), read without parsing the value; a record without
     a well-formed id header has its value parsed as JSON (null when it is not). Only a well-formed id of

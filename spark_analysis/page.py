@@ -51,7 +51,7 @@ def render(report: dict) -> str:
                for name, c in checks.items()]
     parts = [f"<h1>txnlab verify {badge(report['valid'])}</h1>",
              f"<p>Run <code>{escape(report['run'])}</code>, topics {escape(', '.join(report['topics']))}"
-             f"{VIEWS_FROM.get(report.get('views_from'), '')}; {report['seconds']} s.</p>"]
+             f"{VIEWS_FROM.get(report.get('views_from') or '', '')}; {report['seconds']} s.</p>"]
     if report["evidence"]["gaps"]:
         items = "".join(f"<li>{escape(g)}</li>" for g in report["evidence"]["gaps"])
         parts.append(f'<div class="gaps"><b>Evidence incomplete, so no check can be valid:</b><ul>{items}</ul></div>')

@@ -202,7 +202,7 @@ class Fault(ABC):
     def heal(self, env: FaultEnv) -> dict:
         """Undo it (idempotent, safe after a failed start); what was done."""
 
-    def prepare(self, env: FaultEnv) -> None:
+    def prepare(self, env: FaultEnv) -> None:  # noqa: B027 - a default most faults keep
         """Fix what start will name (ids, process names) before the journal entry is written."""
 
     def undo_steps(self, env: FaultEnv) -> list[dict]:

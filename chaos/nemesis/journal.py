@@ -177,7 +177,7 @@ def _process(step: dict) -> psutil.Process | None:
     if pid is None and step.get("run_dir"):                 # journaled before its start recorded the pid
         record = Supervisor(Path(step["run_dir"]) / "pids").record(step["name"])
         pid, create_time = (record.pid, record.create_time) if record else (None, None)
-    return live_process(pid, create_time) if pid is not None else None
+    return live_process(pid, create_time) if pid is not None and create_time is not None else None
 
 
 def resume_process(step: dict) -> None:

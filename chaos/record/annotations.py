@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import requests
 
@@ -67,7 +68,7 @@ def post_to_grafana(windows: list[FaultWindow], grafana_url: str, run_name: str,
         headers["Authorization"] = f"Bearer {token}"
     posted = 0
     for w in windows:
-        body = {"time": int(w.start * 1000), "timeEnd": int(w.end * 1000), "tags": [TAG, w.kind, run_name],
+        body: dict[str, Any] = {"time": int(w.start * 1000), "timeEnd": int(w.end * 1000), "tags": [TAG, w.kind, run_name],
                 "text": f"{run_name}: {w.label}"}
         response = requests.post(f"{grafana_url.rstrip('/')}/api/annotations", json=body, headers=headers,
                                  timeout=timeout)

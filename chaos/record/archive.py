@@ -183,7 +183,7 @@ def _keep(msg, pending: dict) -> bool:
 
 def to_table(batch: list):
     import pyarrow as pa
-    columns = {"key": [], "value": [], "topic": [], "partition": [], "offset": [], "timestamp": [],
+    columns: dict[str, list] = {"key": [], "value": [], "topic": [], "partition": [], "offset": [], "timestamp": [],
                "timestampType": [], "headers": []}
     for m in batch:
         kind, ts = m.timestamp()

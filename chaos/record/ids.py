@@ -97,6 +97,6 @@ def decode_value(value: bytes | None) -> dict:
     return body
 
 
-def headers(rid: str, attempt: str, producer: str, input: str | None = None) -> list[tuple[str, bytes]]:
-    found = [(HEADER_ID, rid.encode()), (HEADER_ATTEMPT, attempt.encode()), (HEADER_PRODUCER, producer.encode())]
+def headers(rid: str, attempt: str, producer: str, input: str | None = None) -> list[tuple[str, str | bytes | None]]:
+    found: list[tuple[str, str | bytes | None]] = [(HEADER_ID, rid.encode()), (HEADER_ATTEMPT, attempt.encode()), (HEADER_PRODUCER, producer.encode())]
     return found + [(HEADER_INPUT, input.encode())] if input is not None else found

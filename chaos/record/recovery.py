@@ -65,7 +65,7 @@ def ended_at(ops: list[dict]) -> dict[str, int]:
     """process -> the time it said it stopped (first such operation)."""
     ended: dict[str, int] = {}
     for op in ops:
-        value = op.get("value") if isinstance(op.get("value"), dict) else {}
+        value: dict = op["value"] if isinstance(op.get("value"), dict) else {}
         process = op["process"]
         if process.endswith("/jvm") and op["f"] == "jvm" and op["type"] != "invoke":
             process = process[:-len("/jvm")]

@@ -178,7 +178,7 @@ def prepare_workloads(spec: ExperimentSpec, release: str | None, progress: Progr
     for name in sorted({w.workload for w in spec.workloads}):
         prepare = getattr(importlib.import_module(WORKLOAD_MODULES[name]), "prepare", None)
         if prepare is not None:
-            prepare(release, lambda m: progress(f"{name}: {m}"))
+            prepare(release, lambda m, name=name: progress(f"{name}: {m}"))
     for client in sorted({w.client for w in spec.workloads}):
         prepare_client(client, lambda m: progress(f"client: {m}"))
 
@@ -403,8 +403,9 @@ class Experiment:
             self.backend.heal(timeout=180)
             run.history.record(NEMESIS, "ok", "heal-all", {})
         except Exception as exc:  # noqa: BLE001 - recorded; the caller sees the error in the result
-            run_steps([("record", lambda: run.history.record(NEMESIS, "fail", "heal-all",
-                                                             {"error": f"{type(exc).__name__}: {exc}"}))], attempts=1)
+            error = f"{type(exc).__name__}: {exc}"
+            run_steps([("record", lambda: run.history.record(NEMESIS, "fail", "heal-all", {"error": error}))],
+                      attempts=1)
             self.result.error = self.result.error or f"heal failed: {exc}"
         left = self._heal_faults(run, env)
         if left:

@@ -231,7 +231,7 @@ def error_text(exc: BaseException) -> str:
     """A short description of a client error for the history (confluent KafkaError aware)."""
     err = exc.args[0] if exc.args else None
     name = getattr(err, "name", None)
-    if callable(name):
+    if err is not None and callable(name):
         return f"{name()}: {err.str()}"
     return f"{type(exc).__name__}: {exc}"
 

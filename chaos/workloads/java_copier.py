@@ -35,7 +35,6 @@ needs SASL or TLS: TransactionalMessageCopier 4.3.1 takes only --broker-list, no
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 import zlib
 from pathlib import Path

@@ -297,7 +297,7 @@ class Run:
         if self.scratch is not None:
             shutil.rmtree(self.scratch, ignore_errors=True)
         completed = self.history.close()
-        summary = {"operations": self.history.count, "completed_at_shutdown": completed}
+        summary: dict[str, object] = {"operations": self.history.count, "completed_at_shutdown": completed}
         files = {"spec.json": lambda: asdict(self.info), "cluster.json": self._cluster_info,
                  "end_offsets.json": self._end_offsets, "group_offsets.json": self._group_offsets}
         not_written = run_steps([(name, partial(self._write_from, name, make, summary)) for name, make in files.items()])

@@ -218,7 +218,7 @@ def test_a_recorded_bug_suite_is_judged_again_offline_as_it_was_live(replayed, n
     judged = json.loads((suite_dir / "bug.json").read_text())
     assert judged.get("rejudged") and proc.returncode == exit_code(live), proc.stderr[-3000:]
     for side in BUG_SIDES:
-        def tries(outcome: dict) -> list[tuple]:
+        def tries(outcome: dict, side: str = side) -> list[tuple]:
             return [(Path(r["run_dir"]).name, r["reproduced"], r["clean"]) for r in outcome["sides"][side]["runs"]]
         assert tries(judged) == tries(live), side
         assert all(Path(r["run_dir"]).parent == suite_dir / side for r in judged["sides"][side]["runs"]), side

@@ -133,10 +133,10 @@ def test_coordinator_kill_and_every_container_fault_through_the_docker_backend_h
     results.append(finished(faults, stack, {f["kind"] for f in CONTAINER_FAULTS}))
     reports = verify(*(Path(r["run_dir"]) for r in results))
     assert [reports[r["run_dir"]]["valid"] for r in results] == [True, True], reports
-    for result, client in zip(results, ("java", "franz-go")):
+    for result, on in zip(results, ("java", "franz-go")):
         run = Path(result["run_dir"])
         summary = json.loads((run / "experiment.json").read_text())["summary"]
-        assert_through_the_fault(run, reports[str(run)], summary, client)
+        assert_through_the_fault(run, reports[str(run)], summary, on)
 
 
 def on_franz_go(document: dict) -> dict:

@@ -88,7 +88,7 @@ def test_stack_exporter_serves_https_with_basic_auth_to_prometheus(secured_clust
         assert name in families, f"{name} not served; families: {sorted(families)}"
     assert "kafkatxn_hanging_evidence_complete 1.0" in text          # the exporter role may describe every id
     assert 'kafkatxn_up 1.0' in text
-    assert "AUTHORIZATION_FAILED" not in text, [l for l in text.splitlines() if "AUTHORIZATION" in l]
+    assert "AUTHORIZATION_FAILED" not in text, [line for line in text.splitlines() if "AUTHORIZATION" in line]
     prometheus = secured_cluster.prometheus()
     wait_until(lambda: prometheus.values('up{job="txnlab-exporter"}') == [1.0], 60,
                "Prometheus to scrape the exporter over HTTPS with basic auth", interval=2)

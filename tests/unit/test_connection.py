@@ -121,7 +121,7 @@ def test_redaction_covers_arguments_tracebacks_and_malformed_calls(debug_root):
         raise RuntimeError(f"login failed with {secret}")
     except RuntimeError:
         log.exception("traceback follows")
-    log.warning("malformed %s %s", secret)
+    log.warning("malformed %s %s", secret)  # noqa: PLE1206 - a malformed call, on purpose
     log.info("nothing secret")
     bare, redacted = debug_root()
     assert bare.count(secret) == 2 and secret not in redacted  # bare: the malformed call is logging's error

@@ -3,7 +3,6 @@ the stack's names, a spec moved onto the compose stack (the DockerBackend's own:
 The engine itself, the images and the stack run in tests/integration/test_docker.py."""
 from __future__ import annotations
 
-from pathlib import Path
 import pytest
 
 from chaos.runner.spec import SpecError, load_spec, with_compose

@@ -126,7 +126,7 @@ def test_list_transactions_tolerates_a_loading_coordinator_and_a_dead_broker():
                              2: [list_response(LOADING)], 3: [Errors.KafkaTimeoutError("slow")]})
     result = TransactionsResult()
     drive(access._list_transactions(None, [1, 2, 3], result))
-    assert [(l.transactional_id, l.coordinator) for l in result.listings] == [("a", 1), ("b", 1)]
+    assert [(t.transactional_id, t.coordinator) for t in result.listings] == [("a", 1), ("b", 1)]
     assert result.coordinators_failed == {2, 3}
     assert {e.broker: e.whole_request for e in result.errors} == {2: False, 3: True}
 

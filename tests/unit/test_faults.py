@@ -543,7 +543,7 @@ def test_docker_backend_isolates_with_the_same_toxics_as_the_local_cluster(docke
 def test_docker_backend_without_the_sdk_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "docker", None)
     with pytest.raises(TxnlabError, match=r"pip install 'txnlab\[docker\]'"):
-        DockerBackend().client
+        _ = DockerBackend().client
 
 
 def test_docker_backend_takes_its_ports_from_the_stack_it_acts_on():

@@ -64,7 +64,7 @@ def test_the_workloads_run_the_java_clients_release_when_it_is_not_the_clusters(
         envs = []
         run = Run(ConnectionSettings(bootstrap="127.0.0.1:1"), tmp_path / f"run-{expected}", "r3", 7, "t",
                   kafka_version="4.3.1", java_clients=java_clients)
-        monkeypatch.setattr(run.supervisor, "start", lambda *args, **kwargs: envs.append(kwargs["env"]))
+        monkeypatch.setattr(run.supervisor, "start", lambda *args, envs=envs, **kwargs: envs.append(kwargs["env"]))
         run.start(WorkloadSpec("streams", "streams-0"))
         assert envs[0][KAFKA_VERSION_VARIABLE] == expected
         info = run._cluster_info()

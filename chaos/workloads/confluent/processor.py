@@ -96,6 +96,7 @@ class Processor(TransactionalClient):
     def _transact(self, value: dict) -> tuple[str, dict]:
         def send_offsets() -> None:
             offsets = [TopicPartition(o["topic"], o["partition"], o["offset"]) for o in value["commit_offsets"]]
+            assert self.producer is not None
             with self.call("send_offsets_to_transaction"):
                 self.producer.send_offsets_to_transaction(offsets, self.consumer.consumer_group_metadata(),
                                                           self.args.request_timeout_s)

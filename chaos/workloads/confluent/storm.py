@@ -15,7 +15,7 @@ import threading
 from confluent_kafka import KafkaException, Producer
 
 from chaos.record.ids import attempt_id, encode_value, headers, record_id
-from chaos.workloads.base import Pacer, WorkloadContext, confluent_client, error_text
+from chaos.workloads.base import Pacer, WorkloadContext, confluent_client
 from chaos.workloads.topics import LIST_TIMEOUT_S, partition_counts
 
 F = "produce"
