@@ -22,7 +22,7 @@ from pathlib import Path
 from chaos.nemesis.backends import LocalBackend
 from chaos.record.history import HistoryError, read_history
 from chaos.record.recovery import recovery, stall_text
-from chaos.runner.spec import BUG_SIDES, BugSpec, bug_side_spec, expected_anomalies, load_bug
+from chaos.catalog.bugs import BUG_SIDES, BugSpec, bug_side_spec, expected_anomalies, load_bug
 from cluster.errors import TxnlabError
 from cluster.local import LocalCluster
 from cluster.progress import Progress
@@ -48,7 +48,7 @@ class BugOptions:
     master: str = "local[*]"
     base_port: int = BUGS_BASE_PORT
     state_root: Path | None = None         # default $TXNLAB_HOME/bugs
-    variant: str | None = None             # another pair of sides of the bug (chaos/runner/spec.py BugVariant); None: natural
+    variant: str | None = None             # another pair of sides of the bug (chaos/catalog/bugs.py BugVariant); None: natural
 
 
 def suite_title(bug: BugSpec) -> str:

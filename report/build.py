@@ -24,7 +24,7 @@ from chaos.record.history import read_history
 from chaos.record import shapes, signatures
 from chaos.record.recovery import recovery, restart_text, stall_text
 from chaos.workloads.plans import option_value
-from chaos.runner.spec import matching_anomaly_bugs, matching_bugs, shape_candidates
+from chaos.catalog.bugs import matching_anomaly_bugs, matching_bugs, shape_candidates
 from chaos.workloads.native import CLIENT_OPTION
 from report import detection, series
 from cluster.errors import TxnlabError

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from chaos.runner.spec import SpecError, bug_files, builtin_specs, load_bug, load_spec
+from chaos.runner.spec import SpecError, builtin_specs, load_spec
+from chaos.catalog.bugs import bug_files, load_bug
 from chaos.workloads.native import REFERENCE, clients
 from cluster.errors import TxnlabError
 from cluster.progress import Progress

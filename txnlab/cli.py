@@ -552,7 +552,7 @@ def cmd_campaign(args: argparse.Namespace) -> int:
 
 def cmd_bugs_list(args: argparse.Namespace) -> int:
     from rich.table import Table
-    from chaos.runner.spec import bug_files, load_bug
+    from chaos.catalog.bugs import bug_files, load_bug
     table = Table(title="catalogued bugs of Kafka and its clients (txnlab bugs run ID [--tries N] [--full])")
     from report.bugs import expectation
     for column in ("id", "title", "affected", "fixed", "shows as"):

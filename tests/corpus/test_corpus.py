@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-import chaos.runner.spec as catalog_module
+import chaos.catalog.bugs as catalog_module
 from report import build
 from report.bugs import stalls_and_recovery
 from tests.corpus.conftest import (EXAMPLES, INDEX, LIVE_REPORT, REPLAY_TIMEOUT, RUNS, entries, entry_names,
@@ -208,7 +208,7 @@ def test_a_recorded_bug_suite_is_judged_again_offline_as_it_was_live(replayed, n
     """`txnlab bugs judge` on a stored bug suite with no cluster, its runs just verified offline: each try judged
     from the suite's own runs reproduced the bug or was clean as it did live (bug.json as recorded, and the index's
     finding the bug on exactly the tries that reproduced it), the tallies and the exit code the live suite's."""
-    from chaos.runner.spec import BUG_SIDES
+    from chaos.catalog.bugs import BUG_SIDES
     from report.bugs import exit_code
     runs = {Path(r.entry["path"]).name: r for r in replayed[0].values() if r.entry.get("suite") == name}
     suite_dir = next(iter(runs.values())).suite_dir.resolve()

@@ -28,7 +28,8 @@ from chaos.nemesis.backends import LocalBackend
 from chaos.runner.experiment import Experiment
 from chaos.record.history import read_history
 from chaos.record.ids import headers
-from chaos.runner.spec import builtin_specs, matching_anomaly_bugs, parse_spec, with_client
+from chaos.runner.spec import builtin_specs, parse_spec, with_client
+from chaos.catalog.bugs import matching_anomaly_bugs
 from cluster.clients import native_clients
 from cluster.reads import read_to_end
 from chaos.record.signatures import explained

@@ -23,7 +23,8 @@ from chaos.nemesis.backends import LocalBackend
 from chaos.runner.experiment import Experiment
 from chaos.record.history import read_history
 from chaos.record.ids import decode_value
-from chaos.runner.spec import load_bug, parse_spec
+from chaos.runner.spec import parse_spec
+from chaos.catalog.bugs import load_bug
 from cluster.reads import read_to_end
 from report import detection, series
 from tests.integration.conftest import CAMPAIGN, needed_runs

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import subprocess
 
-from chaos.runner.spec import BUGS_DIR
+from chaos.catalog.bugs import BUGS_DIR
 from cluster.clients import go_build
 from tests.integration.conftest import CAMPAIGN
 

@@ -41,7 +41,7 @@ def test_an_expected_problem_reproduces_only_by_its_own_anomalies(tmp_path):
 
 def test_an_expected_check_is_a_check_or_a_check_and_one_of_its_problems():
     import pytest
-    from chaos.runner.spec import BugExpect
+    from chaos.catalog.bugs import BugExpect
     assert BugExpect(checks=["streams_processing:duplicate-output", "open_at_end"]).checks[0].endswith("output")
     with pytest.raises(ValueError, match="checks.0"):
         BugExpect(checks=["streams processing"])
@@ -150,7 +150,7 @@ def test_judging_a_directory_that_is_no_bug_suite_is_a_clear_error(tmp_path):
 
 
 def test_anomalies_name_a_catalogued_client_bug_only_on_the_releases_it_affects():
-    from chaos.runner.spec import matching_anomaly_bugs
+    from chaos.catalog.bugs import matching_anomaly_bugs
     lost = ({"streams_processing": 2, "streams_state": 2}, {"streams_processing": {"unprocessed": 2}})
     assert [b.id for b in matching_anomaly_bugs("3.6.2", *lost)] == ["KAFKA-16903"]
     assert matching_anomaly_bugs("3.8.1", *lost) == [] and matching_anomaly_bugs(None, *lost) == []
@@ -159,7 +159,7 @@ def test_anomalies_name_a_catalogued_client_bug_only_on_the_releases_it_affects(
 
 
 def test_anomalies_name_a_catalogued_client_bug_only_on_runs_of_that_client():
-    from chaos.runner.spec import matching_anomaly_bugs
+    from chaos.catalog.bugs import matching_anomaly_bugs
     twice = ({"exactly_once_processing": 40}, {"exactly_once_processing": {"duplicate-output": 40}})
     # two bugs of that shape: their history signatures tell which a run met (test_signatures.py)
     assert [b.id for b in matching_anomaly_bugs("4.4.0", *twice, clients=frozenset({"kafkajs"}))] == \
@@ -195,7 +195,7 @@ def test_anomalies_name_a_setting_trap_only_on_runs_with_its_settings():
     """The Flink timeout trap has no affected client: a run is named by it when its processes ran with its affected
     side's settings (the sink's 8 s transaction timeout) and its anomalies are the trap's; not with the fixed
     side's 60 s, nor with no timeout given, nor on other anomalies."""
-    from chaos.runner.spec import matching_anomaly_bugs
+    from chaos.catalog.bugs import matching_anomaly_bugs
     lost = ({"streams_processing": 53, "streams_state": 8}, {"streams_processing": {"unprocessed": 53}})
     feeder = ("--topics", "t-fin-a", "--rate", "10")
 
@@ -215,7 +215,7 @@ def test_anomalies_name_a_broker_s_bug_on_runs_of_its_affected_cluster():
     natural affected side) or of 4.3.1 brought up with partition verification off at transaction.version 1 (its
     variant's), with its anomalies; not on 3.6.2, nor on 4.3.1 with verification on, nor on a 4.3.1 run that
     did not record its settings; KAFKA-16903's sides differ in the Java clients: never named by the cluster."""
-    from chaos.runner.spec import broker_side_of, load_bug, matching_anomaly_bugs
+    from chaos.catalog.bugs import broker_side_of, load_bug, matching_anomaly_bugs
     torn = ({"torn_transaction": 1, "aborted_read": 1}, {})
     off = {"kafka_version": "4.3.1", "broker_config": {"transaction.partition.verification.enable": "false"},
            "features": {"transaction.version": "1"}}

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from chaos.workloads.plans import plan
-from chaos.runner.spec import load_bug, load_spec
+from chaos.runner.spec import load_spec
+from chaos.catalog.bugs import load_bug
 from chaos.workloads import flink as workload
 from cluster import flink
 from cluster.layout import LOOPBACK

@@ -2,7 +2,7 @@
 
     txnlab (CLI)  ->  report  ->  chaos | exporter | spark_analysis  ->  cluster
     dashboards stands apart: it imports nothing of txnlab's, and nothing of txnlab's imports it.
-    chaos/ has rooms of its own, layered the same way: runner -> nemesis -> workloads -> record.
+    chaos/ has rooms of its own, layered the same way: catalog -> runner -> nemesis -> workloads -> record.
 
 Read from the source with `ast` (every `import` and `from ... import`, also those inside functions), so a
 lazy import that runs back up is caught too. bench/ and tests/ may import anything.
@@ -31,6 +31,7 @@ CHAOS_ROOMS: dict[str, set[str]] = {
     "workloads": {"record"},
     "nemesis": {"record", "workloads"},
     "runner": {"record", "workloads", "nemesis"},
+    "catalog": {"record", "workloads", "nemesis", "runner"},
 }
 
 

@@ -8,7 +8,8 @@ import json
 import pytest
 
 from chaos.record.shapes import COMMIT_WAIT_S, commit_waits, shapes_in
-from chaos.runner.spec import SpecError, load_bug
+from chaos.runner.spec import SpecError
+from chaos.catalog.bugs import load_bug
 from tests.unit.test_annotations import op, write_history
 
 

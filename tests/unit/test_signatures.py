@@ -80,7 +80,7 @@ def test_a_run_without_a_readable_verify_report_or_history_cannot_say(tmp_path):
 
 def test_a_bug_s_history_signature_must_be_known_and_tell_duplicate_outputs_apart():
     from pydantic import ValidationError
-    from chaos.runner.spec import BugExpect
+    from chaos.catalog.bugs import BugExpect
     assert BugExpect(checks=["exactly_once_processing:duplicate-output"], history="stale-seek").history == "stale-seek"
     with pytest.raises(ValidationError, match="unknown history signature 'guess'"):
         BugExpect(checks=["exactly_once_processing:duplicate-output"], history="guess")

@@ -11,8 +11,8 @@ import yaml
 from cluster.local import EXPORTER_INTERVAL_SECONDS
 from exporter.config import CollectionSection
 
-from chaos.runner.spec import (SHORT_LIMIT_S, BugSide, ExperimentSpec, LocalClusterSpec, Probe, SpecError, bug_files, bug_side_spec,
-                        builtin_specs, load_bug, load_spec, parse_spec)
+from chaos.runner.spec import SHORT_LIMIT_S, ExperimentSpec, LocalClusterSpec, Probe, SpecError, builtin_specs, load_spec, parse_spec
+from chaos.catalog.bugs import BugSide, bug_files, bug_side_spec, load_bug
 
 REQUIRED_BUILTINS = {"broker-hard-bounce", "broker-clean-bounce", "coordinator-kill", "controller-kill",
                      "zombie-producer", "producer-paused-past-timeout", "broker-isolated",

@@ -1,6 +1,6 @@
 """Bounded client calls (chaos/workloads/base.py): a call past twice its timeout is a stall, recorded and ended
 with EXIT_STALL; the runner's restart of a stalled process (chaos/workloads/run.py); recovery's reading of stalls and
-restarts (chaos/record/recovery.py); a stall matched to the catalog (chaos/runner/spec.py, report/build.py, report/bugs.py)."""
+restarts (chaos/record/recovery.py); a stall matched to the catalog (chaos/catalog/bugs.py, report/build.py, report/bugs.py)."""
 from __future__ import annotations
 
 import shutil

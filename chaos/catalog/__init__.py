@@ -1,0 +1,1 @@
+"""The bug catalog (chaos/bugs/<id>.yaml): its model, loading and matching, in bugs.py."""
