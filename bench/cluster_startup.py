@@ -15,10 +15,10 @@ import time
 
 import psutil
 
-from cluster.local import LocalCluster
+from cluster.lab.local import LocalCluster
 from report.stack import local_stack
-from cluster.reads import committed_and_aborted
-from cluster.versions import txnlab_home
+from cluster.access.reads import committed_and_aborted
+from cluster.lab.versions import txnlab_home
 
 
 class RssSampler(threading.Thread):

@@ -62,14 +62,14 @@ from prometheus_client.parser import text_string_to_metric_families
 from chaos.nemesis.faults import abort_hanging
 from chaos.nemesis.inject_hanging import InjectedHanging, inject_hanging
 from chaos.nemesis.producer_flood import flood_producer_ids
-from cluster.admin import ClusterAdmin
-from cluster.connection import ConnectionSettings
-from cluster.java import java_command
-from cluster.layout import HANGING_DRILL_BROKER_CONFIG, HANGING_DRILL_FEATURES, new_cluster_id
-from cluster.local import LocalCluster
-from cluster.supervisor import Supervisor
-from cluster.versions import REPO_ROOT, txnlab_home, txnlab_source
-from cluster.waiting import wait_until
+from cluster.access.admin import ClusterAdmin
+from cluster.access.connection import ConnectionSettings
+from cluster.lab.java import java_command
+from cluster.lab.layout import HANGING_DRILL_BROKER_CONFIG, HANGING_DRILL_FEATURES, new_cluster_id
+from cluster.lab.local import LocalCluster
+from cluster.lab.supervisor import Supervisor
+from cluster.lab.versions import REPO_ROOT, txnlab_home, txnlab_source
+from cluster.access.waiting import wait_until
 
 TOPIC_PREFIX = "bench-scrape"
 TOPIC_FILTER = f"^{TOPIC_PREFIX}-.*"     # both exporters (ours full-matches it, kafka_exporter searches it)

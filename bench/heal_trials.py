@@ -58,11 +58,11 @@ import yaml
 
 from chaos.nemesis.journal import FAULTS_DIR, read_journal
 from chaos.runner.spec import STARTUP_ALLOWANCE_S, builtin_specs, parse_spec
-from cluster.admin import IN_PROGRESS_STATES, ClusterAdmin
-from cluster.local import LocalCluster
-from cluster.supervisor import Supervisor, live_process
-from cluster.versions import REPO_ROOT, txnlab_home, txnlab_source
-from cluster.waiting import Deadline
+from cluster.access.admin import IN_PROGRESS_STATES, ClusterAdmin
+from cluster.lab.local import LocalCluster
+from cluster.lab.supervisor import Supervisor, live_process
+from cluster.lab.versions import REPO_ROOT, txnlab_home, txnlab_source
+from cluster.access.waiting import Deadline
 
 KINDS = ("sigint", "sigterm", "sigkill", "exception")
 SIGNALS = {"sigint": signal.SIGINT, "sigterm": signal.SIGTERM, "sigkill": signal.SIGKILL}

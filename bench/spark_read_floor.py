@@ -20,7 +20,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from cluster.connection import ConnectionSettings
+from cluster.access.connection import ConnectionSettings
 from spark_analysis import load
 from spark_analysis.evidence import load_run_files
 

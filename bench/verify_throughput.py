@@ -87,17 +87,17 @@ from chaos.workloads.base import WorkloadContext
 from chaos.workloads.topics import TopicError
 from chaos.workloads.confluent import txn_producer
 from chaos.workloads.confluent.txn_producer import TransactionalWorker
-from cluster.admin import ClusterAdmin
-from cluster.connection import ConnectionSettings
-from cluster.java import TEMPLATES, java_binary, require_kafka_libs
-from cluster.local import LocalCluster
+from cluster.access.admin import ClusterAdmin
+from cluster.access.connection import ConnectionSettings
+from cluster.lab.java import TEMPLATES, java_binary, require_kafka_libs
+from cluster.lab.local import LocalCluster
 from report.stack import local_stack
-from cluster.reads import partition_offsets
-from cluster.smoke import ensure_topic
-from cluster.spark_layout import StandalonePlan
-from cluster.versions import REPO_ROOT, pinned, txnlab_home
+from cluster.access.reads import partition_offsets
+from cluster.access.smoke import ensure_topic
+from cluster.lab.spark_layout import StandalonePlan
+from cluster.lab.versions import REPO_ROOT, pinned, txnlab_home
 from spark_analysis.standalone import StandaloneCluster
-from cluster.waiting import wait_until
+from cluster.access.waiting import wait_until
 
 HOME = txnlab_home() / "bench-verify"
 STANDALONE_PLAN = StandalonePlan(base_port=31600, workers=2, worker_memory="4g")
@@ -112,7 +112,7 @@ DONE = b"\x00"                      # a generator's last message: DONE + its tal
 # The generators' producer: txn-producer's settings (idempotent, transactional) with batching for bulk.
 BULK_PRODUCER = {"linger.ms": 50, "batch.size": 1_000_000, "batch.num.messages": 10_000,
                  "queue.buffering.max.messages": 500_000, "queue.buffering.max.kbytes": 1_048_576}
-# kafka-consumer-perf-test.sh's JVM (kafka-run-class.sh defaults), not cluster.java's short-tool flags.
+# kafka-consumer-perf-test.sh's JVM (kafka-run-class.sh defaults), not cluster.lab.java's short-tool flags.
 PERF_JVM = ["-Xmx512M", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
             "-XX:+ExplicitGCInvokesConcurrent", "-Djava.awt.headless=true"]
 SPARK_DRIVER = "org.apache.spark.deploy.SparkSubmit"

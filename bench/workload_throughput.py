@@ -22,10 +22,10 @@ from pathlib import Path
 from chaos.record.history import read_history
 from chaos.workloads.plans import WorkloadSpec
 from chaos.workloads.run import Run, new_run_dir, new_run_tag
-from cluster.java import java_command
-from cluster.local import LocalCluster
+from cluster.lab.java import java_command
+from cluster.lab.local import LocalCluster
 from report.stack import local_stack
-from cluster.versions import txnlab_home
+from cluster.lab.versions import txnlab_home
 
 PERF_LINE = re.compile(r"(\d+) records sent, ([\d.]+) records/sec")
 
@@ -56,7 +56,7 @@ def ours(conn, args, runs_dir: Path) -> dict:
 
 def kafka_perf(cluster: LocalCluster, args, records: int, txn_ms: float) -> dict:
     topic = f"bench-perf-{new_run_tag()}"
-    from cluster.smoke import ensure_topic
+    from cluster.access.smoke import ensure_topic
     ensure_topic(cluster.connection(), topic, partitions=6)
     props = [f"bootstrap.servers={cluster.layout.bootstrap}", "acks=all", "enable.idempotence=true", "linger.ms=5"]
     cmd = java_command("org.apache.kafka.tools.ProducerPerformance", [

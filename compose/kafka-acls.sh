@@ -1,5 +1,5 @@
 #!/bin/sh
-# kafka-acls.sh in the Kafka image (compose/kafka.Dockerfile), for cluster/security.py's ACL script: Kafka's
+# kafka-acls.sh in the Kafka image (compose/kafka.Dockerfile), for cluster/lab/security.py's ACL script: Kafka's
 # AclCommand of the image's release (org.apache.kafka.tools since 4.0, kafka.admin before).
 set -eu
 case "$(cat /opt/kafka/VERSION)" in

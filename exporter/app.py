@@ -17,7 +17,7 @@ from importlib.metadata import PackageNotFoundError, version as package_version
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from cluster.connection import install_log_redaction
+from cluster.access.connection import install_log_redaction
 from exporter.arguments import FLAGS, add_arguments
 from exporter.collectors import TxnCollector
 from exporter.config import ConfigError, ExporterConfig, load_config

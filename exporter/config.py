@@ -1,7 +1,7 @@
 """Exporter configuration: defaults < YAML file < environment < command-line flags, validated.
 
 Owns: the ExporterConfig model (unknown keys rejected at every level) and loading and layering. Its
-`kafka` section is the one connection model (cluster/connection.py's ConnectionSettings: its keys, values,
+`kafka` section is the one connection model (cluster/access/connection.py's ConnectionSettings: its keys, values,
 checks and TXNLAB_KAFKA_* variables) with the exporter's defaults and request timeout. The annotated reference
 file is exporter/txnlab-exporter.yaml; a test keeps it in step with this model.
 Must not: talk to Kafka or print secrets (passwords are SecretStr; repr and errors never show them).
@@ -20,8 +20,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from cluster.connection import ConnectionSettings, validation_problems
-from cluster.errors import TxnlabError
+from cluster.access.connection import ConnectionSettings, validation_problems
+from cluster.access.errors import TxnlabError
 
 ENV_PREFIX = "TXNLAB_EXPORTER__"
 REFERENCE_FILE = Path(__file__).with_name("txnlab-exporter.yaml")

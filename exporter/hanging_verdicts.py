@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-from cluster.admin import (COORDINATOR_LEADERLESS, COORDINATOR_MOVED, COORDINATOR_UNANSWERED, IN_PROGRESS_STATES,
+from cluster.access.admin import (COORDINATOR_LEADERLESS, COORDINATOR_MOVED, COORDINATOR_UNANSWERED, IN_PROGRESS_STATES,
                            coordinator_gaps, transaction_state_partition)
 from exporter.kafka_access import Partition, ProducerEntry, TransactionListing, TransactionsResult
 

@@ -7,7 +7,7 @@ broker, sending to all brokers at once, and turning every per-broker, per-partit
 into an `ItemError` instead of an exception. Results are plain dataclasses; collectors map them to
 metric families and never call Kafka themselves.
 Must not: build metric families, hold exporter state between calls (beyond a metadata cache), or
-write to Kafka (the one write, an administrative abort, is cluster.abort's).
+write to Kafka (the one write, an administrative abort, is cluster.access.abort's).
 
 kafka-python 3.0.12 raises on the first bad item of its describe_producers / describe_transactions /
 list_transactions helpers, so this module sends the wire requests itself through the client's
@@ -31,12 +31,12 @@ from kafka.protocol.consumer.fetch import FetchRequest
 from kafka.protocol.consumer.offsets import IsolationLevel, ListOffsetsRequest, OffsetSpec
 from kafka.protocol.metadata.metadata import MetadataRequest
 
-from cluster.admin import IN_PROGRESS_STATES, TXN_STATE_TOPIC, acl_probe_id
-from cluster.connection import ConnectionSettings
-from cluster.diagnose import Diagnosis, diagnose
+from cluster.access.admin import IN_PROGRESS_STATES, TXN_STATE_TOPIC, acl_probe_id
+from cluster.access.connection import ConnectionSettings
+from cluster.access.diagnose import Diagnosis, diagnose
 from exporter.readable_lag import GroupReadable, ReadableRange, pending_ranges, readable_by_group
-from cluster.errors import TxnlabError
-from cluster.waiting import wait_until
+from cluster.access.errors import TxnlabError
+from cluster.access.waiting import wait_until
 
 Partition = tuple[str, int]
 BROKER_RESOURCE = 4                   # DescribeConfigs resource type of a broker
@@ -54,7 +54,7 @@ CONNECTION_ERRORS = (Errors.KafkaConnectionError, Errors.NodeNotReadyError, Erro
 
 
 class KafkaUnavailable(TxnlabError, RuntimeError):
-    """No broker answered: nothing could be collected. The message says why (cluster.diagnose)."""
+    """No broker answered: nothing could be collected. The message says why (cluster.access.diagnose)."""
 
 
 @dataclass(frozen=True)
@@ -271,7 +271,7 @@ class KafkaAccess:
             return self._admins[lane]
 
     def _why_unavailable(self, what: str) -> str:
-        """Why no broker answered, in one line (cluster.diagnose: unreachable, TLS trust or hostname,
+        """Why no broker answered, in one line (cluster.access.diagnose: unreachable, TLS trust or hostname,
         authentication), found out again at most every DIAGNOSIS_MAX_AGE_S; `what` failed when every check
         passes (the settings are fine: the brokers are slow or overloaded)."""
         if self._diagnosis is None or time.monotonic() - self._diagnosis[0] >= DIAGNOSIS_MAX_AGE_S:

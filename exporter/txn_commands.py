@@ -2,11 +2,11 @@
 
 Owns: one-shot use of the access layer and the hanging classifier for people at a terminal: list
 in-progress transactions, find hanging ones (two collections, like the exporter), and abort one
-transaction or every hanging one. Abort is the only write, always through cluster.abort.abort_transaction
+transaction or every hanging one. Abort is the only write, always through cluster.access.abort.abort_transaction
 (which re-reads the partition and the coordinators as it writes and refuses a live or changed
 transaction); it is a dry run unless `yes` is given (the dry run re-validates too). `--hanging` refuses
 the whole batch when the hanging report is incomplete (an unresolved verdict, a partition not scanned).
-Must not: keep state between invocations, or write to Kafka other than through cluster.abort.
+Must not: keep state between invocations, or write to Kafka other than through cluster.access.abort.
 """
 from __future__ import annotations
 
@@ -17,10 +17,10 @@ from typing import Callable
 from rich.console import Console
 from rich.table import Table
 
-from cluster.abort import AbortRefused, ExpectedTransaction, abort_transaction, open_transaction
-from cluster.admin import ClusterAdmin
-from cluster.connection import ConnectionSettings
-from cluster.diagnose import NotAuthorized, not_authorized
+from cluster.access.abort import AbortRefused, ExpectedTransaction, abort_transaction, open_transaction
+from cluster.access.admin import ClusterAdmin
+from cluster.access.connection import ConnectionSettings
+from cluster.access.diagnose import NotAuthorized, not_authorized
 from exporter.hanging_verdicts import HangingTracker, OpenTransaction, Verdict, classify, evidence_of, late, open_transactions
 from exporter.kafka_access import DESCRIBED_STATES, KafkaAccess, Partition, TransactionDescription
 

@@ -6,7 +6,7 @@ function app.py hands it renders (one offsets collection per scrape, shared by c
 connection that sends or reads nothing for web.connection_timeout_seconds is closed, so idle clients
 cannot hold server threads.
 Must not: log credentials or request headers (the basic-auth password joins the log redaction of
-cluster/connection.py); collect anything itself.
+cluster/access/connection.py); collect anything itself.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from typing import Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from cluster.connection import LOG_SECRETS
+from cluster.access.connection import LOG_SECRETS
 from exporter.config import WebSection
 
 log = logging.getLogger("txnlab.exporter.web")

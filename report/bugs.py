@@ -23,10 +23,10 @@ from chaos.nemesis.backends import LocalBackend
 from chaos.record.history import HistoryError, read_history
 from chaos.record.recovery import recovery, stall_text
 from chaos.catalog.bugs import BUG_SIDES, BugSpec, bug_side_spec, expected_anomalies, load_bug
-from cluster.errors import TxnlabError
-from cluster.local import LocalCluster
-from cluster.progress import Progress
-from cluster.versions import kafka_version, txnlab_home
+from cluster.access.errors import TxnlabError
+from cluster.lab.local import LocalCluster
+from cluster.access.progress import Progress
+from cluster.lab.versions import kafka_version, txnlab_home
 from chaos.record import shapes, signatures
 from report import build
 from report.demo import DEMO_SPARK_BASE_PORT, run_in_suite, shared_spark, verify_runs

@@ -27,7 +27,7 @@ from chaos.workloads.plans import option_value
 from chaos.catalog.bugs import matching_anomaly_bugs, matching_bugs, shape_candidates
 from chaos.workloads.native import CLIENT_OPTION
 from report import detection, series
-from cluster.errors import TxnlabError
+from cluster.access.errors import TxnlabError
 
 SUITE_FILE = "suite.json"
 # The side-by-side section's heading and note when the suite does not bring its own (suite.json

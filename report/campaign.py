@@ -26,16 +26,16 @@ from typing import Callable
 from chaos.runner.spec import SpecError, builtin_specs, load_spec
 from chaos.catalog.bugs import bug_files, load_bug
 from chaos.workloads.native import REFERENCE, clients
-from cluster.errors import TxnlabError
-from cluster.progress import Progress
-from cluster.versions import REPO_ROOT, supported_kafka_versions, txnlab_home, txnlab_source
+from cluster.access.errors import TxnlabError
+from cluster.access.progress import Progress
+from cluster.lab.versions import REPO_ROOT, supported_kafka_versions, txnlab_home, txnlab_source
 
 PARTS = ("experiments", "releases", "bugs", "tests")
 STATE_FILE = "campaign.json"
 PAGE_FILE = "campaign.html"
 PICTURE_FILE = "campaign.png"
 CAMPAIGN_BASE_PORT = 20000           # its clusters (the drill's at 16000), never a dev's, a demo's or the tests',
-CAMPAIGN_DRILL_BASE_PORT = 16000     # and below the ephemeral port range (cluster/layout.py refuses a plan inside it)
+CAMPAIGN_DRILL_BASE_PORT = 16000     # and below the ephemeral port range (cluster/lab/layout.py refuses a plan inside it)
 CAMPAIGN_SPARK_BASE_PORT = 31500     # its Spark Connect server at +30
 # A cell's grade, from best to worst: what its page and picture colour it by.
 SUITE_CELLS = 6                      # experiments per demo suite: an interruption loses at most one suite's cells

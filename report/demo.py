@@ -22,11 +22,11 @@ from chaos.record.history import read_history
 from chaos.runner.experiment import Experiment
 from chaos.runner.spec import ExperimentSpec, SpecError, load_spec
 from chaos.workloads.native import REFERENCE, clients
-from cluster.layout import DRILL_BROKER_CONFIG
-from cluster.local import LocalCluster
-from cluster.versions import kafka_version, txnlab_home
-from cluster.errors import TxnlabError
-from cluster.progress import Progress
+from cluster.lab.layout import DRILL_BROKER_CONFIG
+from cluster.lab.local import LocalCluster
+from cluster.lab.versions import kafka_version, txnlab_home
+from cluster.access.errors import TxnlabError
+from cluster.access.progress import Progress
 from report import build, series
 from report.build import tv_level
 from report.stack import local_stack

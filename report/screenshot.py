@@ -16,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from cluster.errors import TxnlabError
+from cluster.access.errors import TxnlabError
 
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--hide-scrollbars",
          "--disable-background-networking", "--disable-component-update", "--disable-sync")

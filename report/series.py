@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from cluster.prometheus import Prometheus, PrometheusError
+from cluster.lab.prometheus import Prometheus, PrometheusError
 
 FILE = "prometheus.json"
 

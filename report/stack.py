@@ -1,4 +1,4 @@
-"""What txnlab's local stack runs beside the Kafka nodes, given to cluster/local.py by the layers above it.
+"""What txnlab's local stack runs beside the Kafka nodes, given to cluster/lab/local.py by the layers above it.
 
 Owns: the default alert rules file (dashboards/alerts/txnlab.rules.yml, the one the compose stack loads)
 and the command that starts txnlab's exporter (`python -m exporter`), as keyword arguments of
@@ -8,8 +8,9 @@ the CLI and the demo) and the tests. Must not: start anything.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
-from cluster.versions import REPO_ROOT
+from cluster.lab.versions import REPO_ROOT
 
 ALERT_RULES = REPO_ROOT / "dashboards" / "alerts" / "txnlab.rules.yml"
 
@@ -19,6 +20,6 @@ def exporter_command() -> tuple[str, ...]:
     return (sys.executable, "-m", "exporter")
 
 
-def local_stack() -> dict[str, object]:
+def local_stack() -> dict[str, Any]:
     """Keyword arguments of LocalCluster.load / LocalCluster: txnlab's alert rules and exporter."""
     return {"alert_rules": ALERT_RULES, "exporter_command": exporter_command()}

@@ -3,7 +3,7 @@
     .venv/bin/python scripts/kafka_matrix.py                       # every release of versions.env KAFKA_VERSIONS
     .venv/bin/python scripts/kafka_matrix.py --versions 4.1.1,4.4.0
 
-Per release, in order: its jars assembled (cluster/install.py, once), then
+Per release, in order: its jars assembled (cluster/lab/install.py, once), then
 `TXNLAB_KAFKA_VERSION=<release> pytest -m kafka_core tests/integration` with a JUnit XML report: the test
 clusters run that release (tests/integration/conftest.py purges a left-over cluster of another one) and the
 Java tools the tests start come from it. Progress on stderr; a Markdown table on stdout (release, passed,
@@ -24,7 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from cluster import install, versions  # noqa: E402 - the repository on the path first
+from cluster.lab import install, versions  # noqa: E402 - the repository on the path first
 from report.campaign import junit_summary  # noqa: E402,F401 - the one reading of a JUnit report
 
 

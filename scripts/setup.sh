@@ -48,12 +48,12 @@ if ! stamp_ok "$VENV/.txnlab-stamp" "$want"; then
 fi
 
 # 3. Apache Kafka (broker + tools + Kafka Streams jars) and the Prometheus JMX agent from Maven Central, and the
-#    streams workload's Kafka Streams app built against them (chaos/workloads/streams): the pinned release
-#    (other releases of KAFKA_VERSIONS are assembled the same way on first use: cluster/install.py); and Flink
+#    streams workload's Kafka Streams app built against them (chaos/workloads/streams_app): the pinned release
+#    (other releases of KAFKA_VERSIONS are assembled the same way on first use: cluster/lab/install.py); and Flink
 #    for the flink workload: PyFlink (FLINK_VERSION) from PyPI in a virtualenv of its own under $TXNLAB_HOME/dist,
-#    its Kafka connector jar from Maven Central; and the client workloads besides confluent-kafka (cluster/clients.py):
+#    its Kafka connector jar from Maven Central; and the client workloads besides confluent-kafka (cluster/lab/clients.py):
 #    franz-go's built with `go build` (Go module proxy), KafkaJS's installed with `npm ci` (npm).
-"$VENV/bin/python" -m cluster.install "$KAFKA_VERSION" \
+"$VENV/bin/python" -m cluster.lab.install "$KAFKA_VERSION" \
   || fail "the Kafka $KAFKA_VERSION jars could not be assembled, the streams app built, Flink or the client workloads installed (above)"
 
 # 3b. Spark's Kafka connector for the verification job (PySpark itself comes with the virtualenv).

@@ -37,8 +37,8 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from cluster.connection import ConnectionSettings
-from cluster.reads import log_start_offsets, partition_offsets, topic_partitions
+from cluster.access.connection import ConnectionSettings
+from cluster.access.reads import log_start_offsets, partition_offsets, topic_partitions
 from spark_analysis import load
 from spark_analysis.schemas import TRANSACTIONAL_F
 

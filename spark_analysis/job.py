@@ -26,7 +26,7 @@ from typing import Callable
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 
-from cluster.connection import ConnectionSettings, run_bootstrap
+from cluster.access.connection import ConnectionSettings, run_bootstrap
 from spark_analysis import load, page, verdict
 from spark_analysis.evidence import (Evidence, HistorySummary, check_archive, check_history, check_topics,
                                     load_run_files, workload_kinds)

@@ -2,7 +2,7 @@
 local process bound to 127.0.0.1 (`txnlab spark up|down|status`), for `txnlab verify --master spark://...`;
 with `connect`, a Spark Connect server on it (or alone on local[*]) for `txnlab verify --remote sc://...`.
 
-Owns: running the plan of cluster/spark_layout.py (ports, command lines; the compose stack renders the same):
+Owns: running the plan of cluster/lab/spark_layout.py (ports, command lines; the compose stack renders the same):
 the daemons' environment here (its loopback settings, this Python, the repo on PYTHONPATH), starting them
 through the one supervisor and waiting until the master reports every worker ALIVE, the cluster's state
 (spark.json beside the pid records), its status from the master's JSON endpoint, and stopping: workers first,
@@ -21,11 +21,11 @@ from pathlib import Path
 import psutil
 import requests
 
-from cluster.progress import Progress
-from cluster.spark_layout import SparkClusterError, StandalonePlan, daemon_settings
-from cluster.supervisor import Supervisor
-from cluster.versions import txnlab_home
-from cluster.waiting import NotYet, port_open, wait_until
+from cluster.access.progress import Progress
+from cluster.lab.spark_layout import SparkClusterError, StandalonePlan, daemon_settings
+from cluster.lab.supervisor import Supervisor
+from cluster.lab.versions import txnlab_home
+from cluster.access.waiting import NotYet, port_open, wait_until
 
 START_TIMEOUT_S = 90.0
 

@@ -17,11 +17,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cluster.connection import ConnectionSettings, run_bootstrap
-from cluster.diagnose import require_reachable
-from cluster.java import java_binary
-from cluster.versions import REPO_ROOT, pinned, txnlab_home
-from cluster.errors import TxnlabError
+from cluster.access.connection import ConnectionSettings, run_bootstrap
+from cluster.access.diagnose import require_reachable
+from cluster.lab.java import java_binary
+from cluster.lab.versions import REPO_ROOT, pinned, txnlab_home
+from cluster.access.errors import TxnlabError
 
 HERE = Path(__file__).resolve().parent
 
@@ -281,7 +281,7 @@ class ConnectServerUnreachable(TxnlabError, RuntimeError):
 def require_connect_server(remote: str) -> None:
     """ConnectServerUnreachable unless something listens at the sc:// address: PySpark's client retries a
     refused connection for minutes (a verification through a server that had died sat 3 minutes silent)."""
-    from cluster.waiting import port_open
+    from cluster.access.waiting import port_open
     address = connect_address(remote)
     if address is None:
         raise ConnectServerUnreachable(f"{remote}: not sc://HOST:PORT")

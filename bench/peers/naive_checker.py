@@ -31,7 +31,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from chaos.record.history import iter_history
 from chaos.record.ids import HEADER_ID, decode_value
-from cluster.connection import ConnectionSettings
+from cluster.access.connection import ConnectionSettings
 
 STALL_S = 60.0          # a view gives up when no partition made progress for this long
 

@@ -4,12 +4,12 @@ Owns: the Backend protocol (kill, stop, start, pause, resume a node; wait until 
 and is registered; Toxiproxy toxics on a node's links; heal) and its implementations. heal() of the
 two ToxiproxyBackends removes every toxic, resumes and starts every node, waits until each is
 registered, then elects the preferred leaders (the one write it makes to the cluster's metadata), each
-step on its own (cluster/heal.py: a failure skips none of the others; HealError names the failed ones);
+step on its own (cluster/lab/heal.py: a failure skips none of the others; HealError names the failed ones);
 the local cluster's is LocalCluster.heal itself (one heal path, also behind `txnlab chaos heal`);
 ExistingBackend's heal() does nothing, as none of the faults it could undo can start there.
 Two share ToxiproxyBackend (toxics, waiting, the heal):
-  - LocalBackend: the local launcher (cluster/local.py), node control by thin delegation;
-  - DockerBackend: the compose stack (docker-compose.yml, rendered by cluster/compose.py): containers
+  - LocalBackend: the local launcher (cluster/lab/local.py), node control by thin delegation;
+  - DockerBackend: the compose stack (docker-compose.yml, rendered by cluster/lab/compose.py): containers
     found by their compose service label and signalled through the Docker SDK (`pip install docker`,
     imported only when a DockerBackend needs a client), Toxiproxy through its published API port with
     the same proxy names as the local stack.
@@ -24,17 +24,17 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
-from cluster.admin import ClusterAdmin, broker_answers, registered_brokers, registered_in_every_view
-from cluster import compose
-from cluster.docker import PROJECT_LABEL, SERVICE_LABEL
-from cluster.docker import client as docker_client
-from cluster.connection import ConnectionSettings
-from cluster.heal import heal_cluster
-from cluster.layout import LOOPBACK, ClusterLayout
-from cluster.local import LocalCluster
-from cluster.toxiproxy import ISOLATE_TOXIC, Proxy, Toxiproxy, add_toxic_on_links, toxic_names
-from cluster.waiting import wait_until
-from cluster.errors import TxnlabError
+from cluster.access.admin import ClusterAdmin, broker_answers, registered_brokers, registered_in_every_view
+from cluster.lab import compose
+from cluster.lab.docker import PROJECT_LABEL, SERVICE_LABEL
+from cluster.lab.docker import client as docker_client
+from cluster.access.connection import ConnectionSettings
+from cluster.lab.heal import heal_cluster
+from cluster.lab.layout import LOOPBACK, ClusterLayout
+from cluster.lab.local import LocalCluster
+from cluster.lab.toxiproxy import ISOLATE_TOXIC, Proxy, Toxiproxy, add_toxic_on_links, toxic_names
+from cluster.access.waiting import wait_until
+from cluster.access.errors import TxnlabError
 
 HEAL_TIMEOUT_S = 120.0
 DOCKER_STOP_TIMEOUT_S = 30
@@ -144,7 +144,7 @@ class ToxiproxyBackend:
 
     def heal(self, timeout: float = HEAL_TIMEOUT_S) -> None:
         """No toxics, every node resumed and running, serving and registered, leadership back on the
-        preferred replicas (faults leave it piled on the survivors); each step on its own (cluster/heal.py)."""
+        preferred replicas (faults leave it piled on the survivors); each step on its own (cluster/lab/heal.py)."""
         heal_cluster(self.node_ids(), reset_toxics=self.heal_network, resume=self.resume, start=self.start,
                      wait_serving=self.wait_registered, elect=lambda: elect_preferred_leaders(self.connection()),
                      timeout=timeout)
@@ -158,7 +158,7 @@ class ToxiproxyBackend:
 
 # ---- the local launcher -------------------------------------------------------------------------
 class LocalBackend(ToxiproxyBackend):
-    """The local cluster (cluster/local.py): node control, isolation, waiting and the heal are
+    """The local cluster (cluster/lab/local.py): node control, isolation, waiting and the heal are
     LocalCluster's (one implementation for `txnlab cluster`, experiments and `txnlab chaos heal`)."""
 
     def __init__(self, cluster: LocalCluster):
@@ -214,7 +214,7 @@ class LocalBackend(ToxiproxyBackend):
 # ---- the compose stack ----------------------------------------------------------------------------
 class DockerBackend(ToxiproxyBackend):
     """The compose stack: node i is the container of compose service kafka-i (of `project`, when given); its
-    ports are those of the layout its containers carry (cluster/compose.py's LAYOUT_LABEL: a stack of
+    ports are those of the layout its containers carry (cluster/lab/compose.py's LAYOUT_LABEL: a stack of
     `txnlab docker up` may sit on other ports than the committed file's), else the committed file's."""
 
     def __init__(self, client: Any | None = None, project: str | None = None, layout: ClusterLayout | None = None):

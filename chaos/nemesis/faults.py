@@ -15,7 +15,7 @@ needed, after it the precise ones (resolved node, toxic names, pids with create 
 transaction's producer id and epoch). It never raises and never talks to the cluster.
 Must not: record in the history or schedule (the runner does both), talk to nodes other than through
 a Backend (chaos/nemesis/backends.py), import exporter/, or write an abort marker other than through
-cluster.abort (the one re-validated abort, which `txnlab txn abort` uses too).
+cluster.access.abort (the one re-validated abort, which `txnlab txn abort` uses too).
 
 The zombie producer. `zombie-producer` pauses process P, then starts a second process of P's workload
 with P's options and P's transactional.id (`--txn-id`, by default `<run tag>.<P>`), named `P-zombie`:
@@ -45,12 +45,12 @@ from chaos.workloads.plans import option_value, without_option
 from chaos.nemesis.request_hold import API_KEYS, HoldPolicy, RequestHold
 from chaos.workloads.plans import WorkloadSpec
 from chaos.workloads.run import Run
-from cluster.abort import abort_transaction, open_transaction
-from cluster.admin import ClusterAdmin
-from cluster.connection import ConnectionSettings
-from cluster.layout import LOOPBACK
-from cluster.waiting import wait_until
-from cluster.errors import TxnlabError
+from cluster.access.abort import abort_transaction, open_transaction
+from cluster.access.admin import ClusterAdmin
+from cluster.access.connection import ConnectionSettings
+from cluster.lab.layout import LOOPBACK
+from cluster.access.waiting import wait_until
+from cluster.access.errors import TxnlabError
 
 ZOMBIE_VICTIM_ARGS = ("--on-fenced", "exit")
 ZOMBIE_SUFFIX = "-zombie"
@@ -463,7 +463,7 @@ class PauseWorkload(Fault):
 
 
 class KillWorkload(Fault):
-    """SIGKILL a workload process and its children (its JVM: cluster/supervisor.py signals the group); heal:
+    """SIGKILL a workload process and its children (its JVM: cluster/lab/supervisor.py signals the group); heal:
     start it again with its last options."""
     kind = "kill-workload"
 
@@ -578,7 +578,7 @@ class Storm(Fault):
 # ---- hanging transactions ---------------------------------------------------------------------------
 class HangingTransaction(Fault):
     """chaos.nemesis.inject_hanging.inject_hanging on topic-partition under a fresh transactional id; heal aborts the
-    open transaction through cluster.abort (re-validated; the epochs DescribeProducers reports, KIP-664)."""
+    open transaction through cluster.access.abort (re-validated; the epochs DescribeProducers reports, KIP-664)."""
     kind = "hanging-transaction"
 
     def __init__(self, params: Params):
@@ -615,7 +615,7 @@ class HangingTransaction(Fault):
 
 def abort_hanging(conn: ConnectionSettings, tp: TopicPartition, txn_id: str, producer_id: int | None) -> dict:
     """Abort the open transaction of producer_id (or of txn_id's producer) on tp, if it is still open.
-    cluster.abort raises AbortRefused (nothing written) if a coordinator tracks it after all."""
+    cluster.access.abort raises AbortRefused (nothing written) if a coordinator tracks it after all."""
     with ClusterAdmin(conn) as admin:
         if producer_id is None:
             try:

@@ -5,7 +5,7 @@ Owns: the safety check (refuse a cluster whose brokers verify transactional part
 the injection itself: a real producer id and epoch from InitProducerId on the transactional id's
 coordinator, then one transactional batch produced to the partition leader WITHOUT AddPartitionsToTxn.
 Must not: touch any other partition or transactional id, change broker configs or features, or heal
-the fault (a hanging transaction is aborted through cluster.abort, by the fault's heal in faults.py or
+the fault (a hanging transaction is aborted through cluster.access.abort, by the fault's heal in faults.py or
 by `txnlab txn abort`). Writes nothing when it refuses.
 """
 from __future__ import annotations
@@ -18,10 +18,10 @@ from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 from kafka.structs import TopicPartition
 
 from chaos.nemesis import _raw_produce as raw
-from cluster.admin import ClusterAdmin
-from cluster.connection import ConnectionSettings
-from cluster.waiting import wait_until
-from cluster.errors import TxnlabError
+from cluster.access.admin import ClusterAdmin
+from cluster.access.connection import ConnectionSettings
+from cluster.access.waiting import wait_until
+from cluster.access.errors import TxnlabError
 
 VERIFICATION_CONFIG = "transaction.partition.verification.enable"
 MAX_TIMEOUT_CONFIG = "transaction.max.timeout.ms"

@@ -8,12 +8,12 @@ RUN_DIR` and `txnlab chaos heal --cluster STATE_DIR` find it. An entry is writte
 (with the steps that might be needed: Fault.undo_steps), rewritten once the start returned (the precise
 steps) and removed only after the fault's heal succeeded; every write is a temporary file renamed over
 the entry, so a reader sees the old or the new entry, never half of one (a torn file is reported, not
-guessed at). Healing from it (`heal_journal`): each step of each entry on its own, retried (cluster/heal.py
+guessed at). Healing from it (`heal_journal`): each step of each entry on its own, retried (cluster/lab/heal.py
 run_steps), the failed steps left in their entry with their errors; then the backend's heal of the whole
 cluster. Steps: resume-node(s), start-node(s), remove-toxics, remove-all-toxics (also every
 proxy back on its node, after a hold-requests fault), resume-process and
 stop-process (a pid is signalled only while its create time matches the record), stop-run-processes (every
-process recorded in a run's pids/), abort-hanging (the one re-validated abort, cluster/abort.py, through
+process recorded in a run's pids/), abort-hanging (the one re-validated abort, cluster/access/abort.py, through
 chaos.nemesis.faults.abort_hanging). Every entry names its runner (pid and create time): the entries of a run whose
 runner is alive are a run in progress, which a heal does not touch unless forced.
 Must not: decide what a fault does or how a live run heals it (chaos/nemesis/faults.py, chaos/runner/experiment.py),
@@ -34,10 +34,10 @@ from typing import Any, Callable
 
 import psutil
 
-from cluster.errors import TxnlabError
-from cluster.heal import HealError, run_steps
-from cluster.progress import Progress
-from cluster.supervisor import Supervisor, live_process, send_signal
+from cluster.access.errors import TxnlabError
+from cluster.lab.heal import HealError, run_steps
+from cluster.access.progress import Progress
+from cluster.lab.supervisor import Supervisor, live_process, send_signal
 
 FAULTS_DIR = "faults"
 VERSION = 1
@@ -161,7 +161,7 @@ def backend_of(entry: dict) -> Any:
     described = entry.get("backend") or {}
     kind = described.get("backend")
     if kind == "local":
-        from cluster.local import LocalCluster
+        from cluster.lab.local import LocalCluster
         return backends.LocalBackend(LocalCluster.load(Path(described["state_dir"])))
     if kind == "docker":
         return backends.DockerBackend(project=described.get("project"))

@@ -19,9 +19,9 @@ from kafka.protocol.producer import ProduceRequest
 from kafka.structs import TopicPartition
 
 from chaos.nemesis import _raw_produce as raw
-from cluster.admin import ClusterAdmin
-from cluster.connection import ConnectionSettings
-from cluster.errors import TxnlabError
+from cluster.access.admin import ClusterAdmin
+from cluster.access.connection import ConnectionSettings
+from cluster.access.errors import TxnlabError
 
 FLOOD_WINDOW = 64           # requests in flight per connection
 CHUNK = 2000                # ids initialised, then written, per step

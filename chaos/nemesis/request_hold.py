@@ -29,7 +29,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from cluster.layout import LOOPBACK
+from cluster.lab.layout import LOOPBACK
 
 MAX_FRAME = 100 * 1024 * 1024            # a Kafka request larger than this is no request: drop the connection
 

@@ -29,10 +29,10 @@ from typing import Callable, Iterable
 
 from confluent_kafka import Consumer, TopicPartition
 
-from cluster.connection import ConnectionSettings
-from cluster.errors import TxnlabError
-from cluster.reads import QUIET, log_start_offsets, partition_offsets
-from cluster.waiting import Deadline
+from cluster.access.connection import ConnectionSettings
+from cluster.access.errors import TxnlabError
+from cluster.access.reads import QUIET, log_start_offsets, partition_offsets
+from cluster.access.waiting import Deadline
 
 ARCHIVE_DIR = "archive"
 MANIFEST = "manifest.json"

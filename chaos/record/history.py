@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from cluster.errors import TxnlabError
+from cluster.access.errors import TxnlabError
 
 OP_TYPES = ("invoke", "ok", "fail", "info")
 ROLL_LINES = 1_000_000

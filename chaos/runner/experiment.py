@@ -44,11 +44,11 @@ from chaos.workloads.plans import plan
 from chaos.runner.spec import ExperimentSpec
 from chaos.workloads import WORKLOADS as WORKLOAD_MODULES
 from chaos.workloads.base import READY_F
-from cluster.errors import TxnlabError
-from cluster.heal import run_steps
-from cluster.install import install_kafka
-from cluster.progress import Progress
-from cluster.waiting import Deadline
+from cluster.access.errors import TxnlabError
+from cluster.lab.heal import run_steps
+from cluster.lab.install import install_kafka
+from cluster.access.progress import Progress
+from cluster.access.waiting import Deadline
 
 NEMESIS = "nemesis"
 READY_TIMEOUT_S = 180.0     # for the plans' ready processes (a Flink cluster, `flink run`, its first checkpoint)
@@ -152,7 +152,7 @@ def make_backend(spec: ExperimentSpec, progress: Progress, local_stack: Mapping[
     """The spec's cluster; a local one is loaded with local_stack (LocalCluster.load's alert_rules and
     exporter_command, passed in from above: report/stack.py)."""
     if spec.cluster.local is not None:
-        from cluster.local import LocalCluster
+        from cluster.lab.local import LocalCluster
         local = spec.cluster.local
         cluster = LocalCluster.load(local.state_dir, base_port=local.base_port, nodes=local.nodes,
                                     broker_overrides=local.broker_overrides() or None,

@@ -20,12 +20,12 @@ from typing import Callable
 from kafka.structs import TopicPartition
 
 from chaos.nemesis.fault_kinds import with_tag
-from cluster.admin import ClusterAdmin
-from cluster.connection import ConnectionSettings
-from cluster.reads import partition_offsets
-from cluster.prometheus import Prometheus
-from cluster.waiting import Deadline
-from cluster.errors import TxnlabError
+from cluster.access.admin import ClusterAdmin
+from cluster.access.connection import ConnectionSettings
+from cluster.access.reads import partition_offsets
+from cluster.lab.prometheus import Prometheus
+from cluster.access.waiting import Deadline
+from cluster.access.errors import TxnlabError
 
 ERROR_GRACE_S = 10.0           # how long a probe that errors (rather than fails) is retried at least
 HANGING_CONFIRM_S = 5.0        # an open transaction seen again this much later is held, not in flight

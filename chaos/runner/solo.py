@@ -15,9 +15,9 @@ from chaos.workloads.plans import plan
 from chaos.workloads.run import Run, new_run_dir, new_run_tag
 from chaos.workloads.native import REFERENCE, prepare_client
 from chaos.runner.spec import RestartSpec
-from cluster.connection import ConnectionSettings
-from cluster.diagnose import require_reachable
-from cluster.progress import Progress
+from cluster.access.connection import ConnectionSettings
+from cluster.access.diagnose import require_reachable
+from cluster.access.progress import Progress
 
 
 @dataclass

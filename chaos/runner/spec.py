@@ -68,9 +68,9 @@ from chaos.workloads.plans import option_value, plan
 from chaos.workloads import TRANSACTIONAL_WORKLOADS, WORKLOADS
 from chaos.workloads.base import add_common_arguments
 from chaos.workloads.native import REFERENCE, check_client, split_client
-from cluster.layout import HANGING_DRILL_BROKER_CONFIG, HANGING_DRILL_FEATURES, MAX_NODES
-from cluster.errors import TxnlabError
-from cluster.versions import kafka_version
+from cluster.lab.layout import HANGING_DRILL_BROKER_CONFIG, HANGING_DRILL_FEATURES, MAX_NODES
+from cluster.access.errors import TxnlabError
+from cluster.lab.versions import kafka_version
 
 EXPERIMENTS_DIR = Path(__file__).parents[1] / "experiments"
 STARTUP_ALLOWANCE_S = 10.0       # topics created and workload processes started, before the method
@@ -614,7 +614,7 @@ def load_spec(path_or_name: str | Path, short: bool = False, client: str | None 
     return parse_spec(with_compose(data, compose) if compose else data, str(path), short)
 
 
-COMPOSE_NODES = 3       # the compose stack's (cluster/compose.py)
+COMPOSE_NODES = 3       # the compose stack's (cluster/lab/compose.py)
 
 
 def with_compose(data: dict[str, Any], project: str) -> dict[str, Any]:

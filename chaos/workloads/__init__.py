@@ -4,7 +4,7 @@ Each module has `add_arguments(parser)` and `run(ctx, args)`; `python -m chaos.w
 runs one (see base.py). WORKLOADS names them for the runner and the CLI.
 The room: confluent/ (the reference client's workloads), one folder per other Kafka client (javaclient/,
 franzgo/, kafkajs/: programs of their own, docs/workload-protocol.md; native.py execs them), the JVM
-frameworks (streams.py with streams/, flink.py with flink/, java_copier.py, jvm.py), what all share (base.py,
+frameworks (streams.py with streams_app/, flink.py with flink_job/, java_copier.py, jvm.py), what all share (base.py,
 topics.py), each workload's default plan (plans.py) and the run that hosts the processes (run.py).
 Imports record/ only, besides itself.
 """

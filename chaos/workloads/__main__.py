@@ -8,7 +8,7 @@ import sys
 from chaos.workloads import WORKLOADS
 from chaos.workloads.base import WorkloadContext, add_common_arguments
 from chaos.workloads.native import REFERENCE, exec_client, split_client
-from cluster.errors import TxnlabError
+from cluster.access.errors import TxnlabError
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -38,8 +38,8 @@ from typing import Any, Callable, Iterator
 from chaos.record.history import HistoryClient
 from chaos.record.ids import first_attempt
 from chaos.record.recovery import STALL_F
-from cluster.connection import ConnectionSettings
-from cluster.waiting import Deadline
+from cluster.access.connection import ConnectionSettings
+from cluster.access.waiting import Deadline
 
 EXIT_STALL = 75              # a client call stalled: the runner restarts the process (chaos/workloads/run.py)
 READY_F = "ready"            # one `ok` of it: the process is ready, the method's clock may start (chaos/workloads/plans.py)

@@ -1,11 +1,11 @@
 """Workload: Flink's exactly-once Kafka pipeline on a real Flink session cluster of local processes, as the team
-of the notes txnlab began with runs it (chaos/workloads/flink/job.py: KafkaSource read_committed -> a count per
+of the notes txnlab began with runs it (chaos/workloads/flink_job/job.py: KafkaSource read_committed -> a count per
 key in checkpointed keyed state -> KafkaSink EXACTLY_ONCE, a two-phase commit riding on the checkpoints).
 
 One module, three roles, each a workload process of its own, so the faults that kill, pause and restart a
 workload process (kill-workload, pause-workload) kill, pause and restart a Flink process:
   --role jobmanager   a JobManager (StandaloneSessionClusterEntrypoint); the first start chooses the cluster's
-                      ports and writes its configuration (cluster/flink.py); a restart comes back on them
+                      ports and writes its configuration (cluster/lab/flink_cluster.py); a restart comes back on them
                       without the jobs (no high availability, as most standalone set-ups)
   --role taskmanager  a TaskManager (its slots run the job's tasks and their Python workers)
 A JobManager or TaskManager whose JVM exits unasked (Flink's fatal error handler) is started again after
@@ -56,13 +56,13 @@ from kafka.errors import KafkaError
 from chaos.workloads.base import READY_F, WorkloadContext
 from chaos.workloads.jvm import JavaTool, Op, ToolEvents, reap_leftovers, stop_tools
 from chaos.workloads.topics import partition_counts
-from cluster import flink, versions
-from cluster.admin import ClusterAdmin
-from cluster.errors import TxnlabError
-from cluster.install import install_flink
-from cluster.layout import render_properties
-from cluster.reads import partition_offsets, read_to_end
-from cluster.waiting import Deadline
+from cluster.lab import flink_cluster, versions
+from cluster.access.admin import ClusterAdmin
+from cluster.access.errors import TxnlabError
+from cluster.lab.install import install_flink
+from cluster.lab.layout import render_properties
+from cluster.access.reads import partition_offsets, read_to_end
+from cluster.access.waiting import Deadline
 
 F = "flink"
 SUBMIT_F = "flink-submit"
@@ -130,7 +130,7 @@ def txn_prefix(run_tag: str, args: argparse.Namespace | None) -> str:
 
 
 def home_dir(run_tag: str) -> Path:
-    """The run's Flink cluster folder (cluster/flink.py), under the run's scratch folder (TMPDIR)."""
+    """The run's Flink cluster folder (cluster/lab/flink_cluster.py), under the run's scratch folder (TMPDIR)."""
     return Path(tempfile.gettempdir()) / f"txnlab-flink-{run_tag}"
 
 
@@ -170,8 +170,8 @@ class LogEvents(ToolEvents):
 
 def run_cluster_process(ctx: WorkloadContext, args: argparse.Namespace, home: Path) -> None:
     if args.role == "jobmanager":
-        ports = flink.choose_ports(home, zlib.crc32(ctx.run_tag.encode()))
-        flink.write_config(home, flink.settings(home, ports, args.slots, args.parallelism, args.heartbeat_timeout_ms,
+        ports = flink_cluster.choose_ports(home, zlib.crc32(ctx.run_tag.encode()))
+        flink_cluster.write_config(home, flink_cluster.settings(home, ports, args.slots, args.parallelism, args.heartbeat_timeout_ms,
                                                 args.python_mode))
     else:
         deadline = Deadline(START_WAIT_S)
@@ -180,7 +180,7 @@ def run_cluster_process(ctx: WorkloadContext, args: argparse.Namespace, home: Pa
                 raise FlinkWorkloadError(f"no Flink configuration in {home} after {START_WAIT_S:g} s: is the "
                                          "JobManager process of the run running?")
             ctx.stop.wait(POLL_S)
-        ports = flink.recorded_ports(home)
+        ports = flink_cluster.recorded_ports(home)
     if ctx.stopping():
         return
     starts = 0
@@ -192,8 +192,8 @@ def run_cluster_process(ctx: WorkloadContext, args: argparse.Namespace, home: Pa
         ctx.observe(F, {"event": "started", "role": args.role, "rest": ports.rest_url, "starts": starts})
         starts += 1
         # a Flink JVM whose shutdown hooks take over 5 s after SIGTERM is halted by its JvmShutdownSafeguard: -17
-        tool = JavaTool(ctx, ctx.process, args.role, flink.process_command(args.role), LogEvents(),
-                        env=flink.environment(home, ctx.process), stop_codes=(256 - 17,))
+        tool = JavaTool(ctx, ctx.process, args.role, flink_cluster.process_command(args.role), LogEvents(),
+                        env=flink_cluster.environment(home, ctx.process), stop_codes=(256 - 17,))
         if not tool.start([args.role]):
             return
         while tool.running() and not ctx.stopping():
@@ -224,13 +224,13 @@ def wait_for_drain(home: Path) -> None:
         time.sleep(0.2)
 
 
-def wait_for_taskmanagers(ports: flink.Ports) -> None:
+def wait_for_taskmanagers(ports: flink_cluster.Ports) -> None:
     deadline = Deadline(TM_FIRST_S)
     while not deadline.expired:
         try:
-            if flink.Rest(ports, timeout_s=1.0).taskmanagers() == 0:
+            if flink_cluster.Rest(ports, timeout_s=1.0).taskmanagers() == 0:
                 return
-        except flink.FlinkError:
+        except flink_cluster.FlinkError:
             return
         time.sleep(0.2)
 
@@ -247,7 +247,7 @@ def client_alive(home: Path) -> bool:
 class JobClient:
     def __init__(self, ctx: WorkloadContext, args: argparse.Namespace, home: Path):
         self.ctx, self.args, self.home = ctx, args, home
-        self.name = flink.JOB_NAME.format(group=group(ctx.run_tag, args))
+        self.name = flink_cluster.JOB_NAME.format(group=group(ctx.run_tag, args))
         self.job_id: str | None = None
         self.state: str | None = None
         self.seen_checkpoints: set[tuple[str, int]] = set()
@@ -255,7 +255,7 @@ class JobClient:
         self.seen_failures: set[tuple] = set()
         self.restored: int | None = None
         self.reachable = True
-        self.rest: flink.Rest | None = None
+        self.rest: flink_cluster.Rest | None = None
         self.admin: ClusterAdmin | None = None
 
     def run(self) -> None:
@@ -266,7 +266,7 @@ class JobClient:
         ports = self.wait_for_cluster()
         if ports is None:
             return
-        self.rest = flink.Rest(ports)
+        self.rest = flink_cluster.Rest(ports)
         props = Path(tempfile.mkdtemp(prefix="txnlab-flink-job-")) / "kafka.properties"
         props.touch(mode=0o600)
         props.write_text(render_properties(self.ctx.conn.java_properties()))
@@ -282,17 +282,17 @@ class JobClient:
                 self.admin.close()
             (self.home / DONE).touch()
 
-    def wait_for_cluster(self) -> flink.Ports | None:
+    def wait_for_cluster(self) -> flink_cluster.Ports | None:
         """The cluster's ports once its JobManager's REST API answers (None: stopped first). The job is submitted
         then, while the TaskManagers may still be starting: it waits for their slots."""
         deadline = Deadline(START_WAIT_S)
         while not self.ctx.stopping():
-            ports = flink.recorded_ports(self.home)
+            ports = flink_cluster.recorded_ports(self.home)
             if ports is not None:
                 try:
-                    flink.Rest(ports).taskmanagers()
+                    flink_cluster.Rest(ports).taskmanagers()
                     return ports
-                except flink.FlinkError:
+                except flink_cluster.FlinkError:
                     pass
             if deadline.expired:
                 raise FlinkWorkloadError(f"no Flink JobManager answering after {START_WAIT_S:g} s ({self.home}): is "
@@ -301,10 +301,10 @@ class JobClient:
         return None
 
     # -- watching ------------------------------------------------------------------------------------------
-    def watch(self, ports: flink.Ports, props: Path) -> None:
+    def watch(self, ports: flink_cluster.Ports, props: Path) -> None:
         try:
             jobs = self.rest.jobs()
-        except flink.FlinkError as exc:
+        except flink_cluster.FlinkError as exc:
             if self.reachable:
                 self.reachable = False
                 self.ctx.observe(F, {"event": "unreachable", "error": str(exc)[:300]})
@@ -339,7 +339,7 @@ class JobClient:
     def note_checkpoints(self) -> None:
         try:
             data = self.rest.call(f"/jobs/{self.job_id}/checkpoints")
-        except flink.FlinkError:
+        except flink_cluster.FlinkError:
             return
         restored = (data.get("latest") or {}).get("restored") or {}
         if restored.get("id") is not None and restored.get("restore_timestamp") != self.restored:
@@ -362,7 +362,7 @@ class JobClient:
     def note_failures(self) -> None:
         try:
             data = self.rest.call(f"/jobs/{self.job_id}/exceptions")
-        except flink.FlinkError:
+        except flink_cluster.FlinkError:
             return
         for entry in sorted((data.get("exceptionHistory") or {}).get("entries") or [],
                             key=lambda e: e.get("timestamp") or 0):
@@ -376,8 +376,8 @@ class JobClient:
                                  "cause": first_cause(entry.get("stacktrace") or "")})
 
     # -- submitting ----------------------------------------------------------------------------------------
-    def submit(self, ports: flink.Ports, props: Path) -> None:
-        checkpoint = flink.latest_checkpoint(self.home)
+    def submit(self, ports: flink_cluster.Ports, props: Path) -> None:
+        checkpoint = flink_cluster.latest_checkpoint(self.home)
         self.ctx.invoke(SUBMIT_F, {"from_checkpoint": checkpoint})
         job_args = ["--name", self.name, "--inputs", ",".join(self.args.inputs), "--output", self.args.output,
                     "--counts", self.args.counts, "--group", group(self.ctx.run_tag, self.args),
@@ -385,9 +385,9 @@ class JobClient:
                     "--checkpoint-ms", str(self.args.checkpoint_ms),
                     "--transaction-timeout-ms", str(self.args.transaction_timeout_ms),
                     "--properties", str(props), "--jar", str(versions.flink_connector_jar())]
-        command = flink.run_command(ports, Path(__file__).parent / "flink" / "job.py", job_args, checkpoint)
+        command = flink_cluster.run_command(ports, Path(__file__).parent / "flink_job" / "job.py", job_args, checkpoint)
         try:
-            proc = subprocess.run(command, env=flink.environment(self.home, "client"), capture_output=True,
+            proc = subprocess.run(command, env=flink_cluster.environment(self.home, "client"), capture_output=True,
                                   text=True, timeout=SUBMIT_TIMEOUT_S, stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
             self.ctx.complete("fail", SUBMIT_F, {"from_checkpoint": checkpoint,
@@ -404,7 +404,7 @@ class JobClient:
         self.ctx.complete("ok", SUBMIT_F, {"from_checkpoint": checkpoint, "job_id": self.job_id})
 
     # -- stopping ------------------------------------------------------------------------------------------
-    def drain_and_cancel(self, ports: flink.Ports, props: Path) -> None:
+    def drain_and_cancel(self, ports: flink_cluster.Ports, props: Path) -> None:
         """Let the job take in every committed input before cancelling it (a job its JobManager lost, stopped
         just after it came back, is submitted again first, as while running): the inputs' LSO unchanged for
         STABLE_S and equal to their HWM (the feeder stopped, its last transaction ended), then the group's committed offsets past each partition's last committed
@@ -443,7 +443,7 @@ class JobClient:
         if self.job_id is not None:
             try:
                 self.rest.call(f"/jobs/{self.job_id}?mode=cancel", method="PATCH")
-            except flink.FlinkError:
+            except flink_cluster.FlinkError:
                 pass
         value = {"event": "stopped", "job_id": self.job_id, "application_id": group(self.ctx.run_tag, self.args),
                  "drained": drained, "seconds": round(time.monotonic() - started, 1), **phases}

@@ -42,11 +42,11 @@ from pathlib import Path
 from chaos.workloads.base import WorkloadContext
 from chaos.workloads.jvm import JavaTool, Op, ToolEvents, run_tools
 from chaos.workloads.topics import partition_counts
-from cluster.connection import ConnectionSettings
-from cluster.java import java_command
-from cluster.layout import render_properties
-from cluster.versions import release
-from cluster.errors import TxnlabError
+from cluster.access.connection import ConnectionSettings
+from cluster.lab.java import java_command
+from cluster.lab.layout import render_properties
+from cluster.lab.versions import release
+from cluster.access.errors import TxnlabError
 
 PRODUCER_MAIN = "org.apache.kafka.tools.VerifiableProducer"
 COPIER_MAIN = "org.apache.kafka.tools.TransactionalMessageCopier"

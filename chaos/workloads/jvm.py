@@ -19,7 +19,7 @@ from typing import IO, Callable, NamedTuple
 import psutil
 
 from chaos.workloads.base import WorkloadContext
-from cluster.waiting import Deadline
+from cluster.access.waiting import Deadline
 
 LINE_LIMIT = 500                     # characters of an unreadable stdout line kept in the history
 STDERR_TAIL = 10                     # stderr lines kept for a failed JVM's completion
@@ -153,7 +153,7 @@ class JavaTool:
 
 def reap_leftovers() -> list[int]:
     """SIGKILL what a JVM of this process left behind: every other member of this process's own process group
-    (the supervisor starts each workload process as the leader of a group of its own: cluster/supervisor.py), e.g.
+    (the supervisor starts each workload process as the leader of a group of its own: cluster/lab/supervisor.py), e.g.
     the Python workers of a Flink TaskManager, orphaned when its JVM exits. Nothing when this process does not
     lead its group (run by hand from a shell: the group is the shell's). Returns the pids killed."""
     me = os.getpid()

@@ -1,9 +1,9 @@
 """The workloads of clients other than confluent-kafka: a program of their own (Kafka's Java clients: Java, franz-go:
-Go, KafkaJS: Node.js), built or installed at set-up (cluster/clients.py), speaking docs/workload-protocol.md over
+Go, KafkaJS: Node.js), built or installed at set-up (cluster/lab/clients.py), speaking docs/workload-protocol.md over
 the run's socket.
 
 Owns: the clients a transactional workload may run on (clients(): the reference confluent-kafka, then
-cluster/clients.py's CLIENTS), reading `--client` off a workload's arguments, and exec'ing the client's program
+cluster/lab/clients.py's CLIENTS), reading `--client` off a workload's arguments, and exec'ing the client's program
 with the rest of them in this process (same pid: the runner stops, pauses and kills it as any workload).
 Must not: translate what the program writes (it writes the history itself) or install anything.
 """
@@ -14,8 +14,8 @@ import sys
 from typing import Callable
 
 from chaos.workloads import TRANSACTIONAL_WORKLOADS
-from cluster.clients import CLIENTS, native_clients
-from cluster.errors import TxnlabError
+from cluster.lab.clients import CLIENTS, native_clients
+from cluster.access.errors import TxnlabError
 
 REFERENCE = "confluent"                     # the Python workloads (confluent-kafka, librdkafka)
 CLIENT_OPTION = "--client"
@@ -53,7 +53,7 @@ def check_client(workload: str, client: str) -> None:
 
 
 def prepare_client(client: str, progress: Callable[[str], None] = print) -> None:
-    """The client's program built for its current sources (once, then a no-op: cluster/clients.py), before a run
+    """The client's program built for its current sources (once, then a no-op: cluster/lab/clients.py), before a run
     starts anything that needs it."""
     if client != REFERENCE:
         CLIENTS[client].install(progress)

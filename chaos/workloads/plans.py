@@ -12,7 +12,7 @@ from typing import Callable
 
 from chaos.workloads import WORKLOADS, streams
 from chaos.workloads.native import CLIENT_OPTION, REFERENCE, ClientError, check_client
-from cluster.errors import TxnlabError
+from cluster.access.errors import TxnlabError
 
 
 STREAMS_KEYS = 16             # the Streams feeder's keys (txn-producer --keys)
@@ -41,7 +41,7 @@ class Plan:
                                       # its clock starts: a Flink job's first checkpoint, not a guess in seconds
 
     def leader_shifts(self, placement: str) -> dict[str, int]:
-        """Where `topics`' partitions are led (cluster/smoke.py ensure_topic's leader_shift): "kafka" leaves it
+        """Where `topics`' partitions are led (cluster/access/smoke.py ensure_topic's leader_shift): "kafka" leaves it
         to Kafka's default assignment; "apart" leads partition p of every input by one broker and partition p
         of every output by another, so a fault on one broker's links holds a task's writes while its reads
         still flow (and the other way round)."""

@@ -38,16 +38,16 @@ from chaos.record.history import HistoryError, HistoryWriter
 from chaos.record.recovery import GROUP_ERROR_F, GROUP_F, GROUP_OBSERVER, RESTART_F
 from chaos.workloads.base import EXIT_STALL
 from chaos.workloads.plans import WorkloadSpec, without_option
-from cluster.admin import ClusterAdmin
-from cluster.connection import ConnectionSettings
-from cluster.heal import run_steps
-from cluster.reads import partition_offsets
-from cluster.smoke import ensure_topic
-from cluster.supervisor import Supervisor
-from cluster.versions import KAFKA_VERSION_VARIABLE, REPO_ROOT, pinned
-from cluster.waiting import Deadline
+from cluster.access.admin import ClusterAdmin
+from cluster.access.connection import ConnectionSettings
+from cluster.lab.heal import run_steps
+from cluster.access.reads import partition_offsets
+from cluster.access.smoke import ensure_topic
+from cluster.lab.supervisor import Supervisor
+from cluster.lab.versions import KAFKA_VERSION_VARIABLE, REPO_ROOT, pinned
+from cluster.access.waiting import Deadline
 from chaos.workloads.topics import partition_counts
-from cluster.progress import Progress
+from cluster.access.progress import Progress
 
 
 GROUP_SAMPLE_S = 2.0
@@ -109,7 +109,7 @@ class Run:
 
     # ---- topics ------------------------------------------------------------------------------------
     def create_topics(self, topics: dict[str, int], leader_shifts: dict[str, int] | None = None) -> None:
-        """leader_shifts: topic -> shift of its partitions' preferred leaders (cluster/smoke.py ensure_topic);
+        """leader_shifts: topic -> shift of its partitions' preferred leaders (cluster/access/smoke.py ensure_topic);
         the others get Kafka's default assignment."""
         for topic, partitions in topics.items():
             ensure_topic(self.conn, topic, partitions=partitions, leader_shift=(leader_shifts or {}).get(topic))

@@ -1,4 +1,4 @@
-"""Workload: one instance of a Kafka Streams exactly-once application (chaos/workloads/streams/, Java), as
+"""Workload: one instance of a Kafka Streams exactly-once application (chaos/workloads/streams_app/, Java), as
 teams run it: `processing.guarantee=exactly_once_v2`, several instances (one workload process each) sharing
 one application.id, so its tasks move between them when one fails, pauses or restarts.
 
@@ -24,7 +24,7 @@ deleted at exit), never on its command line. Its state directory is this process
 under the run's scratch folder (TMPDIR, chaos/workloads/run.py), removed at exit, by the next start under the same name
 after a kill (a restarted instance restores its state from the changelog), or with the scratch folder when the
 run finishes); it is also the JVM's java.io.tmpdir, where RocksDB unpacks its native library.
-Must not: signal any process but its JVM (a paused workload is paused with its JVM: cluster/supervisor.py
+Must not: signal any process but its JVM (a paused workload is paused with its JVM: cluster/lab/supervisor.py
 sends STOP and CONT to the process group).
 """
 from __future__ import annotations
@@ -37,10 +37,10 @@ from typing import Callable
 
 from chaos.workloads.base import WorkloadContext
 from chaos.workloads.jvm import JavaTool, Op, ToolEvents, run_tools
-from cluster.errors import TxnlabError
-from cluster.install import install_streams_app
-from cluster.java import java_command
-from cluster.layout import render_properties
+from cluster.access.errors import TxnlabError
+from cluster.lab.install import install_streams_app
+from cluster.lab.java import java_command
+from cluster.lab.layout import render_properties
 
 MAIN = "dev.txnlab.streams.EosApp"
 F = "streams"

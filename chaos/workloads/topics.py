@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from confluent_kafka.admin import AdminClient
 
-from cluster.connection import ConnectionSettings
-from cluster.errors import TxnlabError
+from cluster.access.connection import ConnectionSettings
+from cluster.access.errors import TxnlabError
 
 
 LIST_TIMEOUT_S = 30.0

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from cluster.admin import ClusterAdmin
-from cluster.layout import DRILL_BROKER_CONFIG, HANGING_DRILL_BROKER_CONFIG, HANGING_DRILL_FEATURES
-from cluster.local import LocalCluster
-from cluster.smoke import ensure_topic
-from cluster.versions import kafka_version, txnlab_home
+from cluster.access.admin import ClusterAdmin
+from cluster.lab.layout import DRILL_BROKER_CONFIG, HANGING_DRILL_BROKER_CONFIG, HANGING_DRILL_FEATURES
+from cluster.lab.local import LocalCluster
+from cluster.access.smoke import ensure_topic
+from cluster.lab.versions import kafka_version, txnlab_home
 from report.stack import local_stack
 
 CAMPAIGN = pytest.mark.campaign      # a live test that left the gate: docs/testing.md's moved-test table
@@ -54,7 +54,7 @@ def cluster_state_dir(name: str = "test-cluster") -> Path:
 
 
 DRILL_BASE_PORT = TEST_BASE_PORT + 3000
-# The drill cluster: one node, the demo's drill settings (cluster/layout.py: hanging transactions can be
+# The drill cluster: one node, the demo's drill settings (cluster/lab/layout.py: hanging transactions can be
 # injected, a small transaction.max.timeout.ms) at transaction.version=1, and the coordinator's timeout
 # sweep slowed to once an hour so a transaction held past its timeout stays visible until the test ends it.
 TEST_DRILL_BROKER_CONFIG = {**DRILL_BROKER_CONFIG,

@@ -7,7 +7,7 @@ from typing import Iterator
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from cluster.connection import ConnectionSettings
+from cluster.access.connection import ConnectionSettings
 from exporter.app import Exporter
 from exporter.config import load_config
 

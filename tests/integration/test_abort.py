@@ -1,4 +1,4 @@
-"""The one administrative abort (cluster.abort, `txnlab txn abort`) on the drill cluster (verification off,
+"""The one administrative abort (cluster.access.abort, `txnlab txn abort`) on the drill cluster (verification off,
 transaction.version=1): a live transaction is refused and commits whole (or, forced, is torn as the docs
 say); a transaction that ended since it was seen is refused and nothing is written; a hanging one is aborted.
 """
@@ -15,13 +15,13 @@ from kafka.structs import TopicPartition
 
 from chaos.nemesis import _raw_produce as raw
 from chaos.nemesis.inject_hanging import InjectedHanging, inject_hanging
-from cluster.abort import AbortRefused, abort_transaction, open_transaction, partition_producers
-from cluster.admin import ClusterAdmin
-from cluster.connection import ConnectionSettings
-from cluster.layout import DRILL_TXN_MAX_TIMEOUT_MS
-from cluster.reads import partition_offsets, read_to_end
-from cluster.smoke import ensure_topic
-from cluster.waiting import wait_until
+from cluster.access.abort import AbortRefused, abort_transaction, open_transaction, partition_producers
+from cluster.access.admin import ClusterAdmin
+from cluster.access.connection import ConnectionSettings
+from cluster.lab.layout import DRILL_TXN_MAX_TIMEOUT_MS
+from cluster.access.reads import partition_offsets, read_to_end
+from cluster.access.smoke import ensure_topic
+from cluster.access.waiting import wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.kafka_core]
 

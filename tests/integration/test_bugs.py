@@ -22,8 +22,8 @@ import pytest
 
 from chaos.record.history import read_history
 from chaos.workloads.base import EXIT_STALL
-from cluster.supervisor import Supervisor
-from cluster.versions import txnlab_home
+from cluster.lab.supervisor import Supervisor
+from cluster.lab.versions import txnlab_home
 from report.bugs import BugOptions, BugRun, exit_code
 from report.build import fault_line, stall_bugs
 from tests.integration.conftest import CAMPAIGN

@@ -15,8 +15,8 @@ import yaml
 
 from chaos.nemesis.backends import LocalBackend
 from chaos.nemesis.journal import FAULTS_DIR, WORKLOADS, heal_journal, read_journal
-from cluster.supervisor import Supervisor
-from cluster.waiting import wait_until
+from cluster.lab.supervisor import Supervisor
+from cluster.access.waiting import wait_until
 from tests.integration.test_experiments import assert_healed, interruptible_spec
 
 

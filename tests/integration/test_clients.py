@@ -1,4 +1,4 @@
-"""The clients besides confluent-kafka (cluster/clients.py: franz-go, KafkaJS), each speaking the workload protocol
+"""The clients besides confluent-kafka (cluster/lab/clients.py: franz-go, KafkaJS), each speaking the workload protocol
 (docs/workload-protocol.md) on the real cluster. Per client: the conformance run (two of its transactional
 producers and two of its exactly-once processors, no fault) verifies valid with both isolation levels read, and a
 duplicate planted in a copy of it (a committed record of its producer re-sent outside any transaction) is counted
@@ -30,8 +30,8 @@ from chaos.record.history import read_history
 from chaos.record.ids import headers
 from chaos.runner.spec import builtin_specs, parse_spec, with_client
 from chaos.catalog.bugs import matching_anomaly_bugs
-from cluster.clients import native_clients
-from cluster.reads import read_to_end
+from cluster.lab.clients import native_clients
+from cluster.access.reads import read_to_end
 from chaos.record.signatures import explained
 from tests.integration.conftest import CAMPAIGN, TEST_BASE_PORT, cluster_state_dir, needed_runs, verify_reports
 from tests.integration.test_experiments import assert_healed, assert_zombie_fenced, drop_run_topics, run_short

@@ -6,8 +6,8 @@ import re
 import pytest
 from confluent_kafka import Producer
 
-from cluster.admin import transaction_state_partition
-from cluster.java import run_tool
+from cluster.access.admin import transaction_state_partition
+from cluster.lab.java import run_tool
 
 pytestmark = pytest.mark.kafka_core      # the version matrix's core (scripts/kafka_matrix.py)
 

@@ -15,9 +15,9 @@ import uuid
 import pytest
 from confluent_kafka import Producer
 
-from cluster.prometheus import Prometheus, PrometheusError
-from cluster.smoke import ensure_topic
-from cluster.waiting import NotYet, wait_until
+from cluster.lab.prometheus import Prometheus, PrometheusError
+from cluster.access.smoke import ensure_topic
+from cluster.access.waiting import NotYet, wait_until
 from dashboards import boards
 from dashboards.queries import PanelQuery, panel_queries
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster.local import LocalCluster
-from cluster.versions import kafka_version, txnlab_home
+from cluster.lab.local import LocalCluster
+from cluster.lab.versions import kafka_version, txnlab_home
 from report import screenshot
 from report.build import fault_line, tv_level
 from report.demo import Demo, DemoOptions, exit_code

@@ -17,10 +17,10 @@ import requests
 import yaml
 
 from chaos.nemesis.journal import FAULTS_DIR, WORKLOADS, read_journal
-from cluster import compose
-from cluster.docker import Engine, Stack, client, ensure_base
-from cluster.versions import REPO_ROOT
-from cluster.waiting import wait_until
+from cluster.lab import compose
+from cluster.lab.docker import Engine, Stack, client, ensure_base
+from cluster.lab.versions import REPO_ROOT
+from cluster.access.waiting import wait_until
 from tests.integration.conftest import CAMPAIGN, TEST_BASE_PORT, verify_reports as reports
 from chaos.runner.spec import with_client
 from tests.integration.test_clients import assert_through_the_fault, on_client_document
@@ -182,7 +182,7 @@ def test_after_a_kill_9_of_the_runner_mid_pause_chaos_heal_leaves_nothing_paused
     assert healed.returncode == 0, healed.stdout + healed.stderr
     assert not stack.unhealed(), stack.unhealed()
     assert [e for e in read_journal(run_dir / FAULTS_DIR).entries if e["kind"] != WORKLOADS] == []
-    from cluster.supervisor import Supervisor
+    from cluster.lab.supervisor import Supervisor
     workloads = Supervisor(run_dir / "pids")                          # the killed run's own processes
     for name in workloads.names():
         workloads.stop(name, timeout=10)
@@ -202,7 +202,7 @@ def test_the_secured_stack_serves_https_and_prometheus_scrapes_it(engine):
     try:
         secured.build(progress=print, lab=False)
         secured.up(progress=print)
-        from cluster import security
+        from cluster.lab import security
         secrets = security.Secrets(secured.folder / "secrets")
         auth = (security.WEB_USER, secrets.web_password_file.read_text().strip())
         answer = requests.get(secured.exporter_url(), verify=str(secrets.ca_file), auth=auth, timeout=10)

@@ -20,8 +20,8 @@ from chaos.runner.experiment import Experiment
 from chaos.runner.spec import builtin_specs, load_spec, parse_spec
 from chaos.workloads.plans import option_value
 from chaos.workloads import flink
-from cluster.reads import read_to_end
-from cluster.waiting import wait_until
+from cluster.access.reads import read_to_end
+from cluster.access.waiting import wait_until
 from tests.integration.conftest import CAMPAIGN, TEST_BASE_PORT, cluster_state_dir
 from tests.integration.test_workloads import assert_complete
 

@@ -13,8 +13,8 @@ import pytest
 import requests
 from confluent_kafka import Producer
 
-from cluster import versions
-from cluster.waiting import wait_until
+from cluster.lab import versions
+from cluster.access.waiting import wait_until
 from tests.integration.exporter_helpers import metric, running_exporter, scrape, value
 
 pytestmark = pytest.mark.kafka_core      # the version matrix's core (scripts/kafka_matrix.py)

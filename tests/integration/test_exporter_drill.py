@@ -10,9 +10,9 @@ import uuid
 
 from confluent_kafka import Producer
 
-from cluster.layout import DRILL_TXN_MAX_TIMEOUT_MS
-from cluster.smoke import ensure_topic
-from cluster.waiting import wait_until
+from cluster.lab.layout import DRILL_TXN_MAX_TIMEOUT_MS
+from cluster.access.smoke import ensure_topic
+from cluster.access.waiting import wait_until
 from tests.integration.exporter_helpers import metric, running_exporter, scrape, value
 
 INTERVAL = 2.0

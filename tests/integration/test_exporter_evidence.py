@@ -23,11 +23,11 @@ import pytest
 import requests
 from confluent_kafka import Producer
 
-from cluster.admin import ClusterAdmin, transaction_state_partition
-from cluster.layout import HANGING_DRILL_BROKER_CONFIG, HANGING_DRILL_FEATURES
-from cluster.reads import partition_offsets
-from cluster.smoke import ensure_topic
-from cluster.waiting import wait_until
+from cluster.access.admin import ClusterAdmin, transaction_state_partition
+from cluster.lab.layout import HANGING_DRILL_BROKER_CONFIG, HANGING_DRILL_FEATURES
+from cluster.access.reads import partition_offsets
+from cluster.access.smoke import ensure_topic
+from cluster.access.waiting import wait_until
 from exporter.kafka_access import KafkaAccess
 from tests.integration.conftest import CAMPAIGN, TEST_BASE_PORT, _session_cluster
 from tests.integration.exporter_helpers import running_exporter, scrape

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from cluster.versions import REPO_ROOT
-from cluster.waiting import wait_until
+from cluster.lab.versions import REPO_ROOT
+from cluster.access.waiting import wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
 

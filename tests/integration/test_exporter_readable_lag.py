@@ -7,8 +7,8 @@ import re
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from cluster import java
-from cluster.waiting import wait_until
+from cluster.lab import java
+from cluster.access.waiting import wait_until
 from tests.integration.exporter_helpers import Samples, running_exporter, scrape, value
 
 INTERVAL = 1.0

@@ -17,10 +17,10 @@ from chaos.nemesis.faults import FaultEnv, make_fault
 from chaos.record.history import read_history
 from chaos.workloads.plans import WorkloadSpec
 from chaos.workloads.run import Run, new_run_dir, new_run_tag
-from cluster.admin import transaction_state_partition
-from cluster.reads import partition_offsets, read_to_end
-from cluster.smoke import ensure_topic
-from cluster.waiting import wait_until
+from cluster.access.admin import transaction_state_partition
+from cluster.access.reads import partition_offsets, read_to_end
+from cluster.access.smoke import ensure_topic
+from cluster.access.waiting import wait_until
 
 pytestmark = pytest.mark.cluster
 

@@ -7,8 +7,8 @@ from confluent_kafka import KafkaException, Producer
 from kafka.errors import KafkaError
 from confluent_kafka.admin import AdminClient
 
-from cluster.reads import read_to_end
-from cluster.waiting import wait_until
+from cluster.access.reads import read_to_end
+from cluster.access.waiting import wait_until
 
 
 def _commit_transactions(conn, topic, count, per_txn=4):
@@ -77,7 +77,7 @@ def _cut_off(admin, topic, node):
 def test_isolated_broker_is_cut_off_both_ways_and_heals(heal_after, conn, admin):
     cluster = heal_after
     topic = f"iso-{uuid.uuid4().hex[:8]}"
-    from cluster.smoke import ensure_topic
+    from cluster.access.smoke import ensure_topic
     ensure_topic(conn, topic, partitions=6, replication=3)
     victim = _a_follower_controller(admin)
     parts = wait_until(lambda: admin.partitions(topic), 30, "topic metadata", ignore=(KafkaError,))

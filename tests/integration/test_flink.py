@@ -25,7 +25,7 @@ from chaos.record.history import read_history
 from chaos.record.ids import decode_value
 from chaos.runner.spec import parse_spec
 from chaos.catalog.bugs import load_bug
-from cluster.reads import read_to_end
+from cluster.access.reads import read_to_end
 from report import detection, series
 from tests.integration.conftest import CAMPAIGN, needed_runs
 from tests.integration.test_experiments import FLINK, drop_run_topics, run_short

@@ -1,7 +1,7 @@
 """The hanging-transaction injector and the producer flood against real brokers.
 
 The drill cluster (verification off) gets real hanging transactions, each aborted again (through
-cluster.abort, the one abort path) by the fixture that made it; the verification-on cluster must refuse them and stay untouched.
+cluster.access.abort, the one abort path) by the fixture that made it; the verification-on cluster must refuse them and stay untouched.
 """
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ from kafka.structs import TopicPartition
 
 from chaos.nemesis.inject_hanging import InjectedHanging, VerificationEnabledError, inject_hanging
 from chaos.nemesis.producer_flood import flood_producer_ids
-from cluster.abort import ExpectedTransaction, abort_transaction
-from cluster import versions
-from cluster.admin import ClusterAdmin
-from cluster.connection import ConnectionSettings
-from cluster.smoke import ensure_topic
-from cluster.waiting import wait_until
+from cluster.access.abort import ExpectedTransaction, abort_transaction
+from cluster.lab import versions
+from cluster.access.admin import ClusterAdmin
+from cluster.access.connection import ConnectionSettings
+from cluster.access.smoke import ensure_topic
+from cluster.access.waiting import wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.kafka_core]
 

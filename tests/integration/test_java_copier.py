@@ -10,8 +10,8 @@ import pytest
 from chaos.record.history import read_history
 from chaos.workloads.plans import WorkloadSpec
 from chaos.workloads.run import Run, new_run_dir, new_run_tag
-from cluster.reads import read_to_end
-from cluster.smoke import ensure_topic
+from cluster.access.reads import read_to_end
+from cluster.access.smoke import ensure_topic
 from tests.unit.test_java_copier import assert_paired
 
 pytestmark = [pytest.mark.cluster, pytest.mark.kafka_core]

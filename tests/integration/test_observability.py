@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import requests
 
-from cluster.waiting import wait_until
+from cluster.access.waiting import wait_until
 from tests.integration.conftest import CAMPAIGN
 
 

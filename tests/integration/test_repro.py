@@ -9,7 +9,7 @@ import re
 import subprocess
 
 from chaos.catalog.bugs import BUGS_DIR
-from cluster.clients import go_build
+from cluster.lab.clients import go_build
 from tests.integration.conftest import CAMPAIGN
 
 REPRO = BUGS_DIR / "repro"

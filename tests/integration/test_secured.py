@@ -26,11 +26,11 @@ from chaos.record.history import read_history
 from chaos.record.ids import decode_value
 from chaos.workloads.plans import plan
 from chaos.workloads.run import Run, new_run_dir, new_run_tag
-from cluster import security
-from cluster.connection import ConnectionSettings
-from cluster.reads import read_to_end
-from cluster.smoke import ensure_topic
-from cluster.waiting import NotYet, wait_until
+from cluster.lab import security
+from cluster.access.connection import ConnectionSettings
+from cluster.access.reads import read_to_end
+from cluster.access.smoke import ensure_topic
+from cluster.access.waiting import NotYet, wait_until
 from tests.integration.conftest import CAMPAIGN
 from tests.integration.exporter_helpers import running_exporter, scrape, value
 from tests.integration.test_workloads import run_plan

@@ -15,11 +15,11 @@ import pytest
 from confluent_kafka import Producer
 from kafka.structs import TopicPartition
 
-from cluster import security
-from cluster.abort import partition_producers
-from cluster.admin import ClusterAdmin
-from cluster.connection import ConnectionSettings
-from cluster.smoke import ensure_topic
+from cluster.lab import security
+from cluster.access.abort import partition_producers
+from cluster.access.admin import ClusterAdmin
+from cluster.access.connection import ConnectionSettings
+from cluster.access.smoke import ensure_topic
 
 pytestmark = [pytest.mark.cluster, pytest.mark.own_clusters]
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from cluster.reads import partition_offsets, read_to_end
+from cluster.access.reads import partition_offsets, read_to_end
 from tests.integration.conftest import CAMPAIGN, needed_runs
 from tests.integration.test_experiments import STREAMS, nemesis, short_runs_of
 from tests.integration.test_verify import copy_run, failing_checks

@@ -6,8 +6,8 @@ import uuid
 import pytest
 from confluent_kafka import Producer
 
-from cluster.reads import partition_offsets, read_to_end
-from cluster.waiting import wait_until
+from cluster.access.reads import partition_offsets, read_to_end
+from cluster.access.waiting import wait_until
 
 pytestmark = pytest.mark.kafka_core      # the version matrix's core (scripts/kafka_matrix.py)
 

@@ -31,7 +31,7 @@ from chaos.record.ids import attempt_id, encode_value, headers, record_id
 from chaos.runner.experiment import Experiment
 from chaos.runner.spec import parse_spec
 from chaos.nemesis.backends import LocalBackend
-from cluster.reads import partition_offsets, read_to_end
+from cluster.access.reads import partition_offsets, read_to_end
 from tests.integration.conftest import CAMPAIGN, TEST_BASE_PORT, cluster_state_dir
 from tests.integration.test_experiments import drop_run_topics
 
@@ -573,7 +573,7 @@ def test_a_connect_server_on_a_standalone_spark_cluster_gives_the_local_reports_
     verified through it (executors on both workers): report.json equal to local[*]'s, every planted duplicate
     counted once; `down` leaves no process of the cluster (nor an executor)."""
     import psutil
-    from cluster.spark_layout import StandalonePlan
+    from cluster.lab.spark_layout import StandalonePlan
     from spark_analysis.standalone import StandaloneCluster, alive_workers, master_state
     reports, expected, log = verified
     runs = {name: copy_run(Path(reports[name]["run"]), tmp_path / name) for name in ("anomalies",)}

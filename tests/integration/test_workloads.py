@@ -10,7 +10,7 @@ from chaos.record.history import read_history
 from chaos.record.ids import decode_value
 from chaos.workloads.run import Run, new_run_dir, new_run_tag
 from chaos.workloads.plans import plan
-from cluster.reads import read_to_end
+from cluster.access.reads import read_to_end
 
 pytestmark = pytest.mark.kafka_core      # the version matrix's core (scripts/kafka_matrix.py)
 

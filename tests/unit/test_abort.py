@@ -1,4 +1,4 @@
-"""cluster.abort: the pure decision on tiny inputs, and the thin I/O around it with a scripted admin client."""
+"""cluster.access.abort: the pure decision on tiny inputs, and the thin I/O around it with a scripted admin client."""
 from __future__ import annotations
 
 import kafka.errors as Errors
@@ -6,8 +6,8 @@ import pytest
 from kafka.admin import ProducerState, TransactionDescription, TransactionListing
 from kafka.structs import TopicPartition
 
-from cluster import abort as ab
-from cluster.abort import Allowed, CoordinatorView, ExpectedTransaction, Refused, decide
+from cluster.access import abort as ab
+from cluster.access.abort import Allowed, CoordinatorView, ExpectedTransaction, Refused, decide
 from exporter import txn_commands
 from exporter.txn_commands import HangingReport
 
@@ -77,7 +77,7 @@ def test_force_overrides_the_coordinator_and_says_what_it_overrode():
 
 # ---- the I/O around it -------------------------------------------------------------------------------
 class ScriptedClient:
-    """kafka-python's admin client as far as cluster.abort uses it; records every call. `leaders`: the
+    """kafka-python's admin client as far as cluster.access.abort uses it; records every call. `leaders`: the
     __transaction_state leaders each describe_topics answers in turn (partition -> (leader, epoch))."""
 
     def __init__(self, listed=None, described=None, producers=(), list_error=None, leaders=None, acl_denied=False):

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from cluster import admin
-from cluster.admin import java_string_hash, transaction_state_partition
+from cluster.access import admin
+from cluster.access.admin import java_string_hash, transaction_state_partition
 
 
 @pytest.mark.parametrize("text,expected", [
@@ -39,7 +39,7 @@ KNOWN = {"error_code": 0, "partitions": [{"partition_index": 0, "leader_id": 2, 
 
 
 def _admin(client):
-    from cluster.admin import ClusterAdmin
+    from cluster.access.admin import ClusterAdmin
     admin = ClusterAdmin.__new__(ClusterAdmin)
     admin.client = client
     return admin

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from dashboards import build, rules
-from cluster.versions import REPO_ROOT
+from cluster.lab.versions import REPO_ROOT
 
 ALERTS = REPO_ROOT / "dashboards" / "alerts"
 

@@ -229,7 +229,7 @@ def test_anomalies_name_a_broker_s_bug_on_runs_of_its_affected_cluster():
 
 
 def test_a_local_run_records_the_settings_its_cluster_was_brought_up_with():
-    from cluster.layout import ClusterLayout
+    from cluster.lab.layout import ClusterLayout
     layout = ClusterLayout(state_dir=Path("/tmp/x"), broker_overrides={"transaction.partition.verification.enable": "false"},
                            features={"transaction.version": "1"})
     assert layout.settings == {"broker_config": {"transaction.partition.verification.enable": "false"},

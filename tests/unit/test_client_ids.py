@@ -13,7 +13,7 @@ import pytest
 
 from chaos.record.ids import INCARNATION_STRIDE, attempt_id, encode_value, headers, record_id
 from chaos.workloads.confluent.txn_producer import key_number
-from cluster.clients import CLIENTS
+from cluster.lab.clients import CLIENTS
 
 
 def vectors() -> list[dict]:

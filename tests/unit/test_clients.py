@@ -8,7 +8,7 @@ import pytest
 from chaos.workloads.plans import PlanError, plan
 from chaos.runner.spec import SpecError, load_spec, parse_spec, with_client
 from chaos.workloads.native import REFERENCE, ClientError, clients, split_client
-from cluster.clients import CLIENTS
+from cluster.lab.clients import CLIENTS
 from tests.unit.test_spec import minimal_spec, problems_of
 
 

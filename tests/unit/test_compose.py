@@ -16,15 +16,15 @@ import pytest
 import yaml
 from cryptography import x509
 
-from cluster import compose, security
-from cluster.versions import REPO_ROOT
+from cluster.lab import compose, security
+from cluster.lab.versions import REPO_ROOT
 
 SECURED = REPO_ROOT / compose.SECURED_FILE
 
 
 def test_committed_files_are_what_the_layout_renders():
     for path, text in compose.rendered().items():
-        assert path.read_text() == text, f"{path.name} is stale: run `python -m cluster.compose`"
+        assert path.read_text() == text, f"{path.name} is stale: run `python -m cluster.lab.compose`"
 
 
 @pytest.mark.parametrize("name", ["docker-compose.yml", compose.SECURED_FILE])

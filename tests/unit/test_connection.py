@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from cluster.connection import LOG_SECRETS, ConnectionSettings, ConnectionSettingsError, install_log_redaction
+from cluster.access.connection import LOG_SECRETS, ConnectionSettings, ConnectionSettingsError, install_log_redaction
 
 
 def test_plaintext_defaults():
@@ -65,7 +65,7 @@ def test_from_env(monkeypatch):
 
 
 def test_to_env_round_trips_through_from_env():
-    from cluster.connection import ConnectionSettings
+    from cluster.access.connection import ConnectionSettings
     conn = ConnectionSettings(bootstrap="a:1,b:2", security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
                               sasl_username="u", sasl_password="p w", tls_verify_hostname=False, client_id="x")
     assert ConnectionSettings.from_env(environ=conn.to_env()) == conn

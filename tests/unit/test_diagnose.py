@@ -1,4 +1,4 @@
-"""cluster/diagnose.py: how a failed connection is classified, and the one wording of an ACL refusal."""
+"""cluster/access/diagnose.py: how a failed connection is classified, and the one wording of an ACL refusal."""
 from __future__ import annotations
 
 import socket
@@ -8,8 +8,8 @@ import time
 import kafka.errors as Errors
 import pytest
 
-from cluster.connection import ConnectionSettings
-from cluster.diagnose import (ClusterUnreachable, Diagnosis, classify_connect, classify_kafka, classify_tls, diagnose,
+from cluster.access.connection import ConnectionSettings
+from cluster.access.diagnose import (ClusterUnreachable, Diagnosis, classify_connect, classify_kafka, classify_tls, diagnose,
                               is_authorization_error, not_authorized, require_reachable, summarize)
 
 PASSWORD = "pw-Never-Shown-42"

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from chaos.runner.spec import SpecError, load_spec, with_compose
-from cluster import compose
-from cluster.docker import DockerError, Stack, apt_mirror, base_sources, trust_local_cas
+from cluster.lab import compose
+from cluster.lab.docker import DockerError, Stack, apt_mirror, base_sources, trust_local_cas
 
 
 def test_the_mirror_is_the_one_apt_uses_in_either_format(tmp_path):
@@ -66,7 +66,7 @@ def test_up_refuses_a_port_plan_in_the_ephemeral_range_before_anything_starts(tm
     stack = Stack("p", compose.compose_layout(base_port=33000), tmp_path)
     monkeypatch.setattr(Stack, "status", lambda self: pytest.fail("docker asked"))
     monkeypatch.setattr(Stack, "compose", lambda self, *a, **k: pytest.fail("compose ran"))
-    monkeypatch.setattr("cluster.ports.ephemeral_range", lambda: (32768, 60999))
+    monkeypatch.setattr("cluster.lab.ports.ephemeral_range", lambda: (32768, 60999))
     with pytest.raises(DockerError, match=r"p: ports 33000-33899 overlap this machine's ephemeral range 32768-60999"):
         stack.up(progress=lambda m: None)
 
@@ -74,7 +74,7 @@ def test_up_refuses_a_port_plan_in_the_ephemeral_range_before_anything_starts(tm
 def test_an_interrupted_debootstrap_s_mounts_under_the_rootfs_are_unmounted_deepest_first(tmp_path, monkeypatch):
     """debootstrap mounts /proc (and /sys) inside its target: a Ctrl-C left them mounted and the temporary folder
     could not be removed (2026-11-28). Only what is mounted under the rootfs is touched."""
-    from cluster import docker
+    from cluster.lab import docker
     rootfs = tmp_path / "base dir" / "rootfs"
     escaped = str(rootfs).replace(" ", "\\040")              # /proc/mounts escapes a space so
     mounts = tmp_path / "mounts"

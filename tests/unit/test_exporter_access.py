@@ -12,7 +12,7 @@ from kafka.protocol.consumer.offsets import IsolationLevel, ListOffsetsResponse
 from kafka.protocol.metadata.metadata import MetadataResponse
 
 import kafka.errors as Errors
-from cluster.connection import ConnectionSettings
+from cluster.access.connection import ConnectionSettings
 from exporter.kafka_access import ItemError, KafkaAccess, KafkaUnavailable, OffsetsResult, ProducersResult, TransactionsResult, chunks
 
 NOT_LEADER = Errors.NotLeaderForPartitionError.errno

@@ -219,7 +219,7 @@ def test_unreachable_cluster_still_renders_health():
 
 
 def test_every_emitted_family_is_in_the_documented_catalog():
-    from cluster.versions import REPO_ROOT
+    from cluster.lab.versions import REPO_ROOT
     catalog = (REPO_ROOT / "docs" / "exporter.md").read_text()
     producers = ProducersResult(producers={("t", 0): [entry(1, start=3)]}, leaders={("t", 0): 1}, requested=1)
     txn = OpenTransaction("t", 0, 1, 0, 0, 3, 0)

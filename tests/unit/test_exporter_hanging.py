@@ -1,7 +1,7 @@
 """The hanging classifier and its two-collection confirmation, on hand-built access-layer results."""
 from __future__ import annotations
 
-from cluster.admin import transaction_state_partition
+from cluster.access.admin import transaction_state_partition
 from exporter.hanging_verdicts import (COORDINATOR_LEADERLESS, COORDINATOR_MOVED, COORDINATOR_NOT_ONGOING,
                               COORDINATOR_UNANSWERED, ID_ACL, NO_TRANSACTIONAL_ID, PARTITION_NOT_IN_TRANSACTION,
                               PAST_MAX_TIMEOUT, PRODUCER_ID_MISMATCH, STATE_TOPIC_UNSEEN, UNKNOWN_TO_COORDINATOR,

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import tomllib
 
-from cluster.versions import REPO_ROOT
+from cluster.lab.versions import REPO_ROOT
 from txnlab import cli
 
 PYPROJECT = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())

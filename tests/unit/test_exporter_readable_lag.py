@@ -11,7 +11,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
 import kafka.errors as Errors
-from cluster.connection import ConnectionSettings
+from cluster.access.connection import ConnectionSettings
 from exporter.kafka_access import FETCH_MAX_BYTES, ClusterMetadata, KafkaAccess
 from exporter.readable_lag import ReadableRange, pending_ranges, readable_by_group
 from tests.unit.test_exporter_access import done, drive

@@ -5,7 +5,7 @@ import threading
 
 from prometheus_client import CollectorRegistry
 
-from cluster.waiting import wait_until
+from cluster.access.waiting import wait_until
 from exporter.config import load_config
 from exporter.kafka_access import (ConfigsResult, CoordinatorMap, FeaturesResult, GroupOffsetsResult, ItemError,
                                    KafkaUnavailable, OffsetsResult, ProducerEntry, ProducersResult, ReadableLagResult,

@@ -13,14 +13,14 @@ from kafka.errors import UnknownTopicOrPartitionError
 from pydantic import ValidationError
 
 from chaos.nemesis import backends, faults
-from cluster.errors import TxnlabError
+from cluster.access.errors import TxnlabError
 from chaos.nemesis.backends import Backend, BackendError, DockerBackend, LocalBackend
 from chaos.nemesis.fault_kinds import FAULT_KINDS, parse_params
 from chaos.workloads.run import Run
 from chaos.nemesis.faults import FaultEnv, FaultError, make_fault, network_toxic, parse_target, resolve_target
 from chaos.nemesis.inject_hanging import InjectedHanging
-from cluster.local import LocalCluster
-from cluster.toxiproxy import add_toxic_on_links, toxic_names
+from cluster.lab.local import LocalCluster
+from cluster.lab.toxiproxy import add_toxic_on_links, toxic_names
 
 TAG = "r1"
 EXAMPLE_PARAMS = {
@@ -548,7 +548,7 @@ def test_docker_backend_without_the_sdk_says_how_to_install_it(monkeypatch):
 
 def test_docker_backend_takes_its_ports_from_the_stack_it_acts_on():
     """A stack of `txnlab docker up` at another base port: its containers carry their layout (a label)."""
-    from cluster import compose
+    from cluster.lab import compose
     mine, other = compose.compose_layout(base_port=17000), compose.compose_layout(base_port=18000)
     containers = [FakeContainer("kafka-1", "a", "running", []), FakeContainer("kafka-1", "b", "running", []),
                   FakeContainer("kafka-1", "old", "running", [])]

@@ -1,5 +1,5 @@
 """The flink workload's pure parts: its plan, its options, the Flink cluster's ports, settings and checkpoints
-(cluster/flink.py), what it records of Flink's console and exceptions."""
+(cluster/lab/flink_cluster.py), what it records of Flink's console and exceptions."""
 from __future__ import annotations
 
 import argparse
@@ -13,8 +13,8 @@ from chaos.workloads.plans import plan
 from chaos.runner.spec import load_spec
 from chaos.catalog.bugs import load_bug
 from chaos.workloads import flink as workload
-from cluster import flink
-from cluster.layout import LOOPBACK
+from cluster.lab import flink_cluster
+from cluster.lab.layout import LOOPBACK
 
 
 def options(*argv: str) -> argparse.Namespace:
@@ -56,19 +56,19 @@ def test_the_topology_names_the_group_and_no_changelog():
 
 
 def test_ports_are_chosen_once_free_and_recorded(tmp_path):
-    first = flink.choose_ports(tmp_path / "home", 3)
-    assert first.base in flink.FLINK_PORTS and (first.base - flink.FLINK_PORTS.start) % flink.PORT_BLOCK == 0
-    assert flink.choose_ports(tmp_path / "home", 7) == first == flink.recorded_ports(tmp_path / "home")
+    first = flink_cluster.choose_ports(tmp_path / "home", 3)
+    assert first.base in flink_cluster.FLINK_PORTS and (first.base - flink_cluster.FLINK_PORTS.start) % flink_cluster.PORT_BLOCK == 0
+    assert flink_cluster.choose_ports(tmp_path / "home", 7) == first == flink_cluster.recorded_ports(tmp_path / "home")
     with socket.socket() as busy:                       # a block with one port taken is passed over
         busy.bind((LOOPBACK, first.base + 1))
-        other = flink.choose_ports(tmp_path / "other", (first.base - flink.FLINK_PORTS.start) // flink.PORT_BLOCK)
+        other = flink_cluster.choose_ports(tmp_path / "other", (first.base - flink_cluster.FLINK_PORTS.start) // flink_cluster.PORT_BLOCK)
     assert other.base != first.base
-    assert flink.recorded_ports(tmp_path / "none") is None
+    assert flink_cluster.recorded_ports(tmp_path / "none") is None
     assert first.rest_url == f"http://{LOOPBACK}:{first.base + 1}"
 
 
 def test_settings_bind_everything_to_loopback_and_retain_checkpoints(tmp_path):
-    values = flink.settings(tmp_path, flink.Ports(31000), slots=2, parallelism=2, heartbeat_timeout_ms=10000)
+    values = flink_cluster.settings(tmp_path, flink_cluster.Ports(31000), slots=2, parallelism=2, heartbeat_timeout_ms=10000)
     hosts = {k: v for k, v in values.items() if k.endswith(("address", "host", "bind-host"))}
     assert hosts and set(hosts.values()) == {LOOPBACK}
     assert values["rest.port"] == "31001" and values["taskmanager.data.bind-port"] == "31010-31015"
@@ -78,13 +78,13 @@ def test_settings_bind_everything_to_loopback_and_retain_checkpoints(tmp_path):
 
 
 def test_the_newest_retained_checkpoint(tmp_path):
-    assert flink.latest_checkpoint(tmp_path) is None
+    assert flink_cluster.latest_checkpoint(tmp_path) is None
     for job, n in (("a", 3), ("a", 12), ("b", 4)):
         (tmp_path / "checkpoints" / job / f"chk-{n}").mkdir(parents=True)
     (tmp_path / "checkpoints" / "a" / "chk-3" / "_metadata").write_text("x")
-    assert flink.latest_checkpoint(tmp_path).endswith("a/chk-3")       # chk-12 and chk-4: not complete
+    assert flink_cluster.latest_checkpoint(tmp_path).endswith("a/chk-3")       # chk-12 and chk-4: not complete
     (tmp_path / "checkpoints" / "b" / "chk-4" / "_metadata").write_text("x")
-    assert flink.latest_checkpoint(tmp_path).endswith("b/chk-4")
+    assert flink_cluster.latest_checkpoint(tmp_path).endswith("b/chk-4")
 
 
 def test_only_errors_of_flinks_console_reach_the_history(capsys):
@@ -151,6 +151,7 @@ def test_a_job_client_adopts_submits_again_and_records_checkpoints_once(tmp_path
 def test_the_demo_takes_the_flink_experiment_as_an_option(monkeypatch):
     from report import demo
     from txnlab import cli
+    from txnlab.commands.suites import FLINK_DEMO
     taken = []
 
     class Stop(Exception):
@@ -160,13 +161,13 @@ def test_the_demo_takes_the_flink_experiment_as_an_option(monkeypatch):
         taken.append(options.experiments)
         raise Stop
     monkeypatch.setattr(demo, "Demo", capture)
-    for argv, expected in ((["demo"], demo.DEFAULT_SUITE), (["demo", "--with-flink"], (*demo.DEFAULT_SUITE, cli.FLINK_DEMO)),
-                           (["demo", "--experiments", "flink-taskmanager-kill", "--with-flink"], (cli.FLINK_DEMO,))):
+    for argv, expected in ((["demo"], demo.DEFAULT_SUITE), (["demo", "--with-flink"], (*demo.DEFAULT_SUITE, FLINK_DEMO)),
+                           (["demo", "--experiments", "flink-taskmanager-kill", "--with-flink"], (FLINK_DEMO,))):
         args = cli.build_parser().parse_args(argv)
         with pytest.raises(Stop):
             args.func(args)
         assert taken[-1] == expected
-    load_spec(cli.FLINK_DEMO)                              # a built-in
+    load_spec(FLINK_DEMO)                              # a built-in
 
 
 def test_what_a_jvm_leaves_in_the_workload_s_process_group_is_killed_and_nothing_else(tmp_path):

@@ -78,7 +78,7 @@ def frame(filename, name, back=None):
 
 def test_the_final_heal_is_recognised_anywhere_up_the_stack(ht):
     heal = frame("/repo/chaos/runner/experiment.py", "_heal_everything", frame("/repo/chaos/runner/experiment.py", "_run"))
-    inner = frame("/repo/cluster/heal.py", "run_steps", frame("/repo/cluster/waiting.py", "wait_until", heal))
+    inner = frame("/repo/cluster/lab/heal.py", "run_steps", frame("/repo/cluster/access/waiting.py", "wait_until", heal))
     assert ht.heal_began(inner) == "chaos/runner/experiment.py:_heal_everything"
     assert ht.heal_began(frame("/repo/chaos/workloads/run.py", "finish")) == "chaos/workloads/run.py:finish"
     body = frame("/repo/chaos/runner/experiment.py", "_timeline", frame("/repo/chaos/runner/experiment.py", "_body"))

@@ -11,7 +11,7 @@ import textwrap
 import pytest
 
 from chaos.record.history import HistoryClient, HistoryError, HistoryWriter, iter_history, read_history
-from cluster.waiting import wait_until
+from cluster.access.waiting import wait_until
 
 
 def test_ops_are_appended_in_order_and_read_back(tmp_path):

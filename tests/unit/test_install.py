@@ -1,4 +1,4 @@
-"""cluster/install.py's streams app build and cluster/java.py's extra classpath, without Maven or a network:
+"""cluster/lab/install.py's streams app build and cluster/lab/java.py's extra classpath, without Maven or a network:
 the app's stamp, the once-per-release build (mvn stood in for), and the java command line."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster import install, java, versions
+from cluster.lab import install, java, versions
 
 
 @pytest.fixture

@@ -14,8 +14,8 @@ import pytest
 
 from chaos.workloads import java_copier as jc, jvm
 from chaos.workloads.base import WorkloadContext
-from cluster.connection import ConnectionSettings
-from cluster.waiting import Deadline
+from cluster.access.connection import ConnectionSettings
+from cluster.access.waiting import Deadline
 
 
 # ---- VerifiableProducer -------------------------------------------------------------------------------

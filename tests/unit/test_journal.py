@@ -19,9 +19,9 @@ from chaos.runner.experiment import ActiveFault, Experiment
 from chaos.nemesis.faults import FaultEnv, make_fault
 from chaos.nemesis.journal import (FAULTS_DIR, Journal, active_faults_message, heal_journal, journal_dirs, read_journal,
                            write_atomic)
-from cluster.heal import HealError, heal_cluster, run_steps
-from cluster.supervisor import live_process
-from cluster.waiting import wait_until
+from cluster.lab.heal import HealError, heal_cluster, run_steps
+from cluster.lab.supervisor import live_process
+from cluster.access.waiting import wait_until
 
 ENTRY = {"id": "r1-nemesis-0", "kind": "pause-broker", "params": {"target": "node:1"}, "phase": "starting",
          "steps": [{"step": "resume-node", "node": 1}], "backend": {"backend": "local", "state_dir": "/x"}}
@@ -237,7 +237,7 @@ def runner_of(proc: subprocess.Popen) -> dict:
 def test_a_dead_runners_workload_processes_are_stopped_first_and_a_live_runs_entries_are_not_touched(two, tmp_path,
                                                                                                      monkeypatch):
     journal, dirs = two
-    from cluster.supervisor import Supervisor
+    from cluster.lab.supervisor import Supervisor
     run_dir = tmp_path / "run"
     workloads = Supervisor(run_dir / "pids")
     for name in ("txp-0", "proc-0"):

@@ -3,6 +3,7 @@
     txnlab (CLI)  ->  report  ->  chaos | exporter | spark_analysis  ->  cluster
     dashboards stands apart: it imports nothing of txnlab's, and nothing of txnlab's imports it.
     chaos/ has rooms of its own, layered the same way: catalog -> runner -> nemesis -> workloads -> record.
+    cluster/ has two: lab -> access; the exporter may use access only (its core install has none of the lab's needs).
 
 Read from the source with `ast` (every `import` and `from ... import`, also those inside functions), so a
 lazy import that runs back up is caught too. bench/ and tests/ may import anything.
@@ -65,40 +66,42 @@ def test_the_tree_keeps_its_layers():
     assert violations(ROOT, ALLOWED) == []
 
 
-def imported_rooms(source: str, room: str) -> set[str]:
-    """chaos/'s rooms a module of chaos/<room>/ imports (relative imports stay in its room)."""
+def imported_rooms(source: str, package: str, room: str | None = None) -> set[str]:
+    """The rooms of `package` (chaos, cluster) a module imports: a relative import stays in its own `room` (a
+    module of the package's room; None: a module of another package); `from chaos import runner` names the room."""
     found = set()
     for node in ast.walk(ast.parse(source)):
         modules = []
         if isinstance(node, ast.Import):
             modules = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level:
-            found.add(room)
-        elif isinstance(node, ast.ImportFrom) and node.module == "chaos":
-            modules = [f"chaos.{alias.name}" for alias in node.names]
+            if room:
+                found.add(room)
+        elif isinstance(node, ast.ImportFrom) and node.module == package:
+            modules = [f"{package}.{alias.name}" for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module:
             modules = [node.module]
-        found.update(m.split(".")[1] for m in modules if m.startswith("chaos.") and m.count(".") >= 1)
+        found.update(m.split(".")[1] for m in modules if m.startswith(f"{package}.") and m.count(".") >= 1)
     return found
 
 
-def room_violations(chaos: Path, rooms: dict[str, set[str]]) -> list[str]:
-    """'module imports room' for every import from a chaos/ room to one above it or beside it, and every
-    module of chaos/ outside its rooms."""
-    found = []
-    for path in sorted(chaos.rglob("*.py")):
-        rel = path.relative_to(chaos.parent)
+def room_violations(package_dir: Path, rooms: dict[str, set[str]]) -> list[str]:
+    """'module imports package.room' for every import from a room of the package (chaos/, cluster/) to one above
+    it or beside it, and every module of the package outside its rooms."""
+    found, package = [], package_dir.name
+    for path in sorted(package_dir.rglob("*.py")):
+        rel = path.relative_to(package_dir.parent)
         if len(rel.parts) == 2:
             body = ast.parse(path.read_text()).body
             if rel.name != "__init__.py" or any(not isinstance(n, ast.Expr) for n in body):
-                found.append(f"{rel} is outside chaos/'s rooms")
+                found.append(f"{rel} is outside {package}/'s rooms")
             continue
         room = rel.parts[1]
         if room not in rooms:
-            found.append(f"{rel} is in no room of chaos/")
+            found.append(f"{rel} is in no room of {package}/")
             continue
-        for other in sorted(imported_rooms(path.read_text(), room) & set(rooms) - {room} - rooms[room]):
-            found.append(f"{rel} imports chaos.{other}")
+        for other in sorted(imported_rooms(path.read_text(), package, room) & set(rooms) - {room} - rooms[room]):
+            found.append(f"{rel} imports {package}.{other}")
     return found
 
 
@@ -124,6 +127,44 @@ def test_a_planted_import_up_chaos_rooms_fails(tmp_path):
         "chaos/flat.py is outside chaos/'s rooms",
         "chaos/nemesis/faults.py imports chaos.runner",
         "chaos/record/history.py imports chaos.workloads"]
+
+
+# cluster/'s rooms -> the rooms they may import (besides themselves); cluster/__init__.py holds no code
+CLUSTER_ROOMS: dict[str, set[str]] = {"access": set(), "lab": {"access"}}
+# packages above cluster/ -> the rooms of cluster/ they may import
+CLUSTER_USERS: dict[str, set[str]] = {"exporter": {"access"}, "chaos": {"access", "lab"},
+                                      "spark_analysis": {"access", "lab"}, "report": {"access", "lab"},
+                                      "txnlab": {"access", "lab"}}
+
+
+def cluster_room_violations(root: Path) -> list[str]:
+    """room_violations of cluster/, and every import of a room of cluster/ that a package above may not use."""
+    found = room_violations(root / "cluster", CLUSTER_ROOMS)
+    for package, may in sorted(CLUSTER_USERS.items()):
+        for path in sorted((root / package).rglob("*.py")):
+            for other in sorted(imported_rooms(path.read_text(), "cluster") - may):
+                found.append(f"{path.relative_to(root)} imports cluster.{other}")
+    return found
+
+
+def test_cluster_keeps_its_rooms_and_the_exporter_uses_access_only():
+    assert cluster_room_violations(ROOT) == []
+
+
+def test_a_planted_import_across_cluster_s_rooms_fails(tmp_path):
+    for package in ("cluster/access", "cluster/lab", *CLUSTER_USERS):
+        (tmp_path / package).mkdir(parents=True)
+        (tmp_path / package / "__init__.py").write_text("")
+    (tmp_path / "cluster" / "__init__.py").write_text('"""doc"""\n')
+    (tmp_path / "cluster" / "access" / "admin.py").write_text("def f():\n    from cluster.lab.local import LocalCluster\n")
+    (tmp_path / "cluster" / "lab" / "local.py").write_text("from cluster.access.admin import ClusterAdmin\nfrom . import ports\n")
+    (tmp_path / "cluster" / "flat.py").write_text("import os\n")
+    (tmp_path / "exporter" / "service.py").write_text("from cluster.access import admin\nfrom cluster.lab import versions\n")
+    (tmp_path / "chaos" / "run.py").write_text("import cluster.lab.local\nfrom cluster.access.waiting import wait_until\n")
+    assert cluster_room_violations(tmp_path) == [
+        "cluster/access/admin.py imports cluster.lab",
+        "cluster/flat.py is outside cluster/'s rooms",
+        "exporter/service.py imports cluster.lab"]
 
 
 def test_every_package_of_the_tree_has_a_place_in_the_layers():

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cluster.layout import ClusterLayout, new_cluster_id, render_prometheus_config, render_properties
+from cluster.lab.layout import ClusterLayout, new_cluster_id, render_prometheus_config, render_properties
 
 
 @pytest.fixture
@@ -91,7 +91,7 @@ def test_replication_follows_the_node_count():
 
 def test_cluster_ids_never_start_with_a_dash(monkeypatch):
     import uuid as uuid_module
-    from cluster import layout as layout_module
+    from cluster.lab import layout as layout_module
     ids = iter([uuid_module.UUID(bytes=b"\xfb" + b"\x00" * 15), uuid_module.UUID(bytes=b"\x01" * 16)])
     monkeypatch.setattr(layout_module.uuid, "uuid4", lambda: next(ids))
     assert not new_cluster_id().startswith("-")

@@ -7,7 +7,7 @@ import shutil
 import subprocess
 import sys
 
-from cluster.versions import REPO_ROOT
+from cluster.lab.versions import REPO_ROOT
 
 PYPROJECT = REPO_ROOT / "pyproject.toml"
 
@@ -30,21 +30,22 @@ def planted_copy(tmp_path, module: str, planted: str):
     """A copy of `module` (a path under the repository) with `planted` appended, as the same module name."""
     copy = tmp_path / module
     copy.parent.mkdir(parents=True)
-    (copy.parent / "__init__.py").write_text("")
+    for package in copy.relative_to(tmp_path).parents[:-1]:
+        (tmp_path / package / "__init__.py").write_text("")
     shutil.copy(REPO_ROOT / module, copy)
     copy.write_text(copy.read_text() + "\n\n" + planted)
     return copy
 
 
 def test_a_planted_unused_import_and_an_untyped_function_in_a_strict_module_fail_the_checks(tmp_path):
-    copy = planted_copy(tmp_path, "cluster/waiting.py", "def planted(value):\n    import os\n    return value\n")
+    copy = planted_copy(tmp_path, "cluster/access/waiting.py", "def planted(value):\n    import os\n    return value\n")
     ruff = tool("ruff", "check", "--no-cache", "--config", str(PYPROJECT), "--output-format", "concise", str(copy),
                 cwd=tmp_path)
     assert ruff.returncode == 1 and "F401" in ruff.stdout and "`os` imported but unused" in ruff.stdout, ruff.stdout
     mypy = tool("mypy", "--config-file", str(PYPROJECT), "--cache-dir", "/dev/null", "cluster", cwd=tmp_path)
     assert mypy.returncode == 1 and 'Function is missing a type annotation  [no-untyped-def]' in mypy.stdout, \
         mypy.stdout
-    assert "cluster/waiting.py" in mypy.stdout
+    assert "cluster/access/waiting.py" in mypy.stdout
 
 
 def test_a_planted_type_error_in_a_gradual_module_fails_the_type_check(tmp_path):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from cluster.local import ClusterError, LocalCluster
+from cluster.lab.local import ClusterError, LocalCluster
 
 
 def test_a_port_plan_in_the_ephemeral_range_is_refused(tmp_path):
@@ -25,7 +25,7 @@ def test_a_busy_port_is_named(tmp_path):
 
 def test_local_prometheus_scrapes_brokers_and_the_exporter(tmp_path):
     import yaml
-    from cluster.local import LocalCluster
+    from cluster.lab.local import LocalCluster
     from report.stack import local_stack
     cluster = LocalCluster.load(tmp_path, base_port=25000, **local_stack())
     jobs = {job["job_name"]: job["static_configs"][0]["targets"]

@@ -1,4 +1,4 @@
-"""cluster/prometheus.py against a scripted HTTP server: answers parsed, every kind of failure one typed error."""
+"""cluster/lab/prometheus.py against a scripted HTTP server: answers parsed, every kind of failure one typed error."""
 from __future__ import annotations
 
 import json
@@ -8,7 +8,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from cluster.prometheus import Prometheus, PrometheusError, Series
+from cluster.lab.prometheus import Prometheus, PrometheusError, Series
 
 
 @pytest.fixture

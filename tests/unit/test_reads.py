@@ -6,8 +6,8 @@ from concurrent.futures import Future
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from cluster import reads, waiting
-from cluster.connection import ConnectionSettings
+from cluster.access import reads, waiting
+from cluster.access.connection import ConnectionSettings
 
 CONN = ConnectionSettings(bootstrap="127.0.0.1:1")
 

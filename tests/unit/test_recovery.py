@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 
 from chaos.record.recovery import recovery, summary
-from cluster.admin import ClusterAdmin
+from cluster.access.admin import ClusterAdmin
 
 
 def op(t: float, process: str, op_type: str, f: str, **value) -> dict:
@@ -222,7 +222,7 @@ def test_a_run_samples_its_groups_offsets_into_the_history_and_a_failed_sample_i
 
     from chaos.workloads import run as run_module
     from chaos.record.history import read_history
-    from cluster.connection import ConnectionSettings
+    from cluster.access.connection import ConnectionSettings
 
     calls = {"n": 0, "clients": 0}
 
@@ -278,7 +278,7 @@ def test_chaos_run_prints_one_recovery_line_per_fault_and_the_summary_in_its_jso
 
     from chaos.runner import experiment
     from report import stack
-    from txnlab import cli
+    from txnlab.commands import chaos as cli
 
     found = recovery(run(commit(1, "txp-0"), fault(10, 20), commit(23.5, "txp-0"), fault(25, 30, n=1),
                          op(31, "txp-0", "invoke", "txn"), quiescence(40)))
@@ -310,7 +310,7 @@ def test_a_group_seen_once_is_asked_for_even_when_a_listing_leaves_it_out(tmp_pa
     from types import SimpleNamespace
 
     from chaos.workloads import run as run_module
-    from cluster.connection import ConnectionSettings
+    from cluster.access.connection import ConnectionSettings
     listings = [[{"group_id": "r1.eos"}], []]
     asked = []
 

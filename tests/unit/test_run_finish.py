@@ -11,7 +11,7 @@ from chaos.runner import experiment as ex
 from chaos.workloads.plans import WorkloadSpec
 from chaos.workloads.run import Run
 from chaos.workloads.base import READY_F
-from cluster.connection import ConnectionSettings
+from cluster.access.connection import ConnectionSettings
 
 
 def test_a_run_whose_end_offsets_cannot_be_read_writes_its_other_files_and_says_which_is_missing(tmp_path,
@@ -58,7 +58,7 @@ class _Admin:
 
 
 def test_the_workloads_run_the_java_clients_release_when_it_is_not_the_clusters(tmp_path, monkeypatch):
-    from cluster.versions import KAFKA_VERSION_VARIABLE
+    from cluster.lab.versions import KAFKA_VERSION_VARIABLE
     monkeypatch.setattr("chaos.workloads.run.ClusterAdmin", _Admin)
     for java_clients, expected in ((None, "4.3.1"), ("3.6.2", "3.6.2")):
         envs = []

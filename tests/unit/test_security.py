@@ -8,9 +8,9 @@ from pathlib import Path
 
 from cryptography import x509
 
-from cluster import security
-from cluster.layout import ClusterLayout
-from cluster.versions import REPO_ROOT
+from cluster.lab import security
+from cluster.lab.layout import ClusterLayout
+from cluster.lab.versions import REPO_ROOT
 
 
 def test_the_docs_print_exactly_the_acls_cluster_up_creates():

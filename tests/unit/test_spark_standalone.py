@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from cluster.spark_layout import SparkClusterError, StandalonePlan
+from cluster.lab.spark_layout import SparkClusterError, StandalonePlan
 from spark_analysis.standalone import alive_workers
 from txnlab.cli import build_parser
 
@@ -190,7 +190,7 @@ def test_up_refuses_a_port_plan_in_the_ephemeral_range_before_anything_starts(tm
     """The same rule as a Kafka cluster's and the compose stack's: a client's outgoing connection could hold the
     master's, a worker's or the Connect server's port (the CI of 9754f39 lost a broker's bind that way)."""
     from spark_analysis.standalone import StandaloneCluster
-    monkeypatch.setattr("cluster.ports.ephemeral_range", lambda: (32768, 60999))
+    monkeypatch.setattr("cluster.lab.ports.ephemeral_range", lambda: (32768, 60999))
     cluster = StandaloneCluster(tmp_path / "s", StandalonePlan(base_port=32750, connect=True, local=True))
     monkeypatch.setattr(cluster.supervisor, "start", lambda *a, **k: pytest.fail("a daemon was started"))
     with pytest.raises(SparkClusterError, match=r"ports 32750-32780 overlap this machine's ephemeral range "

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cluster.local import EXPORTER_INTERVAL_SECONDS
+from cluster.lab.local import EXPORTER_INTERVAL_SECONDS
 from exporter.config import CollectionSection
 
 from chaos.runner.spec import SHORT_LIMIT_S, ExperimentSpec, LocalClusterSpec, Probe, SpecError, builtin_specs, load_spec, parse_spec

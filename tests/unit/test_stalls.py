@@ -17,8 +17,8 @@ from chaos.record.recovery import recovery
 from chaos.workloads import base
 from chaos.record.recovery import STALL_F
 from chaos.workloads.base import EXIT_STALL, CallWatch, stall_limit
-from cluster.clients import CLIENTS
-from cluster.supervisor import Supervisor
+from cluster.lab.clients import CLIENTS
+from cluster.lab.supervisor import Supervisor
 from tests.unit.test_recovery import commit, fault, op, quiescence, run
 
 

@@ -8,8 +8,8 @@ import sys
 import psutil
 import pytest
 
-from cluster.supervisor import Supervisor
-from cluster.waiting import wait_until
+from cluster.lab.supervisor import Supervisor
+from cluster.access.waiting import wait_until
 
 SLEEPER = [sys.executable, "-c", "import time\nwhile True: time.sleep(0.05)"]
 

@@ -72,7 +72,7 @@ def test_only_connector_jars_pyspark_lacks_are_passed(tmp_path, monkeypatch):
 
 
 def test_the_command_keeps_the_driver_on_loopback_and_secrets_off_the_command_line(tmp_path, monkeypatch):
-    from cluster.connection import ConnectionSettings
+    from cluster.access.connection import ConnectionSettings
     monkeypatch.setattr(submit, "connector_jars", lambda: [Path("/j/a.jar"), Path("/j/b.jar")])
     cmd = submit.command(tmp_path, master="spark://127.0.0.1:7077", conf=("spark.executor.memory=1g",))
     assert cmd[cmd.index("--master") + 1] == "spark://127.0.0.1:7077" and "/j/a.jar,/j/b.jar" in cmd

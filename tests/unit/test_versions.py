@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from cluster import install, versions
-from cluster.errors import TxnlabError
-from cluster.layout import ClusterLayout, LayoutError
-from cluster.local import ClusterError, LocalCluster
-from cluster.versions import parse_env_file, pinned
+from cluster.lab import install, versions
+from cluster.access.errors import TxnlabError
+from cluster.lab.layout import ClusterLayout, LayoutError
+from cluster.lab.local import ClusterError, LocalCluster
+from cluster.lab.versions import parse_env_file, pinned
 
 
 def test_repository_pins():

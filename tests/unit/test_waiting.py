@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from cluster.waiting import Deadline, NotYet, wait_until
+from cluster.access.waiting import Deadline, NotYet, wait_until
 
 
 class Retriable(Exception):

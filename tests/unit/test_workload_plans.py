@@ -25,7 +25,7 @@ def test_every_workload_has_a_plan_with_unique_processes():
 
 
 def test_apart_leads_every_output_partition_by_another_broker_than_the_same_inputs_partition():
-    from cluster.smoke import shifted_assignment
+    from cluster.access.smoke import shifted_assignment
     the_plan = plan("streams", "rtag", 2, [])
     shifts = the_plan.leader_shifts("apart")
     assert shifts == {"rtag-sin-a": 0, "rtag-sin-b": 0, "rtag-sout": 1, "rtag-scounts": 1}

@@ -23,7 +23,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 
 from chaos.record.ids import encode_value, headers
 from chaos.workloads.base import WorkloadContext, confluent_client, delivery_to, error_text
-from cluster.errors import TxnlabError
+from cluster.access.errors import TxnlabError
 
 
 # Our producer epoch is stale: another producer with our transactional.id initialised (or, with

@@ -1,6 +1,6 @@
 package main
 
-// The Kafka connection from TXNLAB_KAFKA_* variables (cluster/connection.py names them) as franz-go options,
+// The Kafka connection from TXNLAB_KAFKA_* variables (cluster/access/connection.py names them) as franz-go options,
 // and the topic facts a workload reads once at its start.
 
 import (
@@ -87,7 +87,7 @@ func tlsConfig() (*tls.Config, error) {
 		config.Certificates = []tls.Certificate{pair}
 	}
 	if strings.EqualFold(env("TLS_VERIFY_HOSTNAME"), "false") {
-		// Verify the chain against the CA, not the name (cluster/connection.py tls_verify_hostname=false).
+		// Verify the chain against the CA, not the name (cluster/access/connection.py tls_verify_hostname=false).
 		config.InsecureSkipVerify = true
 		config.VerifyPeerCertificate = func(raw [][]byte, _ [][]*x509.Certificate) error {
 			certs := make([]*x509.Certificate, len(raw))

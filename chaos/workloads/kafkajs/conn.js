@@ -1,5 +1,5 @@
 'use strict'
-// The Kafka connection from TXNLAB_KAFKA_* variables (cluster/connection.py names them) as a KafkaJS client
+// The Kafka connection from TXNLAB_KAFKA_* variables (cluster/access/connection.py names them) as a KafkaJS client
 // configuration, KafkaJS's log (to stderr, with times, at TXNLAB_CLIENT_LOG's level), and the topic facts a
 // workload reads once at its start. Never prints a secret.
 
@@ -31,7 +31,7 @@ function sslConfig() {
     if (env('TLS_KEY_PASSWORD')) ssl.passphrase = env('TLS_KEY_PASSWORD')
   }
   if (env('TLS_VERIFY_HOSTNAME').toLowerCase() === 'false') {
-    // Verify the chain against the CA, not the name (cluster/connection.py tls_verify_hostname=false).
+    // Verify the chain against the CA, not the name (cluster/access/connection.py tls_verify_hostname=false).
     ssl.checkServerIdentity = () => undefined
   }
   return ssl

@@ -3,7 +3,7 @@
 // consumer and a transactional producer, the offsets sent in the transaction), speaking
 // docs/workload-protocol.md. chaos/workloads/native.py execs `node main.js NAME ...` with the arguments
 // `python -m chaos.workloads NAME --client kafkajs ...` was given and NODE_PATH at the installed kafkajs
-// (cluster/clients.py); the Kafka connection comes in TXNLAB_KAFKA_* variables, never on the command line.
+// (cluster/lab/clients.py); the Kafka connection comes in TXNLAB_KAFKA_* variables, never on the command line.
 // This file owns the arguments, the process's context (ids, seeded randomness, history, watchdog, stopping)
 // and the dispatch to a workload.
 

@@ -1,4 +1,4 @@
-// The Kafka connection from TXNLAB_KAFKA_* variables (cluster/connection.py names them) as Java client properties,
+// The Kafka connection from TXNLAB_KAFKA_* variables (cluster/access/connection.py names them) as Java client properties,
 // and the topic facts a workload reads once at its start (partition counts, through an Admin client).
 // SASL's JAAS configuration is built in memory and TLS material read from its files into the properties: a secret
 // is never printed (the Properties are never logged) and never on a command line.
@@ -76,7 +76,7 @@ final class Conn {
         String user = env("SASL_USERNAME") != null ? env("SASL_USERNAME") : "";
         String password = env("SASL_PASSWORD");
         if (password == null && env("SASL_PASSWORD_FILE") != null) {
-            password = read("SASL_PASSWORD_FILE").strip();      // cluster/connection.py strips it alike
+            password = read("SASL_PASSWORD_FILE").strip();      // cluster/access/connection.py strips it alike
         }
         p.put("sasl.mechanism", mechanism);
         p.put("sasl.jaas.config", module + " required username=" + jaasQuoted(user) + " password="

@@ -57,7 +57,7 @@ public final class Main {
     }
 
     /** The client's own log (slf4j -> log4j2 in a release's libs): warnings, to stderr, unless the command line
-     *  names a log4j2 configuration (cluster/java.py java_command does); TXNLAB_CLIENT_LOG may say error, warn,
+     *  names a log4j2 configuration (cluster/lab/java.py java_command does); TXNLAB_CLIENT_LOG may say error, warn,
      *  info or debug. Set before any Kafka class is loaded. */
     private static void quietClientLog() {
         if (System.getProperty("log4j2.configurationFile") == null) {
