@@ -4,9 +4,7 @@ say); a transaction that ended since it was seen is refused and nothing is writt
 """
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import uuid
 
 import pytest
@@ -22,14 +20,14 @@ from cluster.lab.layout import DRILL_TXN_MAX_TIMEOUT_MS
 from cluster.access.reads import partition_offsets, read_to_end
 from cluster.access.smoke import ensure_topic
 from cluster.access.waiting import wait_until
+from tests.integration import helpers
 
 pytestmark = [pytest.mark.cluster, pytest.mark.kafka_core]
 
 
 def txnlab(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """The real CLI; stderr with rich's line wrapping undone."""
-    proc = subprocess.run([sys.executable, "-m", "txnlab.cli", *args], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, **(env or {})})
+    proc = helpers.txnlab(*args, env=env)
     proc.stderr = " ".join(proc.stderr.split())
     return proc
 

@@ -18,6 +18,7 @@ from chaos.nemesis.journal import FAULTS_DIR, WORKLOADS, heal_journal, read_jour
 from cluster.lab.supervisor import Supervisor
 from cluster.access.waiting import wait_until
 from tests.integration.test_experiments import assert_healed, interruptible_spec
+from tests.integration.helpers import txnlab
 
 
 def long_pauses_spec(tmp_path: Path) -> dict:
@@ -62,8 +63,7 @@ def start_run(tmp_path: Path, spec: dict) -> tuple[subprocess.Popen, Path]:
 
 
 def chaos_heal(*args: str) -> subprocess.CompletedProcess:
-    done = subprocess.run([sys.executable, "-m", "txnlab.cli", "chaos", "heal", *args], capture_output=True,
-                          text=True, timeout=600)
+    done = txnlab("chaos", "heal", *args, timeout=600)
     print(done.stdout, done.stderr)
     return done
 
@@ -106,8 +106,7 @@ def test_after_a_kill_9_chaos_heal_resumes_the_broker_and_the_producer_and_a_fai
                                                              "workloads"] * 2)
     workloads = Supervisor(run_dir / "pids")
     assert workloads.names() and all(workloads.is_running(name) for name in workloads.names())
-    status = subprocess.run([sys.executable, "-m", "txnlab.cli", "cluster", "status", "--state-dir",
-                             str(cluster.layout.state_dir)], capture_output=True, text=True, timeout=120)
+    status = txnlab("cluster", "status", "--state-dir", str(cluster.layout.state_dir), timeout=120)
     assert status.returncode == 3 and "chaos heal --cluster" in status.stderr.replace("\n", "")
 
     cluster.supervisor.stop("toxiproxy", timeout=10)                   # by its recorded pid

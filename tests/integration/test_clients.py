@@ -18,8 +18,6 @@ docs/testing.md), and a client's set-up makes only the runs its selected tests r
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 import yaml
@@ -36,6 +34,7 @@ from chaos.record.signatures import explained
 from tests.integration.conftest import CAMPAIGN, TEST_BASE_PORT, cluster_state_dir, needed_runs, verify_reports
 from tests.integration.test_experiments import assert_healed, assert_zombie_fenced, drop_run_topics, run_short
 from tests.integration.test_verify import copy_run, record_end_offsets, send
+from tests.integration.helpers import txnlab
 
 pytestmark = pytest.mark.timeout(1500)        # a client's module set-up: three runs and one verify of four
 CHECKS = ("duplicate", "aborted_read", "lost_write", "torn_transaction", "nonmonotonic_send", "inconsistent_offsets",
@@ -118,8 +117,7 @@ def client_runs(request, cluster, tmp_path_factory):
         for name in sorted(needed & set(EXPERIMENTS)):
             results[name] = run_short(name, cluster, runs_dir, drops.append, spec=on_client(name, client))
             runs[name] = results[name].run_dir
-        out = subprocess.run([sys.executable, "-m", "txnlab.cli", "verify", *map(str, runs.values()), "--json",
-                              "--examples", "20"], capture_output=True, text=True, timeout=1200)
+        out = txnlab("verify", *map(str, runs.values()), "--json", "--examples", "20", timeout=1200)
         assert out.returncode in (0, 1), out.stderr[-4000:]
         by_dir = {r["run"]: r for r in verify_reports(out.stdout)}
         reports = {name: by_dir[str(run)] for name, run in runs.items()}

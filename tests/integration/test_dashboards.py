@@ -6,8 +6,6 @@ HangingTransaction and LSOStuck must reach pending or firing."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -20,6 +18,7 @@ from cluster.access.smoke import ensure_topic
 from cluster.access.waiting import NotYet, wait_until
 from dashboards import boards
 from dashboards.queries import PanelQuery, panel_queries
+from tests.integration.helpers import open_transaction, txnlab
 
 ALERTS_WANTED = {"HangingTransaction", "LSOStuck"}
 
@@ -34,16 +33,6 @@ def committing(conn, topic: str, stop: threading.Event) -> None:
             producer.produce(topic, partition=p, value=b"x" * 50)
         producer.commit_transaction(30)
         stop.wait(0.2)
-
-
-def left_open(conn, topic: str) -> Producer:
-    producer = Producer(conn.confluent(**{"transactional.id": f"dash-open-{uuid.uuid4().hex[:6]}",
-                                          "transaction.timeout.ms": 15000}))
-    producer.init_transactions(30)
-    producer.begin_transaction()
-    producer.produce(topic, partition=2, value=b"open")
-    producer.flush(30)
-    return producer
 
 
 def returns_data(prometheus: str, pq: PanelQuery, start: float, end: float) -> bool:
@@ -66,10 +55,9 @@ def live_data(drill_cluster, drill_conn):
     stop = threading.Event()
     worker = threading.Thread(target=committing, args=(drill_conn, topic, stop), daemon=True)
     worker.start()
-    open_producer = left_open(drill_conn, topic)
-    inject = subprocess.run([sys.executable, "-m", "txnlab.cli", "txn", "inject-hanging", "--bootstrap",
-                             drill_conn.bootstrap, "--topic", topic, "--partition", "0"],
-                            capture_output=True, text=True, timeout=120)
+    open_producer = open_transaction(drill_conn, topic, partitions=(2,), records=1, **{"transaction.timeout.ms": 15000})
+    inject = txnlab("txn", "inject-hanging", "--bootstrap", drill_conn.bootstrap, "--topic", topic, "--partition",
+                    "0", timeout=120)
     assert inject.returncode == 0, inject.stderr
     started = time.time()
     injected = json.loads(inject.stdout)
@@ -77,9 +65,8 @@ def live_data(drill_cluster, drill_conn):
     stop.set()
     worker.join(30)
     open_producer.abort_transaction(30)
-    aborted = subprocess.run([sys.executable, "-m", "txnlab.cli", "txn", "abort", "--topic", topic, "--partition", "0",
-                              "--producer-id", str(injected["producer_id"]), "--yes", "--bootstrap", drill_conn.bootstrap],
-                             capture_output=True, text=True, timeout=120)
+    aborted = txnlab("txn", "abort", "--topic", topic, "--partition", "0", "--producer-id",
+                     str(injected["producer_id"]), "--yes", "--bootstrap", drill_conn.bootstrap, timeout=120)
     assert aborted.returncode == 0, aborted.stderr      # never leave it hanging on the shared drill cluster
 
 

@@ -13,8 +13,6 @@ import json
 import os
 from html import escape
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -26,6 +24,7 @@ from report.build import fault_line, tv_level
 from report.demo import Demo, DemoOptions, exit_code
 from tests.integration.conftest import CAMPAIGN, verify_reports
 from tests.integration.test_experiments import assert_zombie_fenced
+from tests.integration.helpers import txnlab
 
 DRILL = "hanging-transaction-drill"
 # (its experiments, its transaction.version levels): the gate's is the main job's default level (2) with the zombie
@@ -134,8 +133,7 @@ def test_the_reports_verdicts_agree_with_txnlab_verify_on_the_same_runs(demo):
     runner, report, _, versions = demo
     last = runs_of(report, level=tv_level(versions[-1]))       # the kept clusters still hold their topics
     dirs = [r["run_dir"] for r in last]
-    out = subprocess.run([sys.executable, "-m", "txnlab.cli", "verify", *dirs, "--json"], capture_output=True,
-                         text=True, timeout=600)
+    out = txnlab("verify", *dirs, "--json", timeout=600)
     assert out.returncode in (0, 1), out.stderr[-3000:]
     verified = {Path(r["run"]).name: r for r in verify_reports(out.stdout)}
     for run in last:
@@ -148,8 +146,7 @@ def test_the_reports_verdicts_agree_with_txnlab_verify_on_the_same_runs(demo):
 def test_txnlab_report_rebuilds_the_same_report_from_the_stored_suite(demo):
     runner, report, _, _ = demo
     (runner.dir / "report.html").unlink()
-    proc = subprocess.run([sys.executable, "-m", "txnlab.cli", "report", str(runner.dir), "--json"],
-                          capture_output=True, text=True, timeout=300)
+    proc = txnlab("report", str(runner.dir), "--json", timeout=300)
     assert proc.returncode == 0, proc.stderr
     rebuilt = json.loads(proc.stdout)
     assert rebuilt["summary"] == report["summary"] and rebuilt["side_by_side"] == report["side_by_side"]

@@ -24,6 +24,7 @@ from cluster.access.waiting import wait_until
 from tests.integration.conftest import CAMPAIGN, TEST_BASE_PORT, verify_reports as reports
 from chaos.runner.spec import with_client
 from tests.integration.test_clients import assert_through_the_fault, on_client_document
+from tests.integration.helpers import txnlab
 
 pytestmark = [pytest.mark.docker, pytest.mark.own_clusters]
 
@@ -64,8 +65,7 @@ def chaos_run(document: dict, runs_dir: Path, *extra: str) -> subprocess.Popen:
 
 
 def verify(*runs: Path) -> dict[str, dict]:
-    out = subprocess.run([sys.executable, "-m", "txnlab.cli", "verify", *map(str, runs), "--json"],
-                         capture_output=True, text=True, timeout=900)
+    out = txnlab("verify", *map(str, runs), "--json", timeout=900)
     assert out.returncode in (0, 1), out.stderr[-3000:]
     return {r["run"]: r for r in reports(out.stdout)}
 
@@ -176,8 +176,7 @@ def test_after_a_kill_9_of_the_runner_mid_pause_chaos_heal_leaves_nothing_paused
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=30)
     assert stack.unhealed().get("paused") == [2]                      # nobody healed it: the runner is gone
-    healed = subprocess.run([sys.executable, "-m", "txnlab.cli", "chaos", "heal", str(run_dir)],
-                            capture_output=True, text=True, timeout=600)
+    healed = txnlab("chaos", "heal", str(run_dir), timeout=600)
     print(healed.stdout, healed.stderr)
     assert healed.returncode == 0, healed.stdout + healed.stderr
     assert not stack.unhealed(), stack.unhealed()

@@ -24,6 +24,7 @@ from cluster.access.reads import read_to_end
 from cluster.access.waiting import wait_until
 from tests.integration.conftest import CAMPAIGN, TEST_BASE_PORT, cluster_state_dir
 from tests.integration.test_workloads import assert_complete
+from tests.integration.helpers import txnlab
 
 BUILTINS = sorted(builtin_specs())
 DRILL = {"hanging-transaction-drill"}
@@ -233,8 +234,7 @@ def test_a_bad_spec_names_the_field_and_starts_nothing(tmp_path, cluster):
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(bad))
     before = set(os.listdir(tmp_path))
-    proc = subprocess.run([sys.executable, "-m", "txnlab.cli", "chaos", "run", str(path), "--runs-dir",
-                           str(tmp_path / "runs")], capture_output=True, text=True, timeout=60)
+    proc = txnlab("chaos", "run", str(path), "--runs-dir", str(tmp_path / "runs"), timeout=60)
     assert proc.returncode == 2
     assert "schedule.faults[1].params.toxic" in proc.stderr
     assert set(os.listdir(tmp_path)) == before                 # no run directory: nothing started

@@ -6,7 +6,6 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -15,26 +14,16 @@ from confluent_kafka import Producer
 
 from cluster.lab import versions
 from cluster.access.waiting import wait_until
-from tests.integration.exporter_helpers import metric, running_exporter, scrape, value
+from tests.integration.helpers import metric, open_transaction, running_exporter, scrape, value
 
 pytestmark = pytest.mark.kafka_core      # the version matrix's core (scripts/kafka_matrix.py)
 
 INTERVAL = 1.0
 
 
-def _open_transaction(conn, topic: str, records: int = 5) -> Producer:
-    producer = Producer(conn.confluent(**{"transactional.id": f"lso-{uuid.uuid4().hex[:8]}", "log_level": 3}))
-    producer.init_transactions(30)
-    producer.begin_transaction()
-    for i in range(records):
-        producer.produce(topic, value=f"open-{i}".encode(), partition=0)
-    producer.flush(30)
-    return producer
-
-
 def test_open_transaction_holds_lso_lag_until_commit(conn, topic):
     with running_exporter(conn, INTERVAL) as url:
-        producer = _open_transaction(conn, topic)
+        producer = open_transaction(conn, topic, records=5, log_level=3)
         lag = wait_until(lambda: metric(url, "kafkatxn_partition_lso_lag", topic=topic, partition=0), 20,
                          "LSO lag of the open transaction")
         assert lag == 5

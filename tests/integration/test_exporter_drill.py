@@ -3,8 +3,6 @@ transaction.max.timeout.ms, coordinator timeout sweep slowed down: see conftest.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 import uuid
 
@@ -13,14 +11,9 @@ from confluent_kafka import Producer
 from cluster.lab.layout import DRILL_TXN_MAX_TIMEOUT_MS
 from cluster.access.smoke import ensure_topic
 from cluster.access.waiting import wait_until
-from tests.integration.exporter_helpers import metric, running_exporter, scrape, value
+from tests.integration.helpers import metric, running_exporter, scrape, txnlab, value
 
 INTERVAL = 2.0
-
-
-def txnlab(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "txnlab.cli", *args], capture_output=True, text=True,
-                          timeout=120, check=check)
 
 
 def _hanging(url: str, topic: str) -> float:
@@ -35,7 +28,8 @@ def test_injected_hanging_transaction_is_flagged_within_two_intervals_and_cleare
     with running_exporter(drill_conn, INTERVAL) as url:
         wait_until(lambda: metric(url, "kafkatxn_partition_active_producers", topic=topic, partition=1) is not None,
                    20, "a first producer scan of the topic")
-        out = txnlab("txn", "inject-hanging", "--bootstrap", drill_conn.bootstrap, "--topic", topic, "--partition", "1")
+        out = txnlab("txn", "inject-hanging", "--bootstrap", drill_conn.bootstrap, "--topic", topic, "--partition", "1",
+                     check=True)
         injected = json.loads(out.stdout)
         started = time.monotonic()
         wait_until(lambda: _hanging(url, topic) >= 1, 2 * INTERVAL + 3, "the hanging transaction in /metrics",
@@ -51,9 +45,11 @@ def test_injected_hanging_transaction_is_flagged_within_two_intervals_and_cleare
         listed = json.loads(txnlab("txn", "hanging", "--bootstrap", drill_conn.bootstrap, "--json",
                                    "--confirm-after", "1", check=False).stdout)
         assert [h["producer_id"] for h in listed["hanging"]] == [injected["producer_id"]]
-        dry = txnlab("txn", "abort", "--hanging", "--bootstrap", drill_conn.bootstrap, "--confirm-after", "1")
+        dry = txnlab("txn", "abort", "--hanging", "--bootstrap", drill_conn.bootstrap, "--confirm-after", "1",
+                     check=True)
         assert "would abort" in dry.stderr and _hanging(url, topic) >= 1          # dry run changed nothing
-        done = txnlab("txn", "abort", "--hanging", "--yes", "--bootstrap", drill_conn.bootstrap, "--confirm-after", "1")
+        done = txnlab("txn", "abort", "--hanging", "--yes", "--bootstrap", drill_conn.bootstrap, "--confirm-after", "1",
+                      check=True)
         assert "aborted" in done.stderr
 
         wait_until(lambda: _hanging(url, topic) == 0, 3 * INTERVAL + 3, "the hanging transaction to clear")

@@ -11,9 +11,6 @@ the session's main cluster.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -30,7 +27,7 @@ from cluster.access.smoke import ensure_topic
 from cluster.access.waiting import wait_until
 from exporter.kafka_access import KafkaAccess
 from tests.integration.conftest import CAMPAIGN, TEST_BASE_PORT, _session_cluster
-from tests.integration.exporter_helpers import running_exporter, scrape
+from tests.integration.helpers import open_transaction, running_exporter, scrape, txnlab
 
 pytestmark = pytest.mark.cluster
 STATE_PARTITIONS = 6
@@ -41,6 +38,8 @@ EVIDENCE_CONFIG = {**HANGING_DRILL_BROKER_CONFIG, "transaction.state.log.replica
                    "transaction.state.log.min.isr": "1",
                    "transaction.state.log.num.partitions": str(STATE_PARTITIONS),
                    "broker.session.timeout.ms": "30000"}
+
+HELD = {"transaction.timeout.ms": 600000, "enable.idempotence": True}    # a transaction these tests leave open
 
 
 @pytest.fixture(scope="module")
@@ -67,11 +66,6 @@ def series(samples: dict, name: str) -> list[dict]:
     return [dict(ls) | {"value": v} for (n, ls), v in samples.items() if n == name]
 
 
-def txnlab(*args: str, conn) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "txnlab.cli", *args], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "TXNLAB_KAFKA_BOOTSTRAP": conn.bootstrap})
-
-
 def partitions_not_led_by(conn, topic: str, broker: int) -> list[int]:
     with ClusterAdmin(conn) as admin:
         return sorted(p.partition for p in admin.partitions(topic) if p.leader != broker)
@@ -95,18 +89,6 @@ def transactional_id_led_by(conn, broker: int, avoid: int | None = None) -> str:
         if (avoid is None and leader == broker) or (avoid is not None and leader != avoid):
             return tid
     raise AssertionError(f"no transactional id maps to broker {broker}")
-
-
-def open_transaction(conn, tid: str, topic: str, partitions: list[int], records: int = 3) -> Producer:
-    producer = Producer(conn.confluent(**{"transactional.id": tid, "transaction.timeout.ms": 600000,
-                                          "enable.idempotence": True}))
-    producer.init_transactions(30)
-    producer.begin_transaction()
-    for partition in partitions:
-        for i in range(records):
-            producer.produce(topic, value=f"{tid}-{partition}-{i}".encode(), partition=partition)
-    producer.flush(30)
-    return producer
 
 
 def last_stable_offset(conn, topic: str, partition: int) -> int:
@@ -156,7 +138,7 @@ def test_leaderless_coordinator_leaves_open_transactions_unresolved_and_abort_re
     live_parts = partitions_not_led_by(conn, live_topic, victim)[:2]
     hang_part = partitions_not_led_by(conn, hang_topic, victim)[0]
     live_tid = transactional_id_led_by(conn, victim)
-    producer = open_transaction(conn, live_tid, live_topic, live_parts)
+    producer = open_transaction(conn, live_topic, live_parts, transactional_id=live_tid, **HELD)
     with running_exporter(conn, INTERVAL, **{"collection.hanging_confirm_seconds": 1.0}) as url:
         # Complete evidence: a real injected hanging transaction is confirmed within 2 intervals.
         injected = json.loads(txnlab("txn", "inject-hanging", "--topic", hang_topic, "--partition", str(hang_part),
@@ -208,8 +190,10 @@ def test_isolated_coordinator_never_makes_live_transactions_hanging(evidence):
     started_ensure_topic(conn, topic, 6)
     victim = 2
     first, second = partitions_not_led_by(conn, topic, victim)[:2]
-    on_victim = open_transaction(conn, transactional_id_led_by(conn, victim), topic, [first, second])
-    elsewhere = open_transaction(conn, transactional_id_led_by(conn, 0, avoid=victim), topic, [second])
+    on_victim = open_transaction(conn, topic, [first, second], transactional_id=transactional_id_led_by(conn, victim),
+                                 **HELD)
+    elsewhere = open_transaction(conn, topic, [second], transactional_id=transactional_id_led_by(conn, 0, avoid=victim),
+                                 **HELD)
     with running_exporter(conn, INTERVAL, **{"collection.hanging_confirm_seconds": 1.0}) as url:
         with watching(url, [topic]) as seen:
             wait_until(lambda: seen and total(seen[-1][1], "kafkatxn_hanging_scan_open_transactions",

@@ -9,7 +9,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from cluster.lab import java
 from cluster.access.waiting import wait_until
-from tests.integration.exporter_helpers import Samples, running_exporter, scrape, value
+from tests.integration.helpers import Samples, running_exporter, scrape, value
 
 INTERVAL = 1.0
 READABLE = "kafkatxn_consumergroup_readable_lag"

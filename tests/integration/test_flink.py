@@ -12,8 +12,6 @@ tests read."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import psutil
@@ -30,6 +28,7 @@ from report import detection, series
 from tests.integration.conftest import CAMPAIGN, needed_runs
 from tests.integration.test_experiments import FLINK, drop_run_topics, run_short
 from tests.integration.test_verify import failing_checks
+from tests.integration.helpers import txnlab
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(1800)]
 TRAP = "flink-transaction-timeout"
@@ -97,8 +96,7 @@ def refused_commits(ops: list[dict]) -> list[dict]:
 def verified(runs, cluster):
     """The reports by name (one `txnlab verify` of every run), and the trap's lost inputs counted apart."""
     lost = lost_inputs(cluster.connection(), *runs["affected"]) if "affected" in runs else None
-    proc = subprocess.run([sys.executable, "-m", "txnlab.cli", "verify", *(str(r) for r, _ in runs.values())],
-                          capture_output=True, text=True, timeout=900)
+    proc = txnlab("verify", *(str(r) for r, _ in runs.values()), timeout=900)
     reports = {name: json.loads((run / "verify" / "report.json").read_text()) for name, (run, _) in runs.items()}
     return reports, lost, proc.stdout + proc.stderr
 

@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import stat
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -32,17 +29,10 @@ from cluster.access.reads import read_to_end
 from cluster.access.smoke import ensure_topic
 from cluster.access.waiting import NotYet, wait_until
 from tests.integration.conftest import CAMPAIGN
-from tests.integration.exporter_helpers import running_exporter, scrape, value
+from tests.integration.helpers import running_exporter, scrape, txnlab, value
 from tests.integration.test_workloads import run_plan
 
 pytestmark = [pytest.mark.cluster, pytest.mark.own_clusters]
-
-
-def txnlab(conn: ConnectionSettings, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    """A txnlab command as a user runs it: the role's settings in TXNLAB_KAFKA_*, nothing secret in argv."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TXNLAB_KAFKA_")} | conn.to_env()
-    return subprocess.run([sys.executable, "-m", "txnlab.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env)
 
 
 def test_secrets_are_generated_per_cluster_and_private(secured_cluster):
@@ -125,20 +115,20 @@ def test_txn_commands_work_as_operator_and_are_refused_as_exporter(secured_clust
     topic = f"sec-txn-{uuid.uuid4().hex[:8]}"
     ensure_topic(workload, topic, partitions=1, replication=3)
     # the injector is a drill tool: it reads broker configs (verification off?) and so runs as admin
-    injected = txnlab(secured_cluster.connection(), "txn", "inject-hanging", "--topic", topic, "--partition", "0")
+    injected = txnlab("txn", "inject-hanging", "--topic", topic, "--partition", "0", conn=secured_cluster.connection())
     assert injected.returncode == 0, injected.stderr
     pid = str(json.loads(injected.stdout)["producer_id"])
-    listed = txnlab(operator, "txn", "list", "--all", "--json")
+    listed = txnlab("txn", "list", "--all", "--json", conn=operator)
     assert listed.returncode == 0, listed.stderr
-    found = txnlab(operator, "txn", "hanging", "--confirm-after", "2", "--json")
+    found = txnlab("txn", "hanging", "--confirm-after", "2", "--json", conn=operator)
     assert found.returncode == 1 and pid in found.stdout, (found.returncode, found.stdout, found.stderr)
-    refused = txnlab(secured_cluster.connection("exporter"), "txn", "abort", "--topic", topic, "--partition", "0",
-                     "--producer-id", pid, "--yes")
+    refused = txnlab("txn", "abort", "--topic", topic, "--partition", "0",
+                     "--producer-id", pid, "--yes", conn=secured_cluster.connection("exporter"))
     assert refused.returncode != 0 and "Traceback" not in refused.stderr
     assert "authoriz" in refused.stderr.lower(), refused.stderr
-    aborted = txnlab(operator, "txn", "abort", "--topic", topic, "--partition", "0", "--producer-id", pid, "--yes")
+    aborted = txnlab("txn", "abort", "--topic", topic, "--partition", "0", "--producer-id", pid, "--yes", conn=operator)
     assert aborted.returncode == 0, aborted.stderr
-    again = txnlab(operator, "txn", "hanging", "--confirm-after", "2", "--json")
+    again = txnlab("txn", "hanging", "--confirm-after", "2", "--json", conn=operator)
     assert pid not in again.stdout, again.stdout
 
 
@@ -209,8 +199,8 @@ def test_ids_hidden_by_acls_stay_unresolved_and_a_visible_hanging_one_is_found(s
         assert value(scrape(url), "kafkatxn_hanging_evidence_complete") == 0
         assert any("--transactional-id" in r.getMessage() and "Describe" in r.getMessage() for r in caplog.records)
 
-        injected = txnlab(secured_cluster.connection(), "txn", "inject-hanging", "--topic", topic, "--partition", "0",
-                          "--transactional-id", f"{VISIBLE}{uuid.uuid4().hex[:6]}")
+        injected = txnlab("txn", "inject-hanging", "--topic", topic, "--partition", "0",
+                          "--transactional-id", f"{VISIBLE}{uuid.uuid4().hex[:6]}", conn=secured_cluster.connection())
         assert injected.returncode == 0, injected.stderr
         pid = json.loads(injected.stdout)["producer_id"]
 
@@ -221,8 +211,8 @@ def test_ids_hidden_by_acls_stay_unresolved_and_a_visible_hanging_one_is_found(s
             return hanging >= 1 or NotYet(f"hanging samples of {topic}: {about}")
 
         wait_until(confirmed, 30, "the visible injected hanging transaction to be confirmed", interval=1)
-    aborted = txnlab(secured_cluster.connection("operator"), "txn", "abort", "--topic", topic, "--partition", "0",
-                     "--producer-id", str(pid), "--yes")
+    aborted = txnlab("txn", "abort", "--topic", topic, "--partition", "0",
+                     "--producer-id", str(pid), "--yes", conn=secured_cluster.connection("operator"))
     assert aborted.returncode == 0, aborted.stderr
 
 
@@ -254,7 +244,7 @@ def test_no_password_in_logs_run_directories_reports_or_command_lines(secured_cl
         cmdlines = {**_cmdlines(run.supervisor), **_cmdlines(secured_cluster.supervisor)}
         run.finish()
     assert {"exporter", "prometheus", "kafka-1"} <= set(cmdlines) and the_plan.specs[0].process in cmdlines
-    listed = txnlab(secured_cluster.connection("operator"), "txn", "list", "--all")
+    listed = txnlab("txn", "list", "--all", conn=secured_cluster.connection("operator"))
     assert listed.returncode == 0, listed.stderr
     leaks = [name for name, line in cmdlines.items() if any(p in line for p in passwords)]
     assert not leaks, f"a password on the command line of {leaks}"
@@ -287,7 +277,7 @@ def test_verify_reads_both_isolation_levels_through_sasl_ssl_and_finds_the_run_v
     """The verdict a clean run gets on PLAINTEXT (test_verify.py): valid, every check at 0, here with
     Spark's Kafka connector reading as the verify principal over SASL_SSL (the producer's run above)."""
     _, run_dir = producer_run
-    proc = txnlab(secured_cluster.connection("verify"), "verify", str(run_dir), "--json", timeout=600)
+    proc = txnlab("verify", str(run_dir), "--json", timeout=600, conn=secured_cluster.connection("verify"))
     report = json.loads((run_dir / "verify" / "report.json").read_text())
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert report["valid"] is True, report

@@ -3,9 +3,7 @@ command, run as a user runs it, fails within 10 s with a message that says which
 trust, not authorized), never a hang or a traceback, and never shows a password."""
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -20,6 +18,7 @@ from cluster.access.abort import partition_producers
 from cluster.access.admin import ClusterAdmin
 from cluster.access.connection import ConnectionSettings
 from cluster.access.smoke import ensure_topic
+from tests.integration.helpers import txnlab
 
 pytestmark = [pytest.mark.cluster, pytest.mark.own_clusters]
 
@@ -29,10 +28,8 @@ WRONG_PASSWORD = f"wrong-{uuid.uuid4().hex}"
 
 def run_txnlab(conn: ConnectionSettings, *args: str, **env_overrides: str) -> tuple[subprocess.CompletedProcess, float]:
     """A txnlab command with the role's TXNLAB_KAFKA_* (and overrides), and its wall time."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TXNLAB_KAFKA_")} | conn.to_env() | env_overrides
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "txnlab.cli", *args], capture_output=True, text=True, timeout=120,
-                          env=env)
+    done = txnlab(*args, conn=conn, env=env_overrides)
     return done, time.monotonic() - started
 
 

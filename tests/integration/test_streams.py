@@ -9,8 +9,6 @@ through a fault); the other three and their tests are the campaign's (`-m campai
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -21,6 +19,7 @@ from cluster.access.reads import partition_offsets, read_to_end
 from tests.integration.conftest import CAMPAIGN, needed_runs
 from tests.integration.test_experiments import STREAMS, nemesis, short_runs_of
 from tests.integration.test_verify import copy_run, failing_checks
+from tests.integration.helpers import txnlab
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(1500)]
 
@@ -76,8 +75,7 @@ def verified(experiments, cluster, tmp_path_factory):
     keys = {"double": plant_update(conn, runs["planted"], restart_ops, 0, 1),
             "lost": plant_update(conn, runs["planted"], restart_ops, -1, 2)}
     assert keys["double"] != keys["lost"]
-    proc = subprocess.run([sys.executable, "-m", "txnlab.cli", "verify", *map(str, runs.values()), "--examples", "20"],
-                          capture_output=True, text=True, timeout=900)
+    proc = txnlab("verify", *map(str, runs.values()), "--examples", "20", timeout=900)
     reports = {name: json.loads((run / "verify" / "report.json").read_text()) for name, run in runs.items()}
     assert proc.returncode == 1, proc.stderr[-4000:]
     return reports, keys, proc.stderr[-4000:]

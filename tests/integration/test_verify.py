@@ -18,8 +18,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -34,6 +32,7 @@ from chaos.nemesis.backends import LocalBackend
 from cluster.access.reads import partition_offsets, read_to_end
 from tests.integration.conftest import CAMPAIGN, TEST_BASE_PORT, cluster_state_dir
 from tests.integration.test_experiments import drop_run_topics
+from tests.integration.helpers import txnlab
 
 pytestmark = pytest.mark.timeout(1200)        # the first test's setup: the clean run and one verify of 10 runs
 CHECKS = {"duplicate", "aborted_read", "lost_write", "torn_transaction", "nonmonotonic_send", "inconsistent_offsets",
@@ -390,8 +389,7 @@ def verified(clean_run, cluster, tmp_path_factory):
         expected[name] = reason
     for run in runs.values():
         shutil.rmtree(run / "verify", ignore_errors=True)
-    proc = subprocess.run([sys.executable, "-m", "txnlab.cli", "verify", *map(str, runs.values()), "--examples", "50"],
-                          capture_output=True, text=True, timeout=1400)
+    proc = txnlab("verify", *map(str, runs.values()), "--examples", "50", timeout=1400)
     reports = {name: json.loads((run / "verify" / "report.json").read_text())
                for name, run in runs.items() if (run / "verify" / "report.json").exists()}
     log = proc.stderr[-4000:]
@@ -522,8 +520,7 @@ def test_without_a_connect_server_spark_submit_gives_the_same_reports(verified, 
     assert os.environ.get("TXNLAB_SPARK_REMOTE", "").startswith("sc://127.0.0.1:"), "no shared Connect server"
     assert "Spark did not start" not in log
     runs = {name: copy_run(Path(reports[name]["run"]), tmp_path / name) for name in ("clean", "anomalies")}
-    proc = subprocess.run([sys.executable, "-m", "txnlab.cli", "verify", *map(str, runs.values()), "--remote", "",
-                           "--examples", "50"], capture_output=True, text=True, timeout=900)
+    proc = txnlab("verify", *map(str, runs.values()), "--remote", "", "--examples", "50", timeout=900)
     assert proc.returncode == 1, proc.stderr[-4000:]
     for name, run in runs.items():
         submitted = json.loads((run / "verify" / "report.json").read_text())
@@ -542,15 +539,13 @@ def test_offline_verification_of_the_runs_archives_gives_the_live_verdicts_and_c
     reports, _, log = verified
     runs = {name: copy_run(Path(reports[name]["run"]), tmp_path / name)
             for name in ("clean", "noisy", "anomalies", "hole", "poll-skip", "unreachable-end", "emptied")}
-    archived = subprocess.run([sys.executable, "-m", "txnlab.cli", "archive", *map(str, runs.values())],
-                              capture_output=True, text=True, timeout=600)
+    archived = txnlab("archive", *map(str, runs.values()), timeout=600)
     assert archived.returncode == 0, archived.stderr[-3000:]
     runs["cut-archive"] = copy_run(runs["clean"], tmp_path / "cut-archive")
     view = runs["cut-archive"] / "archive" / "committed.parquet"
     view.write_bytes(view.read_bytes()[:-100])
     env = {**os.environ, "TXNLAB_KAFKA_BOOTSTRAP": "127.0.0.1:9"}
-    proc = subprocess.run([sys.executable, "-m", "txnlab.cli", "verify", *map(str, runs.values()), "--offline",
-                           "--examples", "50"], capture_output=True, text=True, timeout=1200, env=env)
+    proc = txnlab("verify", *map(str, runs.values()), "--offline", "--examples", "50", timeout=1200, env=env)
     offline = {name: json.loads((run / "verify" / "report.json").read_text()) for name, run in runs.items()}
     assert proc.returncode == 2, proc.stderr[-4000:]
     assert {r["views_from"] for r in offline.values()} == {"archive"}
@@ -583,12 +578,10 @@ def test_a_connect_server_on_a_standalone_spark_cluster_gives_the_local_reports_
         spark.up()
         state = master_state(spark.plan)
         assert state["status"] == "ALIVE" and len(alive_workers(state)) == 2, state
-        status = subprocess.run([sys.executable, "-m", "txnlab.cli", "spark", "status", "--json", "--state-dir",
-                                 str(spark.state_dir)], capture_output=True, text=True, timeout=60)
+        status = txnlab("spark", "status", "--json", "--state-dir", str(spark.state_dir), timeout=60)
         assert status.returncode == 0 and json.loads(status.stdout)["connect_status"] == "ALIVE", status.stdout
-        proc = subprocess.run([sys.executable, "-m", "txnlab.cli", "verify", *map(str, runs.values()),
-                               "--remote", spark.plan.connect_url, "--examples", "50"],
-                              capture_output=True, text=True, timeout=900)
+        proc = txnlab("verify", *map(str, runs.values()), "--remote", spark.plan.connect_url, "--examples", "50",
+                      timeout=900)
         apps = master_state(spark.plan)["activeapps"]
     finally:
         stopped = spark.down()

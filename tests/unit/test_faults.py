@@ -4,7 +4,6 @@ heal without start), and the docker backend against a fake Docker SDK client."""
 from __future__ import annotations
 
 import random
-import socket
 import sys
 from types import SimpleNamespace
 
@@ -12,6 +11,7 @@ import pytest
 from kafka.errors import UnknownTopicOrPartitionError
 from pydantic import ValidationError
 
+from tests.unit.fakes import FakeBackend
 from chaos.nemesis import backends, faults
 from cluster.access.errors import TxnlabError
 from chaos.nemesis.backends import Backend, BackendError, DockerBackend, LocalBackend
@@ -35,40 +35,6 @@ EXAMPLE_PARAMS = {
 
 
 # ---- fakes ------------------------------------------------------------------------------------------
-class FakeBackend:
-    """Records every call; toxics go on n<node>-<scope>."""
-
-    def __init__(self, nodes=(1, 2, 3)):
-        self.nodes, self.calls = list(nodes), []
-
-    def node_ids(self):
-        return list(self.nodes)
-
-    def __getattr__(self, name):
-        if name not in ("kill", "stop", "start", "pause", "resume", "wait_registered", "heal_network", "heal"):
-            raise AttributeError(name)
-        return lambda *args: self.calls.append((name, *args))
-
-    @property
-    def layout(self):
-        """The ports a hold-requests fault binds (a free one) and relays to (nothing listens: no client)."""
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        return SimpleNamespace(request_hold_port=lambda node: port, client_port=lambda node: 9)
-
-    def reroute_client(self, node, upstream):
-        self.calls.append(("reroute_client", node, upstream and upstream.startswith("127.0.0.1:")))
-
-    def isolate(self, node, scope):
-        self.calls.append(("isolate", node, scope))
-        return [f"n{node}-{scope}"]
-
-    def add_toxic(self, node, scope, toxic):
-        self.calls.append(("add_toxic", node, scope, toxic))
-        return [f"n{node}-{scope}"]
-
-
 class FakeAdmin:
     def __init__(self, controller=1, coordinator=3, leader=2):
         self.controller, self.coordinator, self.leader, self.asked = controller, coordinator, leader, []

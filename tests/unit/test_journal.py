@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import psutil
 import pytest
 
+from tests.unit.fakes import FakeBackend
 from chaos.nemesis import journal as journal_module
 from chaos.runner.experiment import ActiveFault, Experiment
 from chaos.nemesis.faults import FaultEnv, make_fault
@@ -129,38 +130,16 @@ def test_the_cluster_heal_resumes_every_node_when_the_toxics_cannot_be_removed()
     assert done == [("resume", 1), ("start", 1), ("resume", 2), ("start", 2), ("wait", 1), ("wait", 2), "elect"]
 
 
-class FakeBackend:
-    def __init__(self, toxiproxy_up=False):
-        self.toxiproxy_up, self.calls = toxiproxy_up, []
-
-    def node_ids(self):
-        return [1, 2, 3]
-
-    def resume(self, node):
-        self.calls.append(("resume", node))
-
-    def start(self, node):
-        self.calls.append(("start", node))
-
-    def remove_toxics(self, toxics):
-        if not self.toxiproxy_up:
-            raise ConnectionError("toxiproxy down")
-        self.calls.append(("remove", toxics))
-
-    def heal(self, timeout):
-        self.calls.append(("heal",))
-
-
 def test_heal_keeps_only_the_failed_steps_and_a_second_heal_finds_nothing(two):
     journal, dirs = two
     journal.write(ENTRY)
     toxics = {**ENTRY, "id": "r1-nemesis-1", "kind": "network",
               "steps": [{"step": "remove-toxics", "toxics": [["kafka-2-client", "txnlab-latency-upstream"]]}]}
     journal.write(toxics)
-    backend = FakeBackend()
+    backend = FakeBackend(toxiproxy_up=False)
     report = heal_journal(dirs[0], backend, attempts=2)
     assert report.healed == ["r1-nemesis-0"] and list(report.failed) == ["r1-nemesis-1"] and not report.ok
-    assert ("resume", 1) in backend.calls and backend.calls[-1] == ("heal",)
+    assert ("resume", 1) in backend.calls and backend.calls[-1][0] == "heal"
     assert [e["id"] for e in read_journal(dirs[1]).entries] == ["r1-nemesis-1"]   # both copies updated
     assert "toxiproxy down" in read_journal(dirs[0]).entries[0]["heal_errors"][
         "remove-toxics 1 toxics on kafka-2-client"]
@@ -250,7 +229,7 @@ def test_a_dead_runners_workload_processes_are_stopped_first_and_a_live_runs_ent
         journal.write({"id": "r1-workloads", "kind": "workloads", "runner": live, "backend": ENTRY["backend"],
                        "steps": [{"step": "stop-run-processes", "run_dir": str(run_dir)}]})
         assert f"in progress on this cluster (runner pid {runner.pid})" in active_faults_message(dirs[1].parent)
-        backend = FakeBackend()
+        backend = FakeBackend(toxiproxy_up=False)
         untouched = heal_journal(dirs[0], backend)
         assert untouched.in_progress == {"r1-nemesis-0": runner.pid, "r1-workloads": runner.pid}
         assert not untouched.ok and backend.calls == [] and workloads.is_running("txp-0")
@@ -263,7 +242,7 @@ def test_a_dead_runners_workload_processes_are_stopped_first_and_a_live_runs_ent
     order = []
     original = journal_module.stop_run_processes
     monkeypatch.setattr(journal_module, "stop_run_processes", lambda step: (order.append("workloads"), original(step)))
-    backend = FakeBackend()
+    backend = FakeBackend(toxiproxy_up=False)
     backend.resume = lambda node: order.append(f"resume {node}")
     healed = heal_journal(dirs[0], backend)
     assert healed.ok and healed.healed == ["r1-workloads", "r1-nemesis-0"] and order == ["workloads", "resume 1"]
@@ -276,7 +255,7 @@ def test_force_heals_under_a_live_runner(two):
     runner = subprocess.Popen(["sleep", "60"])
     try:
         journal.write({**ENTRY, "runner": runner_of(runner)})
-        backend = FakeBackend()
+        backend = FakeBackend(toxiproxy_up=False)
         forced = heal_journal(dirs[0], backend, force=True)
         assert forced.ok and forced.healed == ["r1-nemesis-0"] and ("resume", 1) in backend.calls
     finally:
