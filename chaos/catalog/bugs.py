@@ -130,6 +130,29 @@ class BugVariant(_Strict):
     rate: BugRate | None = None         # its own measured rate (a variant never takes its bug's)
 
 
+class BugCause(_Strict):
+    """Where in the client's (or Kafka's) source the cause lies: a file, the function, the release it was read at,
+    and what that code does."""
+    file: str = Field(min_length=1)
+    function: str = Field(min_length=1)
+    release: str = Field(min_length=1)
+    does: str = Field(min_length=1)
+
+
+class BugUpstream(_Strict):
+    """The bug as its maintainers would file it (`txnlab bugs export`): their project, a title in their terms, what
+    a user of the client expects and sees, where the cause lies, whether and where it was reported. Every number a
+    bundle's README adds comes from the runs in the bundle, not from here."""
+    project: str = Field(min_length=1)           # e.g. "franz-go (github.com/twmb/franz-go)"
+    title: str = Field(min_length=1)
+    summary: str = Field(min_length=1)
+    expected: str = Field(min_length=1)
+    actual: str = Field(min_length=1)
+    cause: list[BugCause] = Field(min_length=1)
+    reported: str = "not reported upstream"
+    log_patterns: list[str] = []                 # regular expressions of the client's log lines that show it
+
+
 class BugSpec(_Strict):
     # a Kafka JIRA key, a client's issue (librdkafka-5456), or a named trap without an issue number
     # (flink-transaction-timeout: a documented misconfiguration, its url the documentation's warning; kafkajs-kip-447:
@@ -152,6 +175,7 @@ class BugSpec(_Strict):
     affects_java_clients: list[str] = []
     variant: str | None = None          # the variant whose sides `affected` and `fixed` are (load_bug), None: natural
     rate: BugRate | None = None         # the affected side's measured rate, when the bug is timing-bound
+    upstream: BugUpstream | None = None  # for its maintainers: what `txnlab bugs export` bundles
 
     _releases_supported = field_validator("affects_java_clients")(
         lambda cls, versions: [_supported_release(v) for v in versions])

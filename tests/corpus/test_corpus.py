@@ -290,3 +290,46 @@ def test_franz_go_s_commit_waits_hold_for_their_recorded_tries_and_not_for_varia
     assert commit_waits(faulted) == []
     aborted = [{**op, "value": {**op["value"], "abort": True}} if op["f"] == "txn" else op for op in ops]
     assert commit_waits(aborted) == []
+
+
+def test_a_bug_s_bundle_for_its_maintainers_holds_its_tries_and_says_only_their_numbers(tmp_path):
+    """`txnlab bugs export` of franz-go-tv2-wait from its recorded suite, no cluster: the bundle holds the affected
+    try that showed the waits and the fixed try that stayed clean (history, archived views, verification, page with
+    its timeline), the suite's tallies and the standalone reproduction; the README's figures are those runs' (each
+    wait one of the affected try's shape occurrences, the fixed try's longest transaction from its own history, the
+    slowest transaction's history lines verbatim), and the tarball holds the folder. A suite of another bug and a bug
+    with nothing for its maintainers yet are refused, writing nothing."""
+    import tarfile
+    from report.bug_export import ExportError, export, transaction_seconds
+    from tests.corpus.conftest import unpack
+    suite = unpack("franz-go-tv2-wait-pair-x3", tmp_path / "suite")
+    proc = subprocess.run([sys.executable, "-m", "txnlab.cli", "bugs", "export", "franz-go-tv2-wait", "--suite",
+                           str(suite), "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    bundle = tmp_path / "out" / "franz-go-tv2-wait"
+    judged = json.loads((suite / "bug.json").read_text())
+    affected = next(r for r in judged["sides"]["affected"]["runs"] if r["reproduced"])
+    [a_dir] = list((bundle / "affected").iterdir())
+    [f_dir] = list((bundle / "fixed").iterdir())
+    assert a_dir.name == Path(affected["run_dir"]).name
+    for run in (a_dir, f_dir):
+        assert (run / "archive" / "committed.parquet").exists() and (run / "verify" / "report.json").exists()
+        assert 'src="data:image/png;base64,' in (run / "report.html").read_text()
+    assert (bundle / "repro" / "main.go").exists() and json.loads((bundle / "bug.json").read_text()) == judged
+    text = (bundle / "README.md").read_text()
+    waits = affected["shapes"]["commit-waits"]
+    assert f"In the affected try, {len(waits)} transactions took" in text and all(w in text for w in waits)
+    assert f"took {max(transaction_seconds(f_dir)):.2f} s." in text
+    history = (a_dir / "history" / "part-00000.jsonl").read_text().splitlines()
+    block = text.split("```json\n", 1)[1].split("\n```", 1)[0].splitlines()
+    assert len(block) == 2 and all(line in history for line in block)
+    assert "3 of 3 tries" in text and "pkg/kgo/sink.go" in text
+    with tarfile.open(tmp_path / "out" / "franz-go-tv2-wait.tar.gz") as tar:
+        names = tar.getnames()
+    assert "franz-go-tv2-wait/README.md" in names and f"franz-go-tv2-wait/affected/{a_dir.name}/history" in names
+    with pytest.raises(ExportError, match="is a suite of franz-go-tv2-wait, not of KAFKA-14402"):
+        export("KAFKA-14402", suite, tmp_path / "refused")
+    other = unpack("kafka-14402-pair-x3", tmp_path / "other")
+    with pytest.raises(ExportError, match="no `upstream` section"):
+        export("KAFKA-14402", other, tmp_path / "refused")
+    assert not (tmp_path / "refused").exists()

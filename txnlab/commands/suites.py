@@ -121,6 +121,14 @@ def cmd_bugs_judge(args: argparse.Namespace) -> int:
     return exit_code(outcome)
 
 
+def cmd_bugs_export(args: argparse.Namespace) -> int:
+    """A catalogued bug's bundle for its maintainers, from a judged suite (no cluster needed)."""
+    from report.bug_export import export
+    bundle = export(args.bug, args.suite, args.out, progress=lambda msg: print(msg, file=sys.stderr, flush=True))
+    print(bundle / "README.md")
+    return 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     """Rebuild report.html and report.json from a stored suite or run (no cluster needed)."""
     from report import build
@@ -180,6 +188,15 @@ def add_commands(sub) -> None:
                                            "verify reports and histories; nothing runs against a cluster)")
     bjudge.add_argument("suite", type=Path, help="the suite directory (runs/<stamp>-<bug>)")
     bjudge.set_defaults(func=cmd_bugs_judge)
+    bexport = bsub.add_parser("export", help="a bug's self-contained bundle for its maintainers: a README in their "
+                                             "terms with the numbers of the runs bundled, an affected and a clean try "
+                                             "(history, archived views, verification, page and timeline), the "
+                                             "standalone reproduction, and a tarball of it all")
+    bexport.add_argument("bug", help="a catalogued bug id with an `upstream` section")
+    bexport.add_argument("--suite", type=Path, required=True, help="a judged suite of that bug (`txnlab bugs run`, "
+                         "the campaign's runs/campaign/bugs/<stamp>-<bug>, or a corpus suite unpacked)")
+    bexport.add_argument("--out", type=Path, default=Path("runs/bundles"), help="where <bug>/ and <bug>.tar.gz go")
+    bexport.set_defaults(func=cmd_bugs_export)
     camp = sub.add_parser("campaign", help="the whole matrix beside the gate: every built-in experiment on every "
                           "client, the core tests on every Kafka release, every catalogued bug's sides, the tests that "
                           "left the gate; resumable (a cell done is not run again), one page (docs/campaign.md)")

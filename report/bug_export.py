@@ -1,0 +1,229 @@
+"""`txnlab bugs export ID --suite DIR`: a catalogued bug as one self-contained folder (and its tarball) for the
+maintainers of the client or of Kafka, who have neither txnlab nor its clusters.
+
+Owns: choosing from a judged bug suite (a `txnlab bugs run` or campaign suite, or a corpus suite) one affected try
+that showed the bug and one fixed try that stayed clean; copying both runs whole (history, archive of both views,
+verification report, spec, cluster facts, logs when the run kept them) and rendering each run's page with its
+timeline from them (report/build.py, no cluster); the README written from the bug's `upstream` section
+(chaos/bugs/<id>.yaml: the maintainers' terms, the cause in their source) with every number taken from the runs in
+the bundle (the suite's tallies, the tries' occurrences, counts and examples, history lines, log lines); the
+standalone reproduction (chaos/bugs/repro/<id>/) when there is one.
+Must not: reach a cluster, or say anything about a try that is not in the bundle.
+"""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from chaos.catalog.bugs import BUG_SIDES, BUGS_DIR, BugSpec, load_bug
+from chaos.record.history import read_history
+from cluster.access.errors import TxnlabError
+from cluster.access.progress import Progress
+
+REPRO_DIR = BUGS_DIR / "repro"
+SKIPPED = ("pids",)                       # what a run directory keeps that means nothing elsewhere
+EXAMPLES = 5
+
+
+class ExportError(TxnlabError):
+    pass
+
+
+@dataclass
+class Chosen:
+    side: str
+    run: dict               # the try as the suite judged it (bug.json)
+    source: Path            # its run directory in the suite
+
+
+def chosen_tries(suite: Path, judged: dict) -> tuple[Chosen, Chosen]:
+    """The first affected try that showed the bug and the first fixed try that stayed clean."""
+    picked = []
+    for side, wanted in zip(BUG_SIDES, ("reproduced", "clean")):
+        runs = [r for r in judged["sides"][side]["runs"] if r.get(wanted)]
+        if not runs:
+            raise ExportError(f"{suite}: no {side} try is {wanted}: nothing to show a maintainer (run `txnlab bugs "
+                              f"run {judged['bug']} --tries N` for a suite that has one)")
+        picked.append(Chosen(side, runs[0], suite / side / Path(runs[0]["run_dir"]).name))
+    for chosen in picked:
+        if not (chosen.source / "history").is_dir():
+            raise ExportError(f"{chosen.source}: the {chosen.side} try's run directory is not in the suite")
+    return picked[0], picked[1]
+
+
+def copy_run(source: Path, target: Path) -> Path:
+    """The run whole but for its pid records; the verification as it was made live at verify/report.json (a corpus
+    run keeps it as live-report.json)."""
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns(*SKIPPED))
+    live = target / "live-report.json"
+    if not (target / "verify" / "report.json").exists() and live.exists():
+        (target / "verify").mkdir(exist_ok=True)
+        shutil.move(live, target / "verify" / "report.json")
+    return target
+
+
+def attempt_lines(run_dir: Path, attempt: str) -> list[str]:
+    """The history's lines (as recorded) of one transaction attempt: its invoke and its completion."""
+    lines = []
+    for part in sorted((run_dir / "history").glob("part-*.jsonl")):
+        with part.open() as f:
+            lines += [line.rstrip("\n") for line in f if f'"attempt":"{attempt}"' in line]
+    return lines
+
+
+def log_lines(run_dir: Path, patterns: list[str], limit: int = 8) -> list[str]:
+    """The client's log lines that match the bug's patterns, when the run kept its logs."""
+    found: list[str] = []
+    if not patterns or not (run_dir / "logs").is_dir():
+        return found
+    rx = re.compile("|".join(patterns))
+    for log in sorted((run_dir / "logs").rglob("*.log")):
+        with log.open(errors="replace") as f:
+            found += [f"{log.name}: {line.rstrip()}" for line in f if rx.search(line)][:limit - len(found)]
+        if len(found) >= limit:
+            break
+    return found
+
+
+SHAPE_LINE = re.compile(r"transaction (?P<attempt>\S+) took (?P<took>[\d.]+) s")
+
+
+def transaction_seconds(run_dir: Path) -> list[float]:
+    """How long each committed transaction took, invoke to ok, from the run's history."""
+    started, took = {}, []
+    for op in read_history(run_dir).ops:
+        if op.get("f") != "txn" or not isinstance(op.get("value"), dict):
+            continue
+        attempt = op["value"].get("attempt")
+        if op["type"] == "invoke":
+            started[attempt] = op["time"]
+        elif op["type"] == "ok" and attempt in started:
+            took.append((op["time"] - started.pop(attempt)) / 1e9)
+    return took
+
+
+def side_facts(run_dir: Path) -> dict:
+    cluster = json.loads((run_dir / "cluster.json").read_text())
+    spec = json.loads((run_dir / "spec.json").read_text())
+    return {"kafka": cluster.get("kafka_version"), "features": cluster.get("features") or {},
+            "broker_config": cluster.get("broker_config") or {}, "brokers": len(cluster.get("brokers") or []),
+            "versions": cluster.get("versions") or {}, "workloads": spec.get("specs") or [],
+            "duration_s": (spec.get("params") or {}).get("duration_s")}
+
+
+def evidence_section(bug: BugSpec, affected: Chosen, fixed: Chosen, a_dir: Path, f_dir: Path) -> list[str]:
+    """What the affected try showed and the fixed try did not, each figure read from the bundled runs."""
+    out = []
+    shapes = affected.run.get("shapes") or {}
+    for shape, lines in shapes.items():
+        waits = [(m["attempt"], float(m["took"])) for m in map(SHAPE_LINE.search, lines) if m]
+        out += [f"In the affected try, {len(lines)} transactions took {min(t for _, t in waits):.2f} s to "
+                f"{max(t for _, t in waits):.2f} s with no fault active ({shape}):", ""]
+        out += [f"- {line}" for line in lines]
+        fixed_took = transaction_seconds(f_dir)
+        if fixed_took:
+            out += ["", f"In the fixed try, the longest of its {len(fixed_took)} committed transactions took "
+                        f"{max(fixed_took):.2f} s."]
+        slowest = max(waits, key=lambda w: w[1])[0]
+        out += ["", f"The history's lines of the slowest transaction, {slowest} (time in ns since the run's start):",
+                "", "```json", *attempt_lines(a_dir, slowest), "```"]
+    report = json.loads((a_dir / "verify" / "report.json").read_text())
+    for name, check in sorted(report.get("checks", {}).items()):
+        if check.get("count"):
+            out += ["", f"{name}: {check['count']} ({check.get('description', '')})", ""]
+            out += [f"- `{json.dumps(e, sort_keys=True)}`" for e in (check.get("examples") or [])[:EXAMPLES]]
+    for stall in affected.run.get("stalls") or []:
+        out += ["", f"A client call stalled: {json.dumps(stall, sort_keys=True)}"]
+    for error, count in (affected.run.get("errors_seen") or {}).items():
+        out += ["", f"Error seen {count} time(s): {error}"]
+    logs = log_lines(a_dir, bug.upstream.log_patterns if bug.upstream else [])
+    if logs:
+        out += ["", "The client's log lines that show it:", "", "```", *logs, "```"]
+    return out
+
+
+def readme(bug: BugSpec, judged: dict, affected: Chosen, fixed: Chosen, a_dir: Path, f_dir: Path,
+           repro: Path | None, bundle: Path) -> str:
+    up = bug.upstream
+    assert up is not None
+    a, f = side_facts(a_dir), side_facts(f_dir)
+    tallies = {side: judged["sides"][side]["runs"] for side in BUG_SIDES}
+    reproduced = sum(bool(r.get("reproduced")) for r in tallies["affected"])
+    clean = sum(bool(r.get("clean")) for r in tallies["fixed"])
+
+    def setting(facts: dict) -> str:
+        features = ", ".join(f"{k}={v}" for k, v in sorted(facts["features"].items())) or "the release's defaults"
+        config = ", ".join(f"{k}={v}" for k, v in sorted(facts["broker_config"].items()))
+        return (f"Apache Kafka {facts['kafka']} ({facts['brokers']} KRaft brokers on one host, loopback), features: "
+                f"{features}" + (f"; broker settings: {config}" if config else ""))
+    lines = [f"# {up.title}", "",
+             f"For: {up.project}. Status: {up.reported}. Catalogued by txnlab as `{bug.id}`; links: {bug.url}"
+             + "".join(f", {link}" for link in bug.links), "",
+             "## Summary", "", up.summary.strip(), "",
+             "## Environment", "",
+             f"- Affected: {bug.affected.label}. {setting(a)}.",
+             f"- Not affected: {bug.fixed.label}. {setting(f)}.",
+             f"- Each try: {a['duration_s']:g} s of the workload the summary describes, then the end of its last "
+             "transactions; every operation's call and result recorded with its time", "",
+             "## Expected", "", up.expected.strip(), "",
+             "## Actual", "", up.actual.strip(), "",
+             f"Affected side: the symptom in {reproduced} of {len(tallies['affected'])} tries; fixed side: clean in "
+             f"{clean} of {len(tallies['fixed'])} tries (this suite; the bundle holds one try of each).", "",
+             *evidence_section(bug, affected, fixed, a_dir, f_dir), "",
+             "## Where the cause lies", ""]
+    lines += [f"- `{c.file}`, `{c.function}` ({c.release}): {' '.join(c.does.split())}" for c in up.cause]
+    lines += ["", "## Reproduce", ""]
+    if repro is not None:
+        usage = next((line.removeprefix("// ") for line in (repro / "main.go").read_text().splitlines()
+                      if line.startswith("// Usage:")), "") if (repro / "main.go").exists() else ""
+        lines += [f"Without txnlab: `{repro.relative_to(bundle)}/` needs only a Kafka cluster and the client. "
+                  f"{usage}", ""]
+    lines += [f"With txnlab: `txnlab bugs run {bug.id} --tries 3` runs both sides on local clusters and judges them.",
+              "", "## In this bundle", "",
+              f"- `affected/{a_dir.name}/` and `fixed/{f_dir.name}/`: each try's run directory: `history/` (every "
+              "operation, JSON lines), `archive/` (both isolation levels' views of its topics, Parquet), "
+              "`verify/report.json` (the verification), `report.html` (its page and timeline), `spec.json`, "
+              "`cluster.json`, `experiment.json`; re-verify without a cluster with `txnlab verify DIR --offline`",
+              "- `bug.json`: the suite's judgement of every try"]
+    if repro is not None:
+        lines.append(f"- `{repro.relative_to(bundle)}/`: the standalone reproduction's source")
+    return "\n".join(lines) + "\n"
+
+
+def export(bug_id: str, suite: Path, out_root: Path, progress: Progress = print) -> Path:
+    """The bug's bundle folder (replaced if present) and its .tar.gz beside it; the folder."""
+    from report import build
+    judged_file = suite / "bug.json"
+    if not judged_file.exists():
+        raise ExportError(f"{suite} is not a bug suite (no bug.json): give a `txnlab bugs run` or campaign suite")
+    judged = json.loads(judged_file.read_text())
+    bug = load_bug(bug_id, judged.get("variant"))
+    if judged.get("bug") != bug.id:
+        raise ExportError(f"{suite} is a suite of {judged.get('bug')}, not of {bug.id}")
+    if bug.upstream is None:
+        raise ExportError(f"{bug.id} has no `upstream` section in chaos/bugs/{bug.id}.yaml: nothing to say to its "
+                          "maintainers yet")
+    affected, fixed = chosen_tries(suite, judged)
+    bundle = out_root / bug.id
+    shutil.rmtree(bundle, ignore_errors=True)
+    bundle.mkdir(parents=True)
+    a_dir = copy_run(affected.source, bundle / "affected" / affected.source.name)
+    f_dir = copy_run(fixed.source, bundle / "fixed" / fixed.source.name)
+    for run_dir in (a_dir, f_dir):
+        progress(f"{bug.id}: the page and timeline of {run_dir.parent.name}/{run_dir.name}")
+        build.write(run_dir)
+    shutil.copy(judged_file, bundle / "bug.json")
+    repro = None
+    if (REPRO_DIR / bug.id).is_dir():
+        repro = bundle / "repro"
+        shutil.copytree(REPRO_DIR / bug.id, repro)
+    (bundle / "README.md").write_text(readme(bug, judged, affected, fixed, a_dir, f_dir, repro, bundle))
+    tarball = out_root / f"{bug.id}.tar.gz"
+    with tarfile.open(tarball, "w:gz") as tar:
+        tar.add(bundle, arcname=bug.id)
+    progress(f"{bug.id}: {bundle} ({tarball.stat().st_size // 1024} KiB as {tarball.name})")
+    return bundle
