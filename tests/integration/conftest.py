@@ -74,21 +74,7 @@ def _session_cluster(name: str, **settings: object):
         local.down(purge=True)
 
 
-# the session's Spark Connect server listens at +30; the gate's second live stream (scripts/gate.sh) has its own
-SPARK_CONNECT_BASE_PORT = int(os.environ.get("TXNLAB_TEST_SPARK_CONNECT_PORT", "31800"))
-# the session's clusters shared by the modules that use them; a module marked own_clusters uses none (the gate runs
-# those in a stream of their own, beside the others: scripts/gate.sh)
-SHARED_CLUSTER_FIXTURES = {"cluster", "conn", "admin", "topic", "heal_after", "drill_cluster", "drill_conn"}
-
-
-def pytest_collection_modifyitems(config, items):
-    """A test of an own_clusters module that asks for a shared cluster is an error of the suite (its stream would
-    start that cluster a second time, on the same ports): said at collection, before anything runs."""
-    for item in items:
-        shared = SHARED_CLUSTER_FIXTURES & set(item.fixturenames)
-        if item.get_closest_marker("own_clusters") and shared:
-            raise pytest.UsageError(f"{item.nodeid} is marked own_clusters but uses the shared {sorted(shared)}: "
-                                    "give it a cluster of its own or drop the marker (docs/testing.md)")
+SPARK_CONNECT_BASE_PORT = 31800     # the session's Spark Connect server listens at +30
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -97,7 +83,7 @@ def spark_remote():
     the demo's and bug runs they start) is its client through $TXNLAB_SPARK_REMOTE, so none pays a JVM start (the
     corpus verifies by spark-submit, the gate's proof of that backend); stopped by its pid at the end. Its URL, or that of $TXNLAB_SPARK_REMOTE when given."""
     from spark_analysis.standalone import SharedConnect
-    shared = SharedConnect(txnlab_home() / f"test-spark-connect-{SPARK_CONNECT_BASE_PORT}", SPARK_CONNECT_BASE_PORT,
+    shared = SharedConnect(txnlab_home() / "test-spark-connect", SPARK_CONNECT_BASE_PORT,
                            progress=lambda line: print(f"[spark-connect] {line}")).start()
     remote = shared.remote()         # "" when it could not start: each verify then runs spark-submit (slower);
     saved = os.environ.get("TXNLAB_SPARK_REMOTE")      # test_verify's remote test fails on its own then

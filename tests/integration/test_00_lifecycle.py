@@ -14,7 +14,7 @@ import pytest
 
 from tests.integration.conftest import cluster_state_dir
 
-pytestmark = [pytest.mark.kafka_core, pytest.mark.own_clusters]      # kafka_core: the version matrix's core (scripts/kafka_matrix.py)
+pytestmark = pytest.mark.kafka_core      # the version matrix's core (scripts/kafka_matrix.py)
 
 BASE_PORT = 22000
 

@@ -28,7 +28,7 @@ from report.bugs import BugOptions, BugRun, exit_code
 from report.build import fault_line, stall_bugs
 from tests.integration.conftest import CAMPAIGN
 
-pytestmark = [pytest.mark.cluster, pytest.mark.own_clusters, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(1200)]
 BASE_PORT = int(os.environ.get("TXNLAB_TEST_BASE_PORT", "21000")) + 1000     # 22000: no other test cluster's
 
 

@@ -31,7 +31,7 @@ DRILL = "hanging-transaction-drill"
 SUITES = {"gate": (("zombie-producer",), (2,)), "full": (("zombie-producer", DRILL), (1, 2))}
 RECOVERING = ("zombie-producer",)                         # every fault recovered, with measured times
 ARTEFACTS = Path(os.environ.get("TXNLAB_ARTEFACTS", "/tmp/txnlab-artefacts")) / "demo"
-pytestmark = [pytest.mark.own_clusters, pytest.mark.timeout(1500)]       # the module's demo (about 7 minutes) runs in the first test's setup
+pytestmark = pytest.mark.timeout(1500)        # the module's demo (about 7 minutes) runs in the first test's setup
 
 
 @pytest.fixture(scope="module", params=["gate", pytest.param("full", marks=CAMPAIGN)])

@@ -26,7 +26,7 @@ from chaos.runner.spec import with_client
 from tests.integration.test_clients import assert_through_the_fault, on_client_document
 from tests.integration.helpers import txnlab
 
-pytestmark = [pytest.mark.docker, pytest.mark.own_clusters]
+pytestmark = pytest.mark.docker
 
 DOCKER_BASE_PORT = TEST_BASE_PORT - 4000            # 17000 (the secured stack 18000): clear of every other port plan
                                                    # of the suite and below the ephemeral range (32768+)

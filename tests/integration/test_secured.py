@@ -32,7 +32,7 @@ from tests.integration.conftest import CAMPAIGN
 from tests.integration.helpers import running_exporter, scrape, txnlab, value
 from tests.integration.test_workloads import run_plan
 
-pytestmark = [pytest.mark.cluster, pytest.mark.own_clusters]
+pytestmark = pytest.mark.cluster
 
 
 def test_secrets_are_generated_per_cluster_and_private(secured_cluster):

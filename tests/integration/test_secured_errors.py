@@ -20,7 +20,7 @@ from cluster.access.connection import ConnectionSettings
 from cluster.access.smoke import ensure_topic
 from tests.integration.helpers import txnlab
 
-pytestmark = [pytest.mark.cluster, pytest.mark.own_clusters]
+pytestmark = pytest.mark.cluster
 
 LIMIT_S = 9.5                 # the requirement is 10 s; a little margin for a loaded machine
 WRONG_PASSWORD = f"wrong-{uuid.uuid4().hex}"
