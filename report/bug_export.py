@@ -106,6 +106,68 @@ def transaction_seconds(run_dir: Path) -> list[float]:
     return took
 
 
+def said(check: str, e: dict) -> str:
+    """One example of a check's finding in the client's users' terms (chaos/record/ids.py: a record's value carries
+    its id, <run>.<producer>.<transaction>.<record>, and its transaction's)."""
+    where = f"{e.get('topic')}-{e.get('partition')}"
+    if check == "duplicate":
+        at = ", ".join(f"{p['topic']}-{p['partition']} offset {p['offset']}" for p in e.get("positions", []))
+        return f"record {e['id']} (transaction {e.get('attempt')}) is read {e.get('copies')} times: {at}"
+    if check == "lost_write":
+        return f"record {e['id']} of the committed transaction {e.get('attempt')} is not readable in {where}"
+    if check == "inconsistent_offsets":
+        return (f"the producer was told record {e['id']} is at {where} offset {e.get('offset')}; that offset holds "
+                f"record {e.get('other_id')}")
+    if check == "torn_transaction":
+        return (f"transaction {e.get('attempt')} ({e.get('outcome')}) wrote {e.get('expected')} records; "
+                f"{e.get('visible')} are readable")
+    return json.dumps(e, sort_keys=True)
+
+
+def records_at(run_dir: Path, places: set[tuple[str, int, int]]) -> list[str]:
+    """What each view of the archive holds at these offsets (both isolation levels, read to the run's end)."""
+    import pyarrow.parquet as pq
+    found = []
+    for view, level in (("committed", "read_committed"), ("uncommitted", "read_uncommitted")):
+        for row in pq.read_table(run_dir / "archive" / f"{view}.parquet",
+                                 columns=["topic", "partition", "offset", "value"]).to_pylist():
+            if (row["topic"], row["partition"], row["offset"]) in places:
+                value = (row["value"] or b"").decode(errors="replace")
+                found.append(f"{level} {row['topic']}-{row['partition']} offset {row['offset']}: {value}")
+    return sorted(found, key=lambda line: (line.split(" ", 2)[1:], line))
+
+
+def checks_evidence(bug: BugSpec, run_dir: Path) -> list[str]:
+    """The bug's checks first, then any other the try failed: each example said plainly, the records the views hold
+    at the offsets involved, the history's lines of the transactions involved."""
+    report = json.loads((run_dir / "verify" / "report.json").read_text())
+    failed = {n: c for n, c in report.get("checks", {}).items() if c.get("count")}
+    order = [n for n in bug.expect.checks if n in failed] + sorted(set(failed) - set(bug.expect.checks))
+    out, places, attempts = [], set(), []
+    for name in order:
+        check = failed[name]
+        mine = "the bug's" if name in bug.expect.checks else "also"
+        out += ["", f"{name} ({mine}): {check['count']}: {check.get('description', '')}", ""]
+        for e in (check.get("examples") or [])[:EXAMPLES]:
+            out.append(f"- {said(name, e)}")
+            for p in e.get("positions", []):
+                places.add((p["topic"], p["partition"], p["offset"]))
+            if e.get("offset") is not None and e.get("topic"):
+                places.add((e["topic"], e["partition"], e["offset"]))
+            for rid in (e.get("id"), e.get("other_id")):
+                attempt = e.get("attempt") if rid == e.get("id") and e.get("attempt") else \
+                    (rid.rsplit(".", 1)[0] if rid else None)
+                if attempt and attempt not in attempts:
+                    attempts.append(attempt)
+    if places:
+        out += ["", "What each view holds at those offsets (the run's archive):", "", "```",
+                *records_at(run_dir, places), "```"]
+    for attempt in attempts[:4]:
+        out += ["", f"The history's lines of transaction {attempt}:", "", "```json", *attempt_lines(run_dir, attempt),
+                "```"]
+    return out
+
+
 def side_facts(run_dir: Path) -> dict:
     cluster = json.loads((run_dir / "cluster.json").read_text())
     spec = json.loads((run_dir / "spec.json").read_text())
@@ -131,11 +193,7 @@ def evidence_section(bug: BugSpec, affected: Chosen, fixed: Chosen, a_dir: Path,
         slowest = max(waits, key=lambda w: w[1])[0]
         out += ["", f"The history's lines of the slowest transaction, {slowest} (time in ns since the run's start):",
                 "", "```json", *attempt_lines(a_dir, slowest), "```"]
-    report = json.loads((a_dir / "verify" / "report.json").read_text())
-    for name, check in sorted(report.get("checks", {}).items()):
-        if check.get("count"):
-            out += ["", f"{name}: {check['count']} ({check.get('description', '')})", ""]
-            out += [f"- `{json.dumps(e, sort_keys=True)}`" for e in (check.get("examples") or [])[:EXAMPLES]]
+    out += checks_evidence(bug, a_dir)
     for stall in affected.run.get("stalls") or []:
         out += ["", f"A client call stalled: {json.dumps(stall, sort_keys=True)}"]
     for error, count in (affected.run.get("errors_seen") or {}).items():

@@ -333,3 +333,27 @@ def test_a_bug_s_bundle_for_its_maintainers_holds_its_tries_and_says_only_their_
     with pytest.raises(ExportError, match="no `upstream` section"):
         export("KAFKA-14402", other, tmp_path / "refused")
     assert not (tmp_path / "refused").exists()
+
+
+def test_a_lost_write_s_bundle_shows_the_offsets_in_both_views_and_both_transactions_history(tmp_path):
+    """kafkajs-sequence-rollback's bundle from its recorded suite: the README says, from the bundled affected try's
+    verification, which committed record is missing, which record the acknowledged offset holds instead, what each
+    view of the archive holds at that offset (the aborted transaction's record, read_uncommitted only), and the
+    history's lines of both transactions (the committed one and the one that failed before it)."""
+    from report.bug_export import export
+    from tests.corpus.conftest import unpack
+    bundle = export("kafkajs-sequence-rollback", unpack("kafkajs-sequence-rollback-pair-x3", tmp_path / "suite"),
+                    tmp_path / "out", progress=lambda _: None)
+    [a_dir] = list((bundle / "affected").iterdir())
+    checks = json.loads((a_dir / "verify" / "report.json").read_text())["checks"]
+    [lost] = checks["lost_write"]["examples"]
+    [moved] = checks["inconsistent_offsets"]["examples"]
+    assert moved["id"] == lost["id"]
+    text = (bundle / "README.md").read_text()
+    assert f"record {lost['id']} of the committed transaction {lost['attempt']} is not readable" in text
+    assert f"offset {moved['offset']}; that offset holds record {moved['other_id']}" in text
+    at = f"{moved['topic']}-{moved['partition']} offset {moved['offset']}: "
+    views = [line for line in text.splitlines() if at in line]
+    assert [v.split(" ", 1)[0] for v in views] == ["read_uncommitted"] and moved["other_id"] in views[0]
+    for attempt in (lost["attempt"], moved["other_id"].rsplit(".", 1)[0]):
+        assert f"The history's lines of transaction {attempt}:" in text
