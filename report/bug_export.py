@@ -236,8 +236,8 @@ def readme(bug: BugSpec, judged: dict, affected: Chosen, fixed: Chosen, a_dir: P
     lines += [f"- `{c.file}`, `{c.function}` ({c.release}): {' '.join(c.does.split())}" for c in up.cause]
     lines += ["", "## Reproduce", ""]
     if repro is not None:
-        usage = next((line.removeprefix("// ") for line in (repro / "main.go").read_text().splitlines()
-                      if line.startswith("// Usage:")), "") if (repro / "main.go").exists() else ""
+        usage = next((line.removeprefix("// ") for source in sorted(repro.glob("*.go")) + sorted(repro.glob("*.js"))
+                      for line in source.read_text().splitlines() if line.startswith("// Usage:")), "")
         lines += [f"Without txnlab: `{repro.relative_to(bundle)}/` needs only a Kafka cluster and the client. "
                   f"{usage}", ""]
     lines += [f"With txnlab: `txnlab bugs run {bug.id} --tries 3` runs both sides on local clusters and judges them.",
@@ -278,7 +278,7 @@ def export(bug_id: str, suite: Path, out_root: Path, progress: Progress = print)
     repro = None
     if (REPRO_DIR / bug.id).is_dir():
         repro = bundle / "repro"
-        shutil.copytree(REPRO_DIR / bug.id, repro)
+        shutil.copytree(REPRO_DIR / bug.id, repro, ignore=shutil.ignore_patterns("node_modules"))
     (bundle / "README.md").write_text(readme(bug, judged, affected, fixed, a_dir, f_dir, repro, bundle))
     tarball = out_root / f"{bug.id}.tar.gz"
     with tarfile.open(tarball, "w:gz") as tar:

@@ -15,6 +15,13 @@ from tests.integration.conftest import CAMPAIGN
 REPRO = BUGS_DIR / "repro"
 
 
+def npm_ci(source) -> None:
+    """The reproduction's one dependency, the client at its pinned release, from the npm registry."""
+    done = subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=source,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
 @CAMPAIGN
 def test_franz_go_s_wait_is_seen_by_its_standalone_reproduction(cluster, tmp_path):
     """franz-go-tv2-wait's reproduction (a Go program on franz-go alone): two transactional producers back to back
@@ -28,3 +35,20 @@ def test_franz_go_s_wait_is_seen_by_its_standalone_reproduction(cluster, tmp_pat
     slow = re.findall(r"transaction \d+ took (\d+(?:\.\d+)?)s", proc.stdout)
     assert slow and all(float(s) >= 4 for s in slow), proc.stdout[-3000:]
     assert "SYMPTOM: transactions waited with no fault" in proc.stdout
+
+
+@CAMPAIGN
+def test_kafkajs_s_retry_duplicates_are_seen_by_its_standalone_reproduction(cluster):
+    """kafkajs-retry-duplicates' reproduction (a Node.js script on KafkaJS 2.2.4 alone): one send() to partitions led
+    by two brokers while the client's own socketFactory holds one broker's answers and closes the other's connection
+    after its produce request; a read_committed consumer then reads committed records twice, at consecutive offsets
+    of one partition."""
+    source = REPRO / "kafkajs-retry-duplicates"
+    npm_ci(source)
+    proc = subprocess.run(["node", "repro.js", "--brokers", cluster.connection().bootstrap, "--tries", "5"],
+                          cwd=source, capture_output=True, text=True, timeout=300)
+    print(proc.stdout)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
+    twice = re.findall(r"record (t\d+-[ab]) read 2 times at (\d+)@(\d+), (\d+)@(\d+)", proc.stdout)
+    assert twice and all(p1 == p2 and int(o2) == int(o1) + 1 for _, p1, o1, p2, o2 in twice), proc.stdout[-3000:]
+    assert "SYMPTOM:" in proc.stdout
