@@ -15,11 +15,18 @@ from tests.integration.conftest import CAMPAIGN
 REPRO = BUGS_DIR / "repro"
 
 
-def npm_ci(source) -> None:
-    """The reproduction's one dependency, the client at its pinned release, from the npm registry."""
+def node_repro(bug: str, cluster, tries: int) -> subprocess.CompletedProcess:
+    """A Node.js reproduction run as its maintainers would: `npm ci` (its one dependency, the client at its pinned
+    release, from the npm registry), then `node repro.js` against the cluster; it must have seen the symptom."""
+    source = REPRO / bug
     done = subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=source,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
+    proc = subprocess.run(["node", "repro.js", "--brokers", cluster.connection().bootstrap, "--tries", str(tries)],
+                          cwd=source, capture_output=True, text=True, timeout=300)
+    print(proc.stdout)
+    assert proc.returncode == 1 and "SYMPTOM:" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-2000:]
+    return proc
 
 
 @CAMPAIGN
@@ -43,12 +50,17 @@ def test_kafkajs_s_retry_duplicates_are_seen_by_its_standalone_reproduction(clus
     by two brokers while the client's own socketFactory holds one broker's answers and closes the other's connection
     after its produce request; a read_committed consumer then reads committed records twice, at consecutive offsets
     of one partition."""
-    source = REPRO / "kafkajs-retry-duplicates"
-    npm_ci(source)
-    proc = subprocess.run(["node", "repro.js", "--brokers", cluster.connection().bootstrap, "--tries", "5"],
-                          cwd=source, capture_output=True, text=True, timeout=300)
-    print(proc.stdout)
-    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
+    proc = node_repro("kafkajs-retry-duplicates", cluster, tries=5)
     twice = re.findall(r"record (t\d+-[ab]) read 2 times at (\d+)@(\d+), (\d+)@(\d+)", proc.stdout)
     assert twice and all(p1 == p2 and int(o2) == int(o1) + 1 for _, p1, o1, p2, o2 in twice), proc.stdout[-3000:]
-    assert "SYMPTOM:" in proc.stdout
+
+
+@CAMPAIGN
+def test_kafkajs_s_sequence_rollback_is_seen_by_its_standalone_reproduction(cluster):
+    """kafkajs-sequence-rollback's reproduction (a Node.js script on KafkaJS 2.2.4 alone): a send whose produce
+    requests are written and never answered (the client's socketFactory ends the connection after each) fails, the
+    transaction is aborted, and the next transaction's record to that partition is missing once it commits, while
+    the same transaction's record on another partition is read."""
+    proc = node_repro("kafkajs-sequence-rollback", cluster, tries=3)
+    assert re.findall(r"record (t\d+-committed) of a committed transaction is missing", proc.stdout)
+    assert "and all 3 control records of partition 1" in proc.stdout
