@@ -238,8 +238,9 @@ def readme(bug: BugSpec, judged: dict, affected: Chosen, fixed: Chosen, a_dir: P
     if repro is not None:
         usage = next((line.removeprefix("// ") for source in sorted(repro.glob("*.go")) + sorted(repro.glob("*.js"))
                       for line in source.read_text().splitlines() if line.startswith("// Usage:")), "")
-        lines += [f"Without txnlab: `{repro.relative_to(bundle)}/` needs only a Kafka cluster and the client. "
-                  f"{usage}", ""]
+        setup = "`npm ci` there, then " if (repro / "package.json").exists() else ""
+        lines += [f"Without txnlab: `{repro.relative_to(bundle)}/` needs only a Kafka cluster and the client: "
+                  f"{setup}{usage.removeprefix('Usage: ')}", ""]
     lines += [f"With txnlab: `txnlab bugs run {bug.id} --tries 3` runs both sides on local clusters and judges them.",
               "", "## In this bundle", "",
               f"- `affected/{a_dir.name}/` and `fixed/{f_dir.name}/`: each try's run directory: `history/` (every "
