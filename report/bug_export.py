@@ -118,6 +118,9 @@ def said(check: str, e: dict) -> str:
     if check == "inconsistent_offsets":
         return (f"the producer was told record {e['id']} is at {where} offset {e.get('offset')}; that offset holds "
                 f"record {e.get('other_id')}")
+    if check == "exactly_once_processing" and e.get("outputs"):
+        return (f"input {e.get('input')} of group {e.get('group')} has {len(e['outputs'])} committed outputs "
+                f"({e.get('problem')}): {', '.join(e['outputs'])}")
     if check == "torn_transaction":
         return (f"transaction {e.get('attempt')} ({e.get('outcome')}) wrote {e.get('expected')} records; "
                 f"{e.get('visible')} are readable")
@@ -142,11 +145,12 @@ def checks_evidence(bug: BugSpec, run_dir: Path) -> list[str]:
     at the offsets involved, the history's lines of the transactions involved."""
     report = json.loads((run_dir / "verify" / "report.json").read_text())
     failed = {n: c for n, c in report.get("checks", {}).items() if c.get("count")}
-    order = [n for n in bug.expect.checks if n in failed] + sorted(set(failed) - set(bug.expect.checks))
+    expected = [c.split(":", 1)[0] for c in bug.expect.checks]      # a check, or a check:problem
+    order = [n for n in expected if n in failed] + sorted(set(failed) - set(expected))
     out, places, attempts = [], set(), []
     for name in order:
         check = failed[name]
-        mine = "the bug's" if name in bug.expect.checks else "also"
+        mine = "the bug's" if name in expected else "also"
         out += ["", f"{name} ({mine}): {check['count']}: {check.get('description', '')}", ""]
         for e in (check.get("examples") or [])[:EXAMPLES]:
             out.append(f"- {said(name, e)}")
@@ -154,7 +158,7 @@ def checks_evidence(bug: BugSpec, run_dir: Path) -> list[str]:
                 places.add((p["topic"], p["partition"], p["offset"]))
             if e.get("offset") is not None and e.get("topic"):
                 places.add((e["topic"], e["partition"], e["offset"]))
-            for rid in (e.get("id"), e.get("other_id")):
+            for rid in (e.get("id"), e.get("other_id"), *(e.get("outputs") or [])):
                 attempt = e.get("attempt") if rid == e.get("id") and e.get("attempt") else \
                     (rid.rsplit(".", 1)[0] if rid else None)
                 if attempt and attempt not in attempts:
