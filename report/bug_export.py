@@ -106,6 +106,14 @@ def transaction_seconds(run_dir: Path) -> list[float]:
     return took
 
 
+HEADINGS = {"lost_write": "Committed records that a read_committed consumer does not read",
+            "duplicate": "Records a read_committed consumer reads more than once",
+            "inconsistent_offsets": "Acknowledged offsets that hold another record",
+            "torn_transaction": "Transactions only partly readable",
+            "aborted_read": "Records of aborted transactions read by a read_committed consumer",
+            "exactly_once_processing": "Inputs with other than one committed output, or offsets committed past them"}
+
+
 def said(check: str, e: dict) -> str:
     """One example of a check's finding in the client's users' terms (chaos/record/ids.py: a record's value carries
     its id, <run>.<producer>.<transaction>.<record>, and its transaction's)."""
@@ -150,8 +158,8 @@ def checks_evidence(bug: BugSpec, run_dir: Path) -> list[str]:
     out, places, attempts = [], set(), []
     for name in order:
         check = failed[name]
-        mine = "the bug's" if name in expected else "also"
-        out += ["", f"{name} ({mine}): {check['count']}: {check.get('description', '')}", ""]
+        mine = "the symptom" if name in expected else "seen beside it"
+        out += ["", f"{HEADINGS.get(name, check.get('description', name))} ({mine}): {check['count']}", ""]
         for e in (check.get("examples") or [])[:EXAMPLES]:
             out.append(f"- {said(name, e)}")
             for p in e.get("positions", []):
