@@ -21,6 +21,8 @@ from pathlib import Path
 
 from chaos.catalog.bugs import BUG_SIDES, BUGS_DIR, BugSpec, load_bug
 from chaos.record.history import read_history
+from chaos.record.ids import IdError, attempt_of
+from chaos.record.shapes import committed_transactions
 from cluster.access.errors import TxnlabError
 from cluster.access.progress import Progress
 
@@ -52,6 +54,8 @@ def chosen_tries(suite: Path, judged: dict) -> tuple[Chosen, Chosen]:
     for chosen in picked:
         if not (chosen.source / "history").is_dir():
             raise ExportError(f"{chosen.source}: the {chosen.side} try's run directory is not in the suite")
+        if not any((chosen.source / name).exists() for name in ("verify/report.json", "live-report.json")):
+            raise ExportError(f"{chosen.source}: the {chosen.side} try has no verification report: nothing to quote")
     return picked[0], picked[1]
 
 
@@ -94,16 +98,7 @@ SHAPE_LINE = re.compile(r"transaction (?P<attempt>\S+) took (?P<took>[\d.]+) s")
 
 def transaction_seconds(run_dir: Path) -> list[float]:
     """How long each committed transaction took, invoke to ok, from the run's history."""
-    started, took = {}, []
-    for op in read_history(run_dir).ops:
-        if op.get("f") != "txn" or not isinstance(op.get("value"), dict):
-            continue
-        attempt = op["value"].get("attempt")
-        if op["type"] == "invoke":
-            started[attempt] = op["time"]
-        elif op["type"] == "ok" and attempt in started:
-            took.append((op["time"] - started.pop(attempt)) / 1e9)
-    return took
+    return [(ok["time"] - began["time"]) / 1e9 for began, ok in committed_transactions(read_history(run_dir).ops)]
 
 
 HEADINGS = {"lost_write": "Committed records that a read_committed consumer does not read",
@@ -166,10 +161,12 @@ def checks_evidence(bug: BugSpec, run_dir: Path) -> list[str]:
                 places.add((p["topic"], p["partition"], p["offset"]))
             if e.get("offset") is not None and e.get("topic"):
                 places.add((e["topic"], e["partition"], e["offset"]))
-            for rid in (e.get("id"), e.get("other_id"), *(e.get("outputs") or [])):
-                attempt = e.get("attempt") if rid == e.get("id") and e.get("attempt") else \
-                    (rid.rsplit(".", 1)[0] if rid else None)
-                if attempt and attempt not in attempts:
+            for rid in filter(None, (e.get("id"), e.get("other_id"), *(e.get("outputs") or []))):
+                try:
+                    attempt = attempt_of(rid)
+                except IdError:                 # a record of no txnlab transaction: no history lines to show
+                    continue
+                if attempt not in attempts:
                     attempts.append(attempt)
     if places:
         out += ["", "What each view holds at those offsets (the run's archive):", "", "```",

@@ -17,15 +17,21 @@ def _s(ns: int) -> str:
     return f"{ns / 1e9:.2f} s"
 
 
+def committed_transactions(ops: list[dict]) -> list[tuple[dict, dict]]:
+    """(invoke, ok) of each transaction a producer committed (not one it aborted on purpose), in history order."""
+    invoked = {op["value"]["attempt"]: op for op in ops if op["f"] == "txn" and op["type"] == "invoke"}
+    return [(invoked[op["value"].get("attempt")], op) for op in ops
+            if op["f"] == "txn" and op["type"] == "ok" and op["value"].get("attempt") in invoked
+            and not op["value"].get("abort")]
+
+
 def commit_waits(ops: list[dict]) -> list[str]:
     """Committed transactions that took COMMIT_WAIT_S or more from their invoke to their commit, no fault active
     at any time between."""
-    invoked = {op["value"]["attempt"]: op for op in ops if op["f"] == "txn" and op["type"] == "invoke"}
     windows = windows_of(ops)
     found = []
-    for op in ops:
-        began = invoked.get(op["value"].get("attempt")) if op["f"] == "txn" and op["type"] == "ok" else None
-        if began is None or op["time"] - began["time"] < COMMIT_WAIT_S * 1e9 or op["value"].get("abort"):
+    for began, op in committed_transactions(ops):
+        if op["time"] - began["time"] < COMMIT_WAIT_S * 1e9:
             continue
         if any(w.start <= op["wall"] and w.end >= began["wall"] for w in windows):
             continue
