@@ -1,17 +1,18 @@
-"""Catalogued bugs reproduced by faults alone (report/bugs.py, short mode, one try per side).
+"""Catalogued bugs reproduced on their two sides (report/bugs.py, short mode, one try per side).
 
-The gate's: librdkafka-5456 on its two sides, one Kafka 4.4.0 cluster each. Affected, a confluent-kafka
-exactly-once processor whose group coordinator is killed: librdkafka's send_offsets_to_transaction never returns,
-the workload's watchdog records the stall with its call and stack and exits, the runner restarts it, the run
-recovers and verifies valid (chaos/workloads/base.py, chaos/workloads/run.py, chaos/record/recovery.py). Fixed, a
-Kafka Streams exactly_once_v2 application under the same kill: no stall, every fault recovered, valid with every
-count exact (docs/bugs.md: 10 of 10 and 10 of 10, 2026-11-27).
+The gate's: franz-go-tv2-wait, one Kafka 4.4.0 cluster per side, no fault. Affected, two franz-go v1.22.3
+transactional producers at transaction.version 2: transactions that take MetadataMinAge (5 s) more while no fault is
+active (the commit-waits history shape, chaos/record/shapes.py), every record exactly once. Fixed, the same client at
+transaction.version 1: no transaction near that long, valid (docs/bugs.md; the campaign's 3 of 3 and 3 of 3,
+2026-11-30). Its cost is a pair of short runs with no fault (about 100 s), where librdkafka-5456's pair was 220 s.
 
-The campaign's (`-m campaign`, and `txnlab campaign --parts bugs` at N tries): KAFKA-14402 on its natural sides,
-Kafka 3.5.2 (no partition verification) against 3.6.2 with their defaults, both running Kafka Streams 3.9.1 (a
-side's java_clients: Streams 3.5-3.7 have KAFKA-16903, which loses outputs under these faults whatever the broker):
-the affected side shows the anomaly (a transaction no coordinator knows, confirmed hanging by the exporter, or the
-aborted attempt's records read), the fixed side is clean (docs/bugs.md: 10 of 10 and 10 of 10, 2026-11-28)."""
+The campaign's (`-m campaign`, and `txnlab campaign --parts bugs` at N tries): librdkafka-5456 (the gate's pair
+until 2026-11-30: a stalled send_offsets_to_transaction recorded by the workload's watchdog, the process restarted,
+the Kafka Streams side clean) and KAFKA-14402 on its natural sides, Kafka 3.5.2 (no partition verification) against
+3.6.2 with their defaults, both running Kafka Streams 3.9.1 (a side's java_clients: Streams 3.5-3.7 have KAFKA-16903,
+which loses outputs under these faults whatever the broker): the affected side shows the anomaly (a transaction no
+coordinator knows, confirmed hanging by the exporter, or the aborted attempt's records read), the fixed side is clean
+(docs/bugs.md: 10 of 10 and 10 of 10, 2026-11-28)."""
 from __future__ import annotations
 
 import json
@@ -21,9 +22,11 @@ from pathlib import Path
 import pytest
 
 from chaos.record.history import read_history
+from chaos.record.shapes import COMMIT_WAIT_S
 from chaos.workloads.base import EXIT_STALL
 from cluster.lab.supervisor import Supervisor
 from cluster.lab.versions import txnlab_home
+from report.bug_export import SHAPE_LINE, transaction_seconds
 from report.bugs import BugOptions, BugRun, exit_code
 from report.build import fault_line, stall_bugs
 from tests.integration.conftest import CAMPAIGN
@@ -40,9 +43,9 @@ def run_pair(tmp_path, seed: int, bug: str) -> dict:
 
 def reproduced_pair(tmp_path, bug: str, seed: int) -> tuple[dict, dict, dict]:
     """The bug's pair (its outcome, its affected try, its fixed try). A try that did not reproduce it is run once
-    more, both sides again, before calling it a failure: both gate bugs are timing-bound (librdkafka-5456: the kill
-    must land while the call waits on the killed coordinator; KAFKA-14402: a stream thread must have a batch in
-    flight to the slowed node, the variant on 4.3.1 missed 2 of 10: docs/bugs.md), their fixed side clean first."""
+    more, both sides again, before calling it a failure: the campaign's bugs here are timing-bound (librdkafka-5456:
+    the kill must land while the call waits on the killed coordinator; KAFKA-14402: a stream thread must have a batch
+    in flight to the slowed node, the variant on 4.3.1 missed 2 of 10: docs/bugs.md), their fixed side clean first."""
     outcome = run_pair(tmp_path, seed, bug)
     if not outcome["sides"]["affected"]["runs"][0]["reproduced"]:
         assert outcome["sides"]["fixed"]["runs"][0]["clean"], outcome["sides"]["fixed"]
@@ -65,9 +68,33 @@ def assert_pair_report(outcome: dict, bug: str) -> None:
     assert not list((txnlab_home() / "test-bugs").glob("*/node-*")), "a side's cluster was left behind"
 
 
+WAIT_BUG = "franz-go-tv2-wait"
+
+
+def test_franz_go_waits_5_s_in_transactions_at_transaction_version_2_and_not_at_1(tmp_path):
+    outcome = run_pair(tmp_path, 7, WAIT_BUG)          # no fault, no timing to meet: no second pair
+    [affected], [fixed] = outcome["sides"]["affected"]["runs"], outcome["sides"]["fixed"]["runs"]
+    assert affected["reproduced"] and affected["valid"] is True and affected["anomalies"] == {}, affected
+    waits = affected["shapes"]["commit-waits"]
+    assert waits and all("no fault active" in line for line in waits), waits
+    took = [float(SHAPE_LINE.search(line)["took"]) for line in waits]
+    assert all(COMMIT_WAIT_S <= s < 8 for s in took), took            # MetadataMinAge (5 s) and a commit, no more
+    ran = [json.loads((Path(r["run_dir"]) / "cluster.json").read_text()) for r in (affected, fixed)]
+    assert [c["features"]["transaction.version"] for c in ran] == ["2", "1"], ran
+    producers = [[s["args"] for s in json.loads((Path(r["run_dir"]) / "spec.json").read_text())["specs"]
+                  if s["workload"] == "txn-producer"] for r in (affected, fixed)]
+    assert all(args[-2:] == ["--client", "franz-go"] for side in producers for args in side) and all(producers)
+    # the fixed side: the same client at transaction.version 1 never waits, exactly once as well
+    assert fixed["clean"] and fixed["shapes"] == {"commit-waits": []} and fixed["valid"] is True, fixed
+    assert max(transaction_seconds(Path(fixed["run_dir"]))) < COMMIT_WAIT_S
+    assert_pair_report(outcome, WAIT_BUG)
+    assert outcome["report"]["side_by_side"][0]["levels"][outcome["report"]["levels"][0]]["verdict"] is True
+
+
 STALL_BUG = "librdkafka-5456"
 
 
+@CAMPAIGN          # the gate's bug pair: franz-go-tv2-wait above (a stall's watchdog and restart: docs/testing.md)
 def test_librdkafka_5456_stalls_the_processor_which_is_restarted_and_the_streams_side_stays_clean(tmp_path):
     outcome, affected, fixed = reproduced_pair(tmp_path, STALL_BUG, 41)
     assert affected["reproduced"] and affected["valid"] is True and affected["recovered"] is True, affected

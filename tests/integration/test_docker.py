@@ -158,6 +158,8 @@ def finished(proc: subprocess.Popen, stack: Stack, kinds: set[str]) -> dict:
     return result
 
 
+@CAMPAIGN          # the heal from the journal after a kill -9: test_chaos_heal (local); the docker backend's heal steps:
+#                    the runs above; its rebuilding from a journal entry: tests/unit/test_journal.py (docs/testing.md)
 def test_after_a_kill_9_of_the_runner_mid_pause_chaos_heal_leaves_nothing_paused_and_no_toxic(stack, tmp_path):
     runs = tmp_path / "runs"
     runs.mkdir()

@@ -261,3 +261,15 @@ def test_force_heals_under_a_live_runner(two):
     finally:
         runner.kill()
         runner.wait()
+
+
+def test_a_docker_entry_is_healed_through_the_compose_project_it_names():
+    """After a kill -9 of a runner on the compose stack, `chaos heal` rebuilds the backend from the journal entry
+    alone: the DockerBackend of the entry's compose project (the gate proves its heal steps live in test_docker's
+    runs; the whole kill -9 on the stack is the campaign's: docs/testing.md)."""
+    from chaos.nemesis.backends import DockerBackend
+    entry = {"id": "r1-nemesis-0", "backend": {"backend": "docker", "project": "txnlab-test", "services": ["kafka-1"]}}
+    backend = journal_module.backend_of(entry)
+    assert isinstance(backend, DockerBackend) and backend.project == "txnlab-test"
+    with pytest.raises(journal_module.JournalError, match="names no backend txnlab knows"):
+        journal_module.backend_of({"id": "r1-nemesis-1", "backend": {"backend": "kubernetes"}})
