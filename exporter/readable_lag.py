@@ -4,7 +4,7 @@ Owns: the read_committed consumer's filter applied to the raw record batches of 
 Kafka's consumer does it, CompletedFetch / kafka-python's PartitionRecords: control batches (transaction
 markers) are never delivered; a transactional batch of a producer whose transaction the response's
 aborted_transactions list says was aborted is skipped until that producer's ABORT marker), the per-range
-byte budget, and turning the counted ranges into per-group values. Pure: no requests (kafka_access.py
+byte budget, and turning the counted ranges into per-group values. Pure: no requests (access/fetches.py
 fetches), no metric families (collectors.py builds them).
 
 Why: the offset just before the LSO of a partition written by transactions is a commit marker, so

@@ -153,7 +153,7 @@ class ClusterAdmin:
 
         Retries while the coordinator is not available yet (__transaction_state being created or
         loaded). kafka-python 3.0.12 exposes FindCoordinator only as a private coroutine; this is the
-        one place that calls that coroutine (chaos/nemesis/_raw_produce.py and exporter/kafka_access.py also use
+        one place that calls that coroutine (chaos/nemesis/_raw_produce.py and exporter/access/lanes.py also use
         the client's private `_manager`, to send requests kafka-python has no public call for)."""
         client = self.client
         found = wait_until(lambda: (client._manager.run(client._find_coordinator_id, transactional_id,

@@ -4,7 +4,7 @@ Owns: `wait_until` (ask until an answer is truthy, or raise `WaitTimeout`, or th
 the time is up; chosen exceptions count as "not yet", a `NotYet` answer says why) and `Deadline` (for the
 loops that must do work between looks: read a topic, reap processes, let workloads run). Waits for
 state go through these two. Not through them: timeouts handed to a client library (a socket, a Kafka
-request, a subprocess), and the clocks that are not waits for state: exporter/kafka_access.py's deadline
+request, a subprocess), and the clocks that are not waits for state: exporter/access/lanes.py's deadline
 shared by the futures of one gather (asyncio, cannot block), chaos/nemesis/producer_flood.py's no-progress timer,
 the exporter service's loop interval.
 Must not: know what is waited for.

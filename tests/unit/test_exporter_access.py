@@ -42,6 +42,7 @@ class ScriptedAccess(KafkaAccess):
         super().__init__(ConnectionSettings(bootstrap="127.0.0.1:1"), producers_batch=2)
         self.script = script
         self.sent: list[tuple[int, object]] = []
+        self.lanes.send = self._send                 # every family sends through the one AdminLanes
 
     def _send(self, manager, request, node_id=None, timeout_ms=None):
         self.sent.append((node_id, request))
@@ -62,7 +63,7 @@ def test_describe_producers_keeps_good_partitions_and_counts_bad_ones():
     access = ScriptedAccess({1: [producers_response((0, 0, [(10, -1), (11, 5)]), (1, NOT_LEADER, []))],
                              2: [Errors.KafkaConnectionError("broker down")]})
     result = ProducersResult()
-    drive(access._describe_producers(None, {1: [("t", 0), ("t", 1)], 2: [("t", 2)]}, result))
+    drive(access.partition_requests._describe_producers(None, {1: [("t", 0), ("t", 1)], 2: [("t", 2)]}, result))
     assert [p.producer_id for p in result.producers[("t", 0)]] == [10, 11]
     assert result.producers[("t", 0)][1].txn_start_offset == 5
     assert ("t", 1) not in result.producers and ("t", 2) not in result.producers
@@ -74,7 +75,7 @@ def test_describe_producers_keeps_good_partitions_and_counts_bad_ones():
 def test_describe_producers_batches_per_broker():
     access = ScriptedAccess({1: [producers_response((0, 0, []), (1, 0, [])), producers_response((2, 0, []))]})
     result = ProducersResult()
-    drive(access._describe_producers(None, {1: [("t", 0), ("t", 1), ("t", 2)]}, result))
+    drive(access.partition_requests._describe_producers(None, {1: [("t", 0), ("t", 1), ("t", 2)]}, result))
     assert len(access.sent) == 2 and sorted(result.producers) == [("t", 0), ("t", 1), ("t", 2)]
     assert chunks(list(range(5)), 2) == [[0, 1], [2, 3], [4]]
 
@@ -90,7 +91,7 @@ def offsets_response(*partitions):
 def test_list_offsets_asks_both_isolation_levels_at_once_and_keeps_per_partition_errors():
     access = ScriptedAccess({1: [offsets_response((0, 0, 42), (1, UNKNOWN_TP, -1)), offsets_response((0, 0, 50))]})
     result = OffsetsResult()
-    drive(access._list_offsets(None, {1: [("t", 0), ("t", 1)]}, time.monotonic() + 5, result))
+    drive(access.partition_requests._list_offsets(None, {1: [("t", 0), ("t", 1)]}, time.monotonic() + 5, result))
     assert result.last_stable == {("t", 0): 42} and result.high_watermark == {("t", 0): 50}
     assert [(e.partition, e.error) for e in result.errors] == [(1, "UNKNOWN_TOPIC_OR_PARTITION")]
     assert [r.isolation_level for _, r in access.sent] == [IsolationLevel.READ_COMMITTED, IsolationLevel.READ_UNCOMMITTED]
@@ -98,9 +99,9 @@ def test_list_offsets_asks_both_isolation_levels_at_once_and_keeps_per_partition
 
 def test_a_broker_with_an_earlier_scrape_request_unanswered_is_not_asked_again():
     access = ScriptedAccess({1: [offsets_response((0, 0, 7)), offsets_response((0, 0, 9))]})
-    access._pending[2] = Future()                    # broker 2 froze during an earlier scrape
+    access.partition_requests._pending[2] = Future()     # broker 2 froze during an earlier scrape
     result = OffsetsResult()
-    drive(access._list_offsets(None, {1: [("t", 0)], 2: [("t", 1)]}, time.monotonic() + 5, result))
+    drive(access.partition_requests._list_offsets(None, {1: [("t", 0)], 2: [("t", 1)]}, time.monotonic() + 5, result))
     assert [node for node, _ in access.sent] == [1, 1]
     assert result.last_stable == {("t", 0): 7} and result.brokers_failed == {2}
     assert [(e.partition, e.error) for e in result.errors] == [(1, "EarlierRequestPending")]
@@ -125,7 +126,7 @@ def test_list_transactions_tolerates_a_loading_coordinator_and_a_dead_broker():
     access = ScriptedAccess({1: [list_response(0, ("a", 7, "Ongoing"), ("b", 8, "Empty"))],
                              2: [list_response(LOADING)], 3: [Errors.KafkaTimeoutError("slow")]})
     result = TransactionsResult()
-    drive(access._list_transactions(None, [1, 2, 3], result))
+    drive(access.transaction_requests._list_transactions(None, [1, 2, 3], result))
     assert [(t.transactional_id, t.coordinator) for t in result.listings] == [("a", 1), ("b", 1)]
     assert result.coordinators_failed == {2, 3}
     assert {e.broker: e.whole_request for e in result.errors} == {2: False, 3: True}
@@ -134,7 +135,7 @@ def test_list_transactions_tolerates_a_loading_coordinator_and_a_dead_broker():
 def test_describe_transactions_unknown_id_does_not_hide_the_others():
     access = ScriptedAccess({1: [describe_response((0, "a", "Ongoing", 7), (TXN_ID_NOT_FOUND, "gone", "", -1))]})
     result = TransactionsResult()
-    drive(access._describe_transactions(None, {1: ["a", "gone"]}, result))
+    drive(access.transaction_requests._describe_transactions(None, {1: ["a", "gone"]}, result))
     assert result.descriptions["a"].partitions == frozenset({("t", 0)})
     assert result.descriptions["a"].state == "Ongoing" and result.descriptions["a"].producer_id == 7
     assert result.unknown_ids == {"gone"}
@@ -144,9 +145,9 @@ def test_describe_transactions_unknown_id_does_not_hide_the_others():
 def test_many_batches_to_one_broker_go_in_waves_and_none_is_lost():
     partitions = [("t", i) for i in range(13)]
     access = ScriptedAccess({1: [producers_response((i, 0, [(i, -1)])) for i in range(13)]})
-    access.producers_batch = 1
+    access.partition_requests.producers_batch = 1
     result = ProducersResult()
-    drive(access._describe_producers(None, {1: partitions}, result))
+    drive(access.partition_requests._describe_producers(None, {1: partitions}, result))
     assert sorted(result.producers) == partitions and not result.errors and len(access.sent) == 13
 
 
@@ -167,7 +168,7 @@ def test_a_request_the_client_cannot_route_fails_its_item_not_the_collection():
 
     access = KafkaAccess(ConnectionSettings(bootstrap="127.0.0.1:1"))
     result = ProducersResult()
-    drive(access._describe_producers(Manager(), {1: [("t", 0)], 2: [("t", 1)]}, result))
+    drive(access.partition_requests._describe_producers(Manager(), {1: [("t", 0)], 2: [("t", 1)]}, result))
     assert ("t", 0) in result.producers
     assert [(e.partition, e.whole_request) for e in result.errors] == [(1, True)]
     assert Cluster.updates == 1
@@ -183,15 +184,15 @@ class FakeClient:
 
 def test_a_client_dropped_while_another_thread_uses_it_is_closed_only_when_that_use_ends():
     access = KafkaAccess(ConnectionSettings(bootstrap="127.0.0.1:1"))
-    first = access._admins["background"] = FakeClient()
-    leased = access._lease()                  # a scrape is running on it
+    first = access.lanes._admins["background"] = FakeClient()
+    leased = access.lanes.lease()             # a scrape is running on it
     access.close()                            # the background thread saw a metadata failure
-    assert leased is first and not first.closed and "background" not in access._admins
-    second = access._admins["background"] = FakeClient()     # the next call bootstraps a new client
-    access._release(leased)
+    assert leased is first and not first.closed and "background" not in access.lanes._admins
+    second = access.lanes._admins["background"] = FakeClient()     # the next call bootstraps a new client
+    access.lanes.release(leased)
     assert first.closed and not second.closed
     access.close()                            # nobody uses the new one: closed at once
-    assert second.closed and not access._leases and not access._retired
+    assert second.closed and not access.lanes._leases and not access.lanes._retired
 
 
 class CountingMetadata(KafkaAccess):
@@ -200,6 +201,7 @@ class CountingMetadata(KafkaAccess):
     def __init__(self, **kwargs):
         super().__init__(ConnectionSettings(bootstrap="127.0.0.1:1"), **kwargs)
         self.fetches, self.fail = 0, False
+        self.lanes.run = self._run                   # the metadata cache runs its requests on the one AdminLanes
 
     def _run(self, coro_fn, *args, lane="background"):
         self.fetches += 1
@@ -211,7 +213,7 @@ class CountingMetadata(KafkaAccess):
 def test_metadata_refresh_after_errors_is_rate_limited_and_a_failed_refresh_keeps_the_cache():
     access = CountingMetadata(metadata_max_age_s=300, metadata_min_refresh_s=60)
     first = access.metadata()
-    access._forget_metadata_after([ItemError("LeaderNotAvailable", topic="t", partition=0)])
+    access.metadata_cache.forget_after([ItemError("LeaderNotAvailable", topic="t", partition=0)])
     assert access.metadata() is first and access.fetches == 1          # an offline partition: no refetch yet
     object.__setattr__(first, "fetched_at", first.fetched_at - 61)
     access.fail = True
@@ -237,19 +239,19 @@ def metadata_response(controller=1):
 def test_metadata_is_asked_of_every_known_broker_in_turn_until_one_answers_but_an_auth_error_stops_at_once():
     down = Errors.KafkaConnectionError("reset by peer")
     one_dead = ScriptedAccess({3: [down], 1: [metadata_response(controller=2)]})
-    assert drive(one_dead._fetch_metadata(KnownBrokers)).controller_id == 2
+    assert drive(one_dead.metadata_cache._fetch_metadata(KnownBrokers)).controller_id == 2
     assert [node for node, _ in one_dead.sent] == [3, 1]
     backing_off = ScriptedAccess({3: [Errors.NodeNotReadyError(3)], 1: [down], 2: [down],
                                   "bootstrap-0": [metadata_response()]})
-    assert drive(backing_off._fetch_metadata(KnownBrokers)).controller_id == 1
+    assert drive(backing_off.metadata_cache._fetch_metadata(KnownBrokers)).controller_id == 1
     assert [node for node, _ in backing_off.sent] == [3, 1, 2, "bootstrap-0"]
     denied = ScriptedAccess({3: [Errors.TopicAuthorizationFailedError("no Describe")]})
     with pytest.raises(Errors.TopicAuthorizationFailedError):
-        drive(denied._fetch_metadata(KnownBrokers))
+        drive(denied.metadata_cache._fetch_metadata(KnownBrokers))
     assert len(denied.sent) == 1
     all_down = ScriptedAccess({n: [down] for n in (1, 2, 3, "bootstrap-0")})
     with pytest.raises(Errors.KafkaConnectionError):
-        drive(all_down._fetch_metadata(KnownBrokers))
+        drive(all_down.metadata_cache._fetch_metadata(KnownBrokers))
     assert len(all_down.sent) == 4
 
 
@@ -258,6 +260,7 @@ def test_a_first_metadata_request_that_reached_no_broker_is_asked_again_until_it
         def __init__(self, errors):
             super().__init__(request_timeout_s=1.0)
             self.errors = list(errors)
+            self.lanes.why_unavailable = self._why_unavailable
 
         def _run(self, coro_fn, *args, lane="background"):
             if self.errors:

@@ -12,6 +12,7 @@ from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
 import kafka.errors as Errors
 from cluster.access.connection import ConnectionSettings
+from exporter.access.fetches import ReadableLagFetches
 from exporter.kafka_access import FETCH_MAX_BYTES, ClusterMetadata, KafkaAccess
 from exporter.readable_lag import ReadableRange, pending_ranges, readable_by_group
 from tests.unit.test_exporter_access import done, drive
@@ -130,6 +131,7 @@ class FakeLogAccess(KafkaAccess):
         self.logs, self.leaders, self.down = logs, leaders, down
         self.aborted = [ABORTED(producer_id=pid, first_offset=first) for pid, first in EOS_ABORTED]
         self.sent: list[tuple[int, object]] = []
+        self.metadata_cache.metadata, self.lanes.run, self.lanes.send = self.metadata, self._run, self._send
 
     def metadata(self, *args, **kwargs) -> ClusterMetadata:
         return ClusterMetadata({1: "a:1", 2: "b:1"}, self.leaders, 1, time.monotonic())
@@ -183,7 +185,7 @@ def test_two_offsets_of_one_partition_go_in_two_requests_each_naming_it_once():
 def test_requests_to_a_leader_ask_for_at_most_the_consumer_default_fetch_max_bytes():
     budget = FETCH_MAX_BYTES // 2
     ranges = [ReadableRange(("t", p), 0, 1, budget) for p in range(5)]
-    assert [len(request) for request in KafkaAccess._fetch_batches(ranges)] == [2, 2, 1]
+    assert [len(request) for request in ReadableLagFetches._fetch_batches(ranges)] == [2, 2, 1]
 
 
 def test_a_failed_broker_leaves_its_partitions_without_a_value_and_no_topic_total():

@@ -4,6 +4,7 @@
     dashboards stands apart: it imports nothing of txnlab's, and nothing of txnlab's imports it.
     chaos/ has rooms of its own, layered the same way: catalog -> runner -> nemesis -> workloads -> record.
     cluster/ has two: lab -> access; the exporter may use access only (its core install has none of the lab's needs).
+    exporter/access/ (the access layer by request family) sits behind one facade, exporter/kafka_access.py.
 
 Read from the source with `ast` (every `import` and `from ... import`, also those inside functions), so a
 lazy import that runs back up is caught too. bench/ and tests/ may import anything.
@@ -182,3 +183,52 @@ def test_a_planted_back_import_or_sibling_import_fails(tmp_path):
     (tmp_path / "report" / "ok.py").write_text("from chaos import experiment\nfrom . import html\n")
     assert violations(tmp_path, ALLOWED) == ["cluster/local.py imports chaos", "dashboards/build.py imports cluster",
                                              "exporter/x.py imports spark_analysis"]
+
+
+# exporter/access/: the request families behind the one facade; what they may import of the exporter besides themselves
+EXPORTER_ACCESS_MAY = {"exporter.readable_lag"}
+EXPORTER_ACCESS_FACADE = "exporter/kafka_access.py"
+
+
+def exporter_modules(source: str) -> set[str]:
+    """The exporter modules a module imports, by dotted name (`from exporter import access` names exporter.access)."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module == "exporter":
+            found.update(f"exporter.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module)
+    return {m for m in found if m.split(".")[0] == "exporter"}
+
+
+def exporter_access_violations(root: Path) -> list[str]:
+    """Every import of exporter/access/ from a module of the exporter other than the facade, and every import
+    of the rest of the exporter (but readable_lag.py) from exporter/access/."""
+    found = []
+    for path in sorted((root / "exporter").rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        inside = rel.startswith("exporter/access/")
+        for module in sorted(exporter_modules(path.read_text())):
+            into = module == "exporter.access" or module.startswith("exporter.access.")
+            if inside and not into and module not in EXPORTER_ACCESS_MAY:
+                found.append(f"{rel} imports {module}")
+            elif not inside and into and rel != EXPORTER_ACCESS_FACADE:
+                found.append(f"{rel} imports {module}")
+    return found
+
+
+def test_the_exporter_s_access_layer_stays_behind_its_facade():
+    assert exporter_access_violations(ROOT) == []
+
+
+def test_a_planted_import_around_the_access_facade_fails(tmp_path):
+    (tmp_path / "exporter" / "access").mkdir(parents=True)
+    (tmp_path / "exporter" / "kafka_access.py").write_text("from exporter.access.lanes import AdminLanes\n")
+    (tmp_path / "exporter" / "service.py").write_text("from exporter import access\n")
+    (tmp_path / "exporter" / "access" / "lanes.py").write_text("from exporter.access.results import ItemError\n")
+    (tmp_path / "exporter" / "access" / "fetches.py").write_text(
+        "from exporter.readable_lag import ReadableRange\ndef f():\n    import exporter.service\n")
+    assert exporter_access_violations(tmp_path) == ["exporter/access/fetches.py imports exporter.service",
+                                                   "exporter/service.py imports exporter.access"]
