@@ -1,14 +1,14 @@
 """The local launcher: a real Kafka KRaft cluster, Toxiproxy and Prometheus as plain processes.
 
-Owns: bringing the local stack up and down, its state directory (cluster.json, node folders, pid
-records, logs), node control for the chaos work (start, stop, kill, pause, resume, restart, network
-isolation through Toxiproxy) and per-run broker config overrides.
+Owns: bringing the local stack up and down (the order of it all: Toxiproxy, the nodes, the exporter,
+Prometheus; the companions themselves are cluster/lab/companions.py's), its state directory (cluster.json,
+node folders, pid records, logs), node control for the chaos work (start, stop, kill, pause, resume,
+restart, network isolation through Toxiproxy), the heal, the status and per-run broker config overrides.
 Must not: run workloads or judge results; only loopback addresses are ever used.
 """
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -18,21 +18,17 @@ from pathlib import Path
 from cluster.lab import java, security, versions
 from cluster.access.admin import ClusterAdmin, registered_brokers, registered_in_every_view
 from cluster.access.connection import ConnectionSettings
-from cluster.lab.layout import LOOPBACK, ClusterLayout, new_cluster_id, render_prometheus_config, render_properties
-from cluster.lab.prometheus import Prometheus, PrometheusError
+from cluster.lab.companions import ClusterError, Companions, require_ports_free
+# re-exported: read from here (tests/unit/test_spec.py) since before the companions had a module of their own
+from cluster.lab.companions import EXPORTER_INTERVAL_SECONDS as EXPORTER_INTERVAL_SECONDS
+from cluster.lab.layout import LOOPBACK, ClusterLayout, new_cluster_id, render_properties
+from cluster.lab.prometheus import Prometheus
 from cluster.lab.supervisor import Supervisor
 from cluster.lab.heal import heal_cluster
 from cluster.lab.install import install_kafka
-from cluster.lab.toxiproxy import ISOLATE_TOXIC, Toxiproxy, add_toxic_on_links, restore_proxies
-from cluster.access.waiting import Deadline, port_open, wait_until
+from cluster.lab.toxiproxy import Toxiproxy
+from cluster.access.waiting import Deadline, wait_until
 from cluster.access.progress import Progress
-from cluster.access.errors import TxnlabError
-
-EXPORTER_INTERVAL_SECONDS = 15
-
-
-class ClusterError(TxnlabError, RuntimeError):
-    """The local cluster cannot do what was asked; the message says what to do."""
 
 
 def default_state_dir() -> Path:
@@ -50,11 +46,25 @@ class LocalCluster:
         --listen-address, --port and --interval; none: the stack runs no exporter). Both belong to the
         packages above cluster/, so the caller passes them in (report/stack.py builds txnlab's)."""
         self.layout = layout
-        self.alert_rules = Path(alert_rules) if alert_rules is not None else None
-        self.exporter_command = tuple(exporter_command) if exporter_command else None
         self.supervisor = Supervisor(layout.pid_dir)
-        self.toxiproxy = Toxiproxy(f"http://{LOOPBACK}:{layout.toxiproxy_port}")
+        self.companions = Companions(layout, self.supervisor, alert_rules, exporter_command)
         self._acls_in_place = False
+
+    @property
+    def alert_rules(self) -> Path | None:
+        return self.companions.alert_rules
+
+    @property
+    def exporter_command(self) -> tuple[str, ...] | None:
+        return self.companions.exporter_command
+
+    @property
+    def toxiproxy(self) -> Toxiproxy:
+        return self.companions.toxiproxy
+
+    @toxiproxy.setter
+    def toxiproxy(self, toxiproxy: Toxiproxy) -> None:
+        self.companions.toxiproxy = toxiproxy
 
     # ---- construction --------------------------------------------------------------------------
     @classmethod
@@ -103,7 +113,7 @@ class LocalCluster:
         self._save_state()
         if self.layout.secured:
             self.secrets.ensure()
-        self._ensure_toxiproxy(progress)
+        self.companions.ensure_toxiproxy(progress)
         self._prepare_nodes(progress)
         starting = [n for n in self.layout.node_ids if not self.supervisor.is_running(self.node_name(n))]
         for node in starting:
@@ -112,8 +122,8 @@ class LocalCluster:
             progress(f"started Kafka nodes {starting}")
         if self.layout.secured and self.exporter_command is not None:
             self._wait_registered(Deadline(120), progress)  # ACLs before the exporter's first look at the cluster
-        self._ensure_exporter(progress)
-        self._ensure_prometheus(progress)
+        self.companions.ensure_exporter(progress)
+        self.companions.ensure_prometheus(progress)
 
     def _stop_all_but(self, keep: set[str]) -> None:
         for name in self.supervisor.names():
@@ -127,16 +137,15 @@ class LocalCluster:
         controlled shutdown took ~7 s, paid by every test cluster)."""
         nodes = [self.node_name(n) for n in self.layout.node_ids]
 
-        def stop(name: str, timeout: float) -> None:
+        def stop(name: str) -> None:
             if purge:
-                self.supervisor.kill(name, timeout)
+                self.supervisor.kill(name, 20)
             else:
-                self.supervisor.stop(name, timeout)
-        stop("exporter", 10)
+                self.supervisor.stop(name, 20)
+        self.companions.stop_exporter(kill=purge)
         with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
-            list(pool.map(lambda name: stop(name, 20), nodes))
-        for name in ("prometheus", "toxiproxy"):
-            stop(name, 10)
+            list(pool.map(stop, nodes))
+        self.companions.stop_prometheus_and_toxiproxy(kill=purge)
         for name in self.supervisor.names():
             if not self.supervisor.is_running(name):
                 self.supervisor.forget(name)
@@ -154,11 +163,7 @@ class LocalCluster:
         from cluster.access.smoke import transactional_round_trip
         transactional_round_trip(self.connection(), timeout=max(5.0, deadline.left()))
         progress("transactional produce + commit round-trip ok")
-        if self.exporter_command is None:
-            return
-        wait_until(self._exporter_scraped, max(30.0, deadline.left()),
-                   "Prometheus to scrape the exporter (kafkatxn_up == 1)", 0.5, ClusterError)
-        progress("prometheus scrapes the exporter")
+        self.companions.wait_scraped(max(30.0, deadline.left()), progress)
 
     def _wait_registered(self, deadline: Deadline, progress: Progress) -> None:
         """Until every broker is registered; on a sasl_ssl cluster, then the roles' ACLs are put in place."""
@@ -186,13 +191,16 @@ class LocalCluster:
         return sorted(self.registered_brokers()) == expected
 
     def prometheus(self, timeout: float = 10.0) -> Prometheus:
-        return Prometheus(f"http://{LOOPBACK}:{self.layout.prometheus_port}", timeout)
+        return self.companions.prometheus(timeout)
 
-    def _exporter_scraped(self) -> bool:
-        try:
-            return self.prometheus(timeout=5).values('kafkatxn_up{job="txnlab-exporter"}')[:1] == [1.0]
-        except PrometheusError:
-            return False
+    def prometheus_config(self) -> str:
+        """prometheus.yml of the local stack (Companions.prometheus_config)."""
+        return self.companions.prometheus_config()
+
+    @property
+    def cluster_label(self) -> str:
+        """The `cluster` label every series of this stack carries (dashboards are templated by it)."""
+        return self.companions.cluster_label
 
     def registered_brokers(self) -> list[int]:
         return registered_brokers(self.connection())
@@ -246,12 +254,11 @@ class LocalCluster:
     def isolate_node(self, node: int, scope: str = "all") -> list[str]:
         """Cut node off (client and/or inter-node links) with timeout toxics on both streams."""
         self._check_node(node)
-        return add_toxic_on_links(self.toxiproxy, self.layout.links_of(node, scope), ISOLATE_TOXIC)
+        return self.companions.isolate(node, scope)
 
     def heal_network(self) -> None:
         """Remove every toxic from every proxy; every proxy back on its own upstream."""
-        self.toxiproxy.reset()
-        restore_proxies(self.toxiproxy, self.layout.proxies())
+        self.companions.heal_network()
 
     def wait_serving(self, node: int, timeout: float) -> None:
         """Until the node answers on its own port and every broker that answers counts it registered and
@@ -297,10 +304,7 @@ class LocalCluster:
         nodes = [self._node_status(n, registered, controller) for n in self.layout.node_ids]
         return {"state_dir": str(self.layout.state_dir), "cluster_id": self.cluster_id,
                 "bootstrap": self.layout.bootstrap, "active_controller": controller, "nodes": nodes,
-                "toxiproxy": self._service_status("toxiproxy", self.layout.toxiproxy_port),
-                "prometheus": self._service_status("prometheus", self.layout.prometheus_port),
-                "exporter": self._service_status("exporter", self.layout.exporter_port),
-                "kafka_version": self.layout.kafka_version,
+                **self.companions.status(), "kafka_version": self.layout.kafka_version,
                 "broker_overrides": self.layout.broker_overrides, "features": self.layout.features}
 
     def _node_status(self, node: int, registered: set[int], controller: int | None) -> dict:
@@ -313,11 +317,6 @@ class LocalCluster:
                 "active_controller": controller == node,
                 "ports": {"client": self.layout.client_proxy_port(node), "client_direct": self.layout.client_port(node),
                           "controller": self.layout.controller_port(node), "jmx": self.layout.jmx_port(node)}}
-
-    def _service_status(self, name: str, port: int) -> dict:
-        proc = self.supervisor.process(name)
-        return {"pid": proc.pid if proc else None, "health": "up" if proc and port_open(port) else "down",
-                "port": port}
 
     def _active_controller(self) -> int | None:
         try:
@@ -337,10 +336,7 @@ class LocalCluster:
         else:
             install_kafka(self.layout.kafka_version, progress)          # another release: once, on first use
         java.java_binary()
-        if not versions.toxiproxy_binary().exists():
-            raise java.MissingInstall(f"toxiproxy-server not found at {versions.toxiproxy_binary()}: run `make setup`")
-        if not shutil.which("prometheus"):
-            raise java.MissingInstall("prometheus not found on PATH: run `make setup` (Debian package prometheus)")
+        self.companions.require_installs()
 
     def _check_settings_match(self) -> None:
         """Refuse to silently change a running cluster's layout or broker settings, or the Kafka release of
@@ -369,15 +365,6 @@ class LocalCluster:
         state = _read_json(self.layout.state_dir / "cluster.json")
         state.update({"layout": self._layout_json(), "cluster_id": state.get("cluster_id") or new_cluster_id()})
         (self.layout.state_dir / "cluster.json").write_text(json.dumps(state, indent=2))
-
-    def _ensure_toxiproxy(self, progress: Progress) -> None:
-        if not self.supervisor.is_running("toxiproxy"):
-            self._require_ports_free([self.layout.toxiproxy_port], "toxiproxy")
-            argv = [str(versions.toxiproxy_binary()), "-host", LOOPBACK, "-port", str(self.layout.toxiproxy_port)]
-            self.supervisor.start("toxiproxy", argv, self.layout.logs_dir / "toxiproxy.log")
-            wait_until(lambda: port_open(self.layout.toxiproxy_port), 15, "toxiproxy API", 0.2, ClusterError)
-            progress(f"toxiproxy up on {LOOPBACK}:{self.layout.toxiproxy_port}")
-        restore_proxies(self.toxiproxy, self.layout.proxies())
 
     def _prepare_nodes(self, progress: Progress) -> None:
         todo = []
@@ -412,72 +399,13 @@ class LocalCluster:
         return [java.java_binary(), *jvm, "-cp", f"{java.require_kafka_libs(self.layout.kafka_version)}/*", "kafka.Kafka",
                 str(self.layout.properties_file(node))]
 
-    def _ensure_prometheus(self, progress: Progress) -> None:
-        config = self.layout.state_dir / "prometheus" / "prometheus.yml"
-        config.parent.mkdir(parents=True, exist_ok=True)
-        changed = not config.exists() or config.read_text() != self.prometheus_config()
-        config.write_text(self.prometheus_config())
-        if self.supervisor.is_running("prometheus"):
-            if changed:            # a running Prometheus re-reads its configuration (--web.enable-lifecycle)
-                self.prometheus().reload()
-            return
-        self._require_ports_free([self.layout.prometheus_port], "prometheus")
-        argv = [shutil.which("prometheus") or "prometheus", f"--config.file={config}",
-                f"--storage.tsdb.path={config.parent / 'data'}", f"--web.listen-address={LOOPBACK}:{self.layout.prometheus_port}",
-                "--web.enable-lifecycle", "--storage.tsdb.retention.time=2d"]
-        self.supervisor.start("prometheus", argv, self.layout.logs_dir / "prometheus.log")
-        wait_until(lambda: port_open(self.layout.prometheus_port), 30, "prometheus", 0.2, ClusterError)
-        progress(f"prometheus up on http://{LOOPBACK}:{self.layout.prometheus_port}")
-
-    def _ensure_exporter(self, progress: Progress) -> None:
-        """The txnlab exporter as a process of the stack, started with the caller's exporter_command
-        (cluster/ neither imports nor locates it); nothing when there is none."""
-        if self.exporter_command is None or self.supervisor.is_running("exporter"):
-            return
-        self._require_ports_free([self.layout.exporter_port], "the txnlab exporter")
-        argv = [*self.exporter_command, "--bootstrap", self.layout.bootstrap, "--listen-address", LOOPBACK,
-                "--port", str(self.layout.exporter_port), "--interval", str(EXPORTER_INTERVAL_SECONDS)]
-        env = None
-        if self.layout.secured:      # its principal, HTTPS and basic auth from a 0600 config file, not argv
-            config = self.layout.secrets_dir / "exporter.yaml"
-            security.write_private(config, security.exporter_config(self.secrets, self.layout.bootstrap))
-            env = {**os.environ, "TXNLAB_EXPORTER_CONFIG": str(config)}
-        self.supervisor.start("exporter", argv, self.layout.logs_dir / "exporter.log", cwd=versions.REPO_ROOT, env=env)
-        wait_until(lambda: port_open(self.layout.exporter_port), 30, "the txnlab exporter", 0.2, ClusterError)
-        scheme = "https" if self.layout.secured else "http"
-        progress(f"exporter up on {scheme}://{LOOPBACK}:{self.layout.exporter_port}/metrics")
-
-    def prometheus_config(self) -> str:
-        """prometheus.yml of the local stack: the brokers' JMX agents and the txnlab exporter, evaluated
-        against the alert_rules passed in (txnlab's: dashboards/alerts/, the same file the compose stack loads)."""
-        labels = {"cluster": self.cluster_label}
-        jmx = [f"{LOOPBACK}:{self.layout.jmx_port(n)}" for n in self.layout.node_ids]
-        jobs = {"kafka-jmx": {"targets": jmx, "labels": labels}}
-        settings = {}
-        if self.exporter_command is not None:
-            jobs["txnlab-exporter"] = {"targets": [f"{LOOPBACK}:{self.layout.exporter_port}"], "labels": labels}
-            if self.layout.secured:
-                settings["txnlab-exporter"] = security.prometheus_scrape_settings(self.secrets)
-        return render_prometheus_config(str(self.alert_rules) if self.alert_rules else None, jobs, settings)
-
-    @property
-    def cluster_label(self) -> str:
-        """The `cluster` label every series of this stack carries (dashboards are templated by it)."""
-        return self.layout.state_dir.name
-
     def _check_port_plan(self) -> None:
         """The plan must avoid the kernel's ephemeral ports (a client socket could take one), and on a
         cold start every port of it must be free."""
         if why := self.layout.ephemeral_clash():
             raise ClusterError(why)
         if not any(self.supervisor.is_running(n) for n in self.supervisor.names()):
-            self._require_ports_free(self.layout.all_ports(), "the local cluster")
-
-    def _require_ports_free(self, ports: list[int], what: str) -> None:
-        busy = [p for p in ports if port_open(p)]
-        if busy:
-            raise ClusterError(f"ports {busy} needed by {what} are in use by another program: "
-                               "stop it or choose another --base-port")
+            require_ports_free(self.layout.all_ports(), "the local cluster")
 
     def _fail_if_node_died(self) -> None:
         for node in self.layout.node_ids:
