@@ -7,16 +7,16 @@ its finding) keeps its live report, and is verified offline by the campaign's co
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
+
+from tests.cli import txnlab
 
 CORPUS = Path(__file__).resolve().parent
 INDEX = CORPUS / "corpus.yaml"
@@ -104,10 +104,8 @@ def unpacked_runs(base: Path, suites: list[str] | None = None) -> dict[str, tupl
 def verify_offline(run_dirs: list[Path]) -> subprocess.CompletedProcess:
     """One `txnlab verify --offline` of the runs by spark-submit on local[*] (`--remote ''`), its bootstrap one
     nobody listens on."""
-    env = {**os.environ, "TXNLAB_KAFKA_BOOTSTRAP": "127.0.0.1:9"}
-    return subprocess.run([sys.executable, "-m", "txnlab.cli", "verify", *(str(d) for d in run_dirs),
-                           "--offline", "--remote", "", "--examples", str(EXAMPLES)],
-                          capture_output=True, text=True, timeout=REPLAY_TIMEOUT, env=env)
+    return txnlab("verify", *(str(d) for d in run_dirs), "--offline", "--remote", "", "--examples", str(EXAMPLES),
+                  timeout=REPLAY_TIMEOUT, env={"TXNLAB_KAFKA_BOOTSTRAP": "127.0.0.1:9"})
 
 
 @pytest.fixture(scope="session")

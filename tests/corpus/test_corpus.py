@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ import pytest
 import chaos.catalog.bugs as catalog_module
 from report import build
 from report.bugs import stalls_and_recovery
+from tests.cli import txnlab
 from tests.corpus.conftest import (EXAMPLES, INDEX, LIVE_REPORT, REPLAY_TIMEOUT, RUNS, entries, entry_names,
                                    repeats, run_entries, suite_names, unpacked_runs, verified_names, verify_offline)
 
@@ -157,8 +157,7 @@ def test_a_recorded_suite_s_page_is_built_again_offline_with_the_live_verdicts(r
     suite_dir = next(iter(runs.values())).suite_dir
     for stale in ("report.json", "report.html"):
         (suite_dir / stale).unlink(missing_ok=True)
-    proc = subprocess.run([sys.executable, "-m", "txnlab.cli", "report", str(suite_dir), "--json"],
-                          capture_output=True, text=True, timeout=600)
+    proc = txnlab("report", str(suite_dir), "--json", timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     twin = json.loads(proc.stdout)
     built = {Path(r["run_dir"]).relative_to(suite_dir.resolve()).as_posix(): r for r in twin["runs"]}
@@ -213,8 +212,7 @@ def test_a_recorded_bug_suite_is_judged_again_offline_as_it_was_live(replayed, n
     runs = {Path(r.entry["path"]).name: r for r in replayed[0].values() if r.entry.get("suite") == name}
     suite_dir = next(iter(runs.values())).suite_dir.resolve()
     live = json.loads((suite_dir / "bug.json").read_text())
-    proc = subprocess.run([sys.executable, "-m", "txnlab.cli", "bugs", "judge", str(suite_dir)],
-                          capture_output=True, text=True, timeout=600)
+    proc = txnlab("bugs", "judge", str(suite_dir), timeout=600)
     judged = json.loads((suite_dir / "bug.json").read_text())
     assert judged.get("rejudged") and proc.returncode == exit_code(live), proc.stderr[-3000:]
     for side in BUG_SIDES:
@@ -303,8 +301,8 @@ def test_a_bug_s_bundle_for_its_maintainers_holds_its_tries_and_says_only_their_
     from report.bug_export import ExportError, export, transaction_seconds
     from tests.corpus.conftest import unpack
     suite = unpack("franz-go-tv2-wait-pair-x3", tmp_path / "suite")
-    proc = subprocess.run([sys.executable, "-m", "txnlab.cli", "bugs", "export", "franz-go-tv2-wait", "--suite",
-                           str(suite), "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=300)
+    proc = txnlab("bugs", "export", "franz-go-tv2-wait", "--suite", str(suite), "--out", str(tmp_path / "out"),
+                  timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     bundle = tmp_path / "out" / "franz-go-tv2-wait"
     judged = json.loads((suite / "bug.json").read_text())

@@ -1,10 +1,7 @@
-"""The integration tests' shared helpers: the real `txnlab` command as a user runs it, a transaction left open by a
-real producer, an exporter run in-process against a test cluster and its /metrics read back."""
+"""The integration tests' shared helpers: the real `txnlab` command as a user runs it (tests/cli.py), a transaction
+left open by a real producer, an exporter run in-process against a test cluster and its /metrics read back."""
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import uuid
 from contextlib import contextmanager
 from typing import Iterator
@@ -16,20 +13,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from cluster.access.connection import ConnectionSettings
 from exporter.app import Exporter
 from exporter.config import load_config
+from tests.cli import txnlab  # noqa: F401 - the integration tests' CLI runner (tests/cli.py)
 
 Samples = dict[tuple[str, frozenset], float]
-
-
-def txnlab(*args: str, conn: ConnectionSettings | None = None, env: dict[str, str] | None = None,
-           timeout: float = 120, check: bool = False) -> subprocess.CompletedProcess:
-    """The real `txnlab` command (python -m txnlab.cli) as a user runs it, output captured: with `conn`, that
-    connection's settings in TXNLAB_KAFKA_* in place of the environment's (nothing secret on the command line);
-    `env` on top of it all."""
-    base = dict(os.environ)
-    if conn is not None:
-        base = {k: v for k, v in base.items() if not k.startswith("TXNLAB_KAFKA_")} | conn.to_env()
-    return subprocess.run([sys.executable, "-m", "txnlab.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, env=base | (env or {}), check=check)
 
 
 def open_transaction(conn: ConnectionSettings, topic: str, partitions: tuple[int, ...] | list[int] = (0,),

@@ -7,18 +7,16 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from chaos.nemesis.backends import LocalBackend
 from chaos.nemesis.journal import FAULTS_DIR, WORKLOADS, heal_journal, read_journal
 from cluster.lab.supervisor import Supervisor
 from cluster.access.waiting import wait_until
 from tests.integration.test_experiments import assert_healed, interruptible_spec
-from tests.integration.helpers import txnlab
+from tests.cli import chaos_run, txnlab
 
 
 def long_pauses_spec(tmp_path: Path) -> dict:
@@ -45,10 +43,7 @@ def healed_cluster(cluster):
 
 
 def start_run(tmp_path: Path, spec: dict) -> tuple[subprocess.Popen, Path]:
-    path = tmp_path / "spec.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    proc = subprocess.Popen([sys.executable, "-m", "txnlab.cli", "chaos", "run", str(path), "--runs-dir",
-                             str(tmp_path / "runs")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = chaos_run(spec, tmp_path / "runs")
     faults = len(spec["schedule"]["faults"])
 
     def all_started() -> Path | None:

@@ -9,12 +9,10 @@ import json
 import re
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import requests
-import yaml
 
 from chaos.nemesis.journal import FAULTS_DIR, WORKLOADS, read_journal
 from cluster.lab import compose
@@ -24,7 +22,7 @@ from cluster.access.waiting import wait_until
 from tests.integration.conftest import CAMPAIGN, TEST_BASE_PORT, verify_reports as reports
 from chaos.runner.spec import with_client
 from tests.integration.test_clients import assert_through_the_fault, on_client_document
-from tests.integration.helpers import txnlab
+from tests.cli import chaos_run, txnlab
 
 pytestmark = pytest.mark.docker
 
@@ -55,13 +53,6 @@ def stack(engine):
     stack.up(progress=print)
     yield stack
     stack.down(progress=print)
-
-
-def chaos_run(document: dict, runs_dir: Path, *extra: str) -> subprocess.Popen:
-    path = runs_dir.parent / f"{document['name']}.yaml"
-    path.write_text(yaml.safe_dump(document))
-    return subprocess.Popen([sys.executable, "-m", "txnlab.cli", "chaos", "run", str(path), "--runs-dir",
-                             str(runs_dir), *extra], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 def verify(*runs: Path) -> dict[str, dict]:

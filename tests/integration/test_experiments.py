@@ -5,8 +5,6 @@ import json
 import os
 import random
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -25,6 +23,7 @@ from cluster.access.waiting import wait_until
 from tests.integration.conftest import CAMPAIGN, TEST_BASE_PORT, cluster_state_dir
 from tests.integration.test_workloads import assert_complete
 from tests.integration.helpers import txnlab
+from tests.cli import chaos_run
 
 BUILTINS = sorted(builtin_specs())
 DRILL = {"hanging-transaction-drill"}
@@ -188,11 +187,7 @@ def at_a_terminal() -> None:
 @pytest.mark.parametrize("trial", range(2))
 def test_sigint_at_a_random_point_leaves_everything_healed(heal_after, tmp_path, trial):
     cluster = heal_after
-    path = tmp_path / "spec.yaml"
-    path.write_text(yaml.safe_dump(interruptible_spec(tmp_path)))
-    proc = subprocess.Popen([sys.executable, "-m", "txnlab.cli", "chaos", "run", str(path), "--runs-dir",
-                             str(tmp_path / "runs")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            preexec_fn=at_a_terminal)
+    proc = chaos_run(interruptible_spec(tmp_path), tmp_path / "runs", preexec_fn=at_a_terminal)
     time.sleep(random.Random(trial).uniform(8, 20))          # a random point while the faults are active
     proc.send_signal(signal.SIGINT)
     output, _ = proc.communicate(timeout=300)

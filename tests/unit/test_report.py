@@ -3,8 +3,6 @@ of two transaction.version levels, the page and the timeline picture, `txnlab re
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -13,6 +11,7 @@ import pytest
 from chaos.record.history import HistoryWriter
 from report import build, detection, html, series
 from report.demo import CLIENTS_COMPARISON, DemoError, DemoOptions
+from tests.cli import txnlab
 
 T0 = 1_800_000_000.0
 
@@ -208,8 +207,7 @@ def test_the_page_and_pictures_are_written_and_txnlab_report_rebuilds_them(tmp_p
     for run in report["runs"]:
         assert (suite / run["timeline_image"]).stat().st_size > 10_000
     (suite / "report.html").unlink()
-    proc = subprocess.run([sys.executable, "-m", "txnlab.cli", "report", str(suite), "--json"], capture_output=True,
-                          text=True, timeout=120)
+    proc = txnlab("report", str(suite), "--json", timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["summary"] == report["summary"] and (suite / "report.html").exists()
 
