@@ -70,12 +70,34 @@ def copy_run(source: Path, target: Path) -> Path:
     return target
 
 
-def attempt_lines(run_dir: Path, attempt: str) -> list[str]:
-    """The history's lines (as recorded) of one transaction attempt: its invoke and its completion."""
-    lines = []
-    for part in sorted((run_dir / "history").glob("part-*.jsonl")):
-        with part.open() as f:
-            lines += [line.rstrip("\n") for line in f if f'"attempt":"{attempt}"' in line]
+def attempt_ops(run_dir: Path, attempt: str) -> list[dict]:
+    """The history's operations of one transaction attempt (its invoke and its completion), as recorded."""
+    return [op for op in read_history(run_dir).ops if op["f"] == "txn" and op["value"].get("attempt") == attempt]
+
+
+def transaction_account(run_dir: Path, attempt: str) -> list[str]:
+    """One transaction told as its maintainers would read it, from the run's history: when it began (seconds since
+    the run's start), what it wrote where, and how it ended (committed with the offsets the client reported, failed
+    with the client's error, or aborted on purpose)."""
+    ops = attempt_ops(run_dir, attempt)
+    if not ops:
+        return [f"(transaction {attempt} is not in this run's history)"]
+    value = ops[0]["value"]
+    lines = [f"producer {ops[0]['process']}, transactional.id {value.get('txn_id')}, transaction {attempt}:"]
+    for op in ops:
+        v, at = op["value"], f"{op['time'] / 1e9:9.3f} s"
+        writes = v.get("writes") or []
+        if op["type"] == "invoke":
+            lines.append(f"{at}  begins, {len(writes)} records: "
+                         + ", ".join(f"{w['id']} to {w['topic']}-{w['partition']}" for w in writes))
+        elif op["type"] == "ok" and v.get("offsets") is not None:
+            lines.append(f"{at}  {'aborted on purpose' if v.get('abort') else 'committed'}, the client reported: "
+                         + ", ".join(f"{w['id']} at {w['topic']}-{w['partition']} offset {o}"
+                                     for w, o in zip(writes, v["offsets"])))
+        elif op["type"] == "ok":
+            lines.append(f"{at}  {'aborted on purpose' if v.get('abort') else 'committed'}")
+        else:
+            lines.append(f"{at}  {'failed' if op['type'] == 'fail' else 'outcome unknown'}: {v.get('error', '')}")
     return lines
 
 
@@ -145,7 +167,8 @@ def records_at(run_dir: Path, places: set[tuple[str, int, int]]) -> list[str]:
 
 def checks_evidence(bug: BugSpec, run_dir: Path) -> list[str]:
     """The bug's checks first, then any other the try failed: each example said plainly, the records the views hold
-    at the offsets involved, the history's lines of the transactions involved."""
+    at the offsets involved, each transaction involved told from the history (its records, the offsets reported or
+    the client's error)."""
     report = json.loads((run_dir / "verify" / "report.json").read_text())
     failed = {n: c for n, c in report.get("checks", {}).items() if c.get("count")}
     expected = [c.split(":", 1)[0] for c in bug.expect.checks]      # a check, or a check:problem
@@ -172,7 +195,7 @@ def checks_evidence(bug: BugSpec, run_dir: Path) -> list[str]:
         out += ["", "What each view holds at those offsets (the run's archive):", "", "```",
                 *records_at(run_dir, places), "```"]
     for attempt in attempts[:4]:
-        out += ["", f"The history's lines of transaction {attempt}:", "", "```json", *attempt_lines(run_dir, attempt),
+        out += ["", f"Transaction {attempt} as the run recorded it:", "", "```", *transaction_account(run_dir, attempt),
                 "```"]
     return out
 
@@ -200,8 +223,8 @@ def evidence_section(bug: BugSpec, affected: Chosen, fixed: Chosen, a_dir: Path,
             out += ["", f"In the fixed try, the longest of its {len(fixed_took)} committed transactions took "
                         f"{max(fixed_took):.2f} s."]
         slowest = max(waits, key=lambda w: w[1])[0]
-        out += ["", f"The history's lines of the slowest transaction, {slowest} (time in ns since the run's start):",
-                "", "```json", *attempt_lines(a_dir, slowest), "```"]
+        out += ["", f"The slowest transaction, {slowest}, as the run recorded it (seconds since the run's start):",
+                "", "```", *transaction_account(a_dir, slowest), "```"]
     out += checks_evidence(bug, a_dir)
     for stall in affected.run.get("stalls") or []:
         out += ["", f"A client call stalled: {json.dumps(stall, sort_keys=True)}"]
@@ -256,7 +279,10 @@ def readme(bug: BugSpec, judged: dict, affected: Chosen, fixed: Chosen, a_dir: P
               "operation, JSON lines), `archive/` (both isolation levels' views of its topics, Parquet), "
               "`verify/report.json` (the verification), `report.html` (its page and timeline), `spec.json`, "
               "`cluster.json`, `experiment.json`; re-verify without a cluster with `txnlab verify DIR --offline`",
-              "- `bug.json`: the suite's judgement of every try"]
+              "- `bug.json`: the suite's judgement of every try",
+              "- record ids: every record's value is JSON whose `id` is <run tag>.<producer>.<transaction number>.<record "
+              "number> (a transaction's id: its records' without the last part); topics are named <run tag>-<name>, "
+              "a partition written <topic>-<partition>"]
     if repro is not None:
         lines.append(f"- `{repro.relative_to(bundle)}/`: the standalone reproduction's source")
     return "\n".join(lines) + "\n"

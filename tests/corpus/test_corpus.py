@@ -295,10 +295,10 @@ def test_a_bug_s_bundle_for_its_maintainers_holds_its_tries_and_says_only_their_
     try that showed the waits and the fixed try that stayed clean (history, archived views, verification, page with
     its timeline), the suite's tallies and the standalone reproduction; the README's figures are those runs' (each
     wait one of the affected try's shape occurrences, the fixed try's longest transaction from its own history, the
-    slowest transaction's history lines verbatim), and the tarball holds the folder. A suite of another bug and a bug
+    slowest transaction told from its history lines: when it began, its records, the offsets reported), and the tarball holds the folder. A suite of another bug and a bug
     with nothing for its maintainers yet are refused, writing nothing."""
     import tarfile
-    from report.bug_export import ExportError, export, transaction_seconds
+    from report.bug_export import SHAPE_LINE, ExportError, attempt_ops, export, transaction_seconds
     from tests.corpus.conftest import unpack
     suite = unpack("franz-go-tv2-wait-pair-x3", tmp_path / "suite")
     proc = txnlab("bugs", "export", "franz-go-tv2-wait", "--suite", str(suite), "--out", str(tmp_path / "out"),
@@ -318,9 +318,16 @@ def test_a_bug_s_bundle_for_its_maintainers_holds_its_tries_and_says_only_their_
     waits = affected["shapes"]["commit-waits"]
     assert f"In the affected try, {len(waits)} transactions took" in text and all(w in text for w in waits)
     assert f"took {max(transaction_seconds(f_dir)):.2f} s." in text
-    history = (a_dir / "history" / "part-00000.jsonl").read_text().splitlines()
-    block = text.split("```json\n", 1)[1].split("\n```", 1)[0].splitlines()
-    assert len(block) == 2 and all(line in history for line in block)
+    slowest = max(waits, key=lambda w: float(SHAPE_LINE.search(w)["took"]))
+    attempt = SHAPE_LINE.search(slowest)["attempt"]
+    began, ended = attempt_ops(a_dir, attempt)                # the slowest transaction told from the history
+    block = text.split(f"The slowest transaction, {attempt}, as the run recorded it", 1)[1].split("```\n", 1)[1]
+    block = block.split("\n```", 1)[0].splitlines()
+    assert block[0] == f"producer {began['process']}, transactional.id {began['value']['txn_id']}, transaction {attempt}:"
+    assert block[1].strip().startswith(f"{began['time'] / 1e9:.3f} s  begins, {len(began['value']['writes'])} records")
+    assert block[2].strip().startswith(f"{ended['time'] / 1e9:.3f} s  committed, the client reported: ")
+    assert all(f"{w['id']} at {w['topic']}-{w['partition']} offset {o}" in block[2]
+               for w, o in zip(ended["value"]["writes"], ended["value"]["offsets"])) and len(block) == 3
     assert "3 of 3 tries" in text and "pkg/kgo/sink.go" in text
     with tarfile.open(tmp_path / "out" / "franz-go-tv2-wait.tar.gz") as tar:
         names = tar.getnames()
@@ -336,9 +343,10 @@ def test_a_bug_s_bundle_for_its_maintainers_holds_its_tries_and_says_only_their_
 def test_a_lost_write_s_bundle_shows_the_offsets_in_both_views_and_both_transactions_history(tmp_path):
     """kafkajs-sequence-rollback's bundle from its recorded suite: the README says, from the bundled affected try's
     verification, which committed record is missing, which record the acknowledged offset holds instead, what each
-    view of the archive holds at that offset (the aborted transaction's record, read_uncommitted only), and the
-    history's lines of both transactions (the committed one and the one that failed before it)."""
-    from report.bug_export import export
+    view of the archive holds at that offset (the aborted transaction's record, read_uncommitted only), and both
+    transactions told from the history (the committed one with the offsets reported, the one that failed before it
+    with the client's error)."""
+    from report.bug_export import attempt_ops, export
     from tests.corpus.conftest import unpack
     bundle = export("kafkajs-sequence-rollback", unpack("kafkajs-sequence-rollback-pair-x3", tmp_path / "suite"),
                     tmp_path / "out", progress=lambda _: None)
@@ -353,5 +361,12 @@ def test_a_lost_write_s_bundle_shows_the_offsets_in_both_views_and_both_transact
     at = f"{moved['topic']}-{moved['partition']} offset {moved['offset']}: "
     views = [line for line in text.splitlines() if at in line]
     assert [v.split(" ", 1)[0] for v in views] == ["read_uncommitted"] and moved["other_id"] in views[0]
-    for attempt in (lost["attempt"], moved["other_id"].rsplit(".", 1)[0]):
-        assert f"The history's lines of transaction {attempt}:" in text
+    committed, failed = lost["attempt"], moved["other_id"].rsplit(".", 1)[0]
+    for attempt, ending in ((committed, "committed, the client reported: "), (failed, "failed: ")):
+        began, ended = attempt_ops(a_dir, attempt)
+        block = text.split(f"Transaction {attempt} as the run recorded it:", 1)[1].split("```\n", 1)[1]
+        block = block.split("\n```", 1)[0].splitlines()
+        assert block[1].strip().startswith(f"{began['time'] / 1e9:.3f} s  begins, {len(began['value']['writes'])}")
+        assert block[2].strip().startswith(f"{ended['time'] / 1e9:.3f} s  {ending}"), block
+    assert f"{lost['id']} at {moved['topic']}-{moved['partition']} offset {moved['offset']}" in text   # as reported
+    assert attempt_ops(a_dir, failed)[1]["value"]["error"] in text
