@@ -70,32 +70,29 @@ def copy_run(source: Path, target: Path) -> Path:
     return target
 
 
-def attempt_ops(run_dir: Path, attempt: str) -> list[dict]:
-    """The history's operations of one transaction attempt (its invoke and its completion), as recorded."""
-    return [op for op in read_history(run_dir).ops if op["f"] == "txn" and op["value"].get("attempt") == attempt]
+def attempt_ops(ops: list[dict], attempt: str) -> list[dict]:
+    """A history's operations of one transaction attempt (its invoke and its completion), as recorded."""
+    return [op for op in ops if op["f"] == "txn" and op["value"].get("attempt") == attempt]
 
 
-def transaction_account(run_dir: Path, attempt: str) -> list[str]:
-    """One transaction told as its maintainers would read it, from the run's history: when it began (seconds since
-    the run's start), what it wrote where, and how it ended (committed with the offsets the client reported, failed
-    with the client's error, or aborted on purpose)."""
-    ops = attempt_ops(run_dir, attempt)
-    if not ops:
+def transaction_account(ops: list[dict], attempt: str) -> list[str]:
+    """One transaction told as its maintainers would read it, from a run's history (`ops`): when it began (seconds
+    since the run's start), what it wrote where, and how it ended (committed with the offsets the client reported,
+    failed with the client's error, or aborted on purpose)."""
+    mine = attempt_ops(ops, attempt)
+    if not mine:
         return [f"(transaction {attempt} is not in this run's history)"]
-    value = ops[0]["value"]
-    lines = [f"producer {ops[0]['process']}, transactional.id {value.get('txn_id')}, transaction {attempt}:"]
-    for op in ops:
+    lines = [f"producer {mine[0]['process']}, transactional.id {mine[0]['value'].get('txn_id')}, transaction {attempt}:"]
+    for op in mine:
         v, at = op["value"], f"{op['time'] / 1e9:9.3f} s"
         writes = v.get("writes") or []
         if op["type"] == "invoke":
             lines.append(f"{at}  begins, {len(writes)} records: "
                          + ", ".join(f"{w['id']} to {w['topic']}-{w['partition']}" for w in writes))
-        elif op["type"] == "ok" and v.get("offsets") is not None:
-            lines.append(f"{at}  {'aborted on purpose' if v.get('abort') else 'committed'}, the client reported: "
-                         + ", ".join(f"{w['id']} at {w['topic']}-{w['partition']} offset {o}"
-                                     for w, o in zip(writes, v["offsets"])))
         elif op["type"] == "ok":
-            lines.append(f"{at}  {'aborted on purpose' if v.get('abort') else 'committed'}")
+            reported = "" if v.get("offsets") is None else ", the client reported: " + ", ".join(
+                f"{w['id']} at {w['topic']}-{w['partition']} offset {o}" for w, o in zip(writes, v["offsets"]))
+            lines.append(f"{at}  {'aborted on purpose' if v.get('abort') else 'committed'}{reported}")
         else:
             lines.append(f"{at}  {'failed' if op['type'] == 'fail' else 'outcome unknown'}: {v.get('error', '')}")
     return lines
@@ -194,8 +191,9 @@ def checks_evidence(bug: BugSpec, run_dir: Path) -> list[str]:
     if places:
         out += ["", "What each view holds at those offsets (the run's archive):", "", "```",
                 *records_at(run_dir, places), "```"]
+    ops = read_history(run_dir).ops if attempts else []
     for attempt in attempts[:4]:
-        out += ["", f"Transaction {attempt} as the run recorded it:", "", "```", *transaction_account(run_dir, attempt),
+        out += ["", f"Transaction {attempt} as the run recorded it:", "", "```", *transaction_account(ops, attempt),
                 "```"]
     return out
 
@@ -224,7 +222,7 @@ def evidence_section(bug: BugSpec, affected: Chosen, fixed: Chosen, a_dir: Path,
                         f"{max(fixed_took):.2f} s."]
         slowest = max(waits, key=lambda w: w[1])[0]
         out += ["", f"The slowest transaction, {slowest}, as the run recorded it (seconds since the run's start):",
-                "", "```", *transaction_account(a_dir, slowest), "```"]
+                "", "```", *transaction_account(read_history(a_dir).ops, slowest), "```"]
     out += checks_evidence(bug, a_dir)
     for stall in affected.run.get("stalls") or []:
         out += ["", f"A client call stalled: {json.dumps(stall, sort_keys=True)}"]

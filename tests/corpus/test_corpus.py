@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import chaos.catalog.bugs as catalog_module
+from chaos.record.history import read_history
 from report import build
 from report.bugs import stalls_and_recovery
 from tests.cli import txnlab
@@ -234,7 +235,6 @@ def test_kafkajs_s_stale_member_signatures_hold_for_their_recorded_runs_and_not_
     same runs with the stale member told of its revocation before it committed, with the rewind recorded after
     the partition came back, or with both outputs of an input one processor's, do not."""
     import copy
-    from chaos.record.history import read_history
     from chaos.record.signatures import explained
     from tests.integration.test_clients import not_kafkajs_findings
     run = replayed[0]["kafkajs-coordinator-kill-kip-447"]
@@ -272,7 +272,6 @@ def test_franz_go_s_commit_waits_hold_for_their_recorded_tries_and_not_for_varia
     holds a commit that waited COMMIT_WAIT_S or more with no fault active, no fixed try's does; the same histories
     with a fault's window over each wait, or with every transaction a deliberate abort, hold none."""
     import copy
-    from chaos.record.history import read_history
     from chaos.record.shapes import commit_waits
     tries = {name: r for name, r in replayed[0].items() if r.entry.get("suite", "").startswith("franz-go-tv2-wait")}
     affected = [r for r in tries.values() if r.entry["side"] == "affected"]
@@ -320,7 +319,7 @@ def test_a_bug_s_bundle_for_its_maintainers_holds_its_tries_and_says_only_their_
     assert f"took {max(transaction_seconds(f_dir)):.2f} s." in text
     slowest = max(waits, key=lambda w: float(SHAPE_LINE.search(w)["took"]))
     attempt = SHAPE_LINE.search(slowest)["attempt"]
-    began, ended = attempt_ops(a_dir, attempt)                # the slowest transaction told from the history
+    began, ended = attempt_ops(read_history(a_dir).ops, attempt)     # the slowest transaction told from the history
     block = text.split(f"The slowest transaction, {attempt}, as the run recorded it", 1)[1].split("```\n", 1)[1]
     block = block.split("\n```", 1)[0].splitlines()
     assert block[0] == f"producer {began['process']}, transactional.id {began['value']['txn_id']}, transaction {attempt}:"
@@ -362,11 +361,12 @@ def test_a_lost_write_s_bundle_shows_the_offsets_in_both_views_and_both_transact
     views = [line for line in text.splitlines() if at in line]
     assert [v.split(" ", 1)[0] for v in views] == ["read_uncommitted"] and moved["other_id"] in views[0]
     committed, failed = lost["attempt"], moved["other_id"].rsplit(".", 1)[0]
+    ops = read_history(a_dir).ops
     for attempt, ending in ((committed, "committed, the client reported: "), (failed, "failed: ")):
-        began, ended = attempt_ops(a_dir, attempt)
+        began, ended = attempt_ops(ops, attempt)
         block = text.split(f"Transaction {attempt} as the run recorded it:", 1)[1].split("```\n", 1)[1]
         block = block.split("\n```", 1)[0].splitlines()
         assert block[1].strip().startswith(f"{began['time'] / 1e9:.3f} s  begins, {len(began['value']['writes'])}")
         assert block[2].strip().startswith(f"{ended['time'] / 1e9:.3f} s  {ending}"), block
     assert f"{lost['id']} at {moved['topic']}-{moved['partition']} offset {moved['offset']}" in text   # as reported
-    assert attempt_ops(a_dir, failed)[1]["value"]["error"] in text
+    assert attempt_ops(ops, failed)[1]["value"]["error"] in text

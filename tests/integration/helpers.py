@@ -1,5 +1,5 @@
-"""The integration tests' shared helpers: the real `txnlab` command as a user runs it (tests/cli.py), a transaction
-left open by a real producer, an exporter run in-process against a test cluster and its /metrics read back."""
+"""The integration tests' shared helpers: a transaction left open by a real producer, an exporter run in-process
+against a test cluster and its /metrics read back (the real `txnlab` command: tests/cli.py)."""
 from __future__ import annotations
 
 import uuid
@@ -13,7 +13,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from cluster.access.connection import ConnectionSettings
 from exporter.app import Exporter
 from exporter.config import load_config
-from tests.cli import txnlab  # noqa: F401 - the integration tests' CLI runner (tests/cli.py)
 
 Samples = dict[tuple[str, frozenset], float]
 

@@ -20,14 +20,14 @@ from cluster.lab.layout import DRILL_TXN_MAX_TIMEOUT_MS
 from cluster.access.reads import partition_offsets, read_to_end
 from cluster.access.smoke import ensure_topic
 from cluster.access.waiting import wait_until
-from tests.integration import helpers
+from tests import cli
 
 pytestmark = [pytest.mark.cluster, pytest.mark.kafka_core]
 
 
 def txnlab(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """The real CLI; stderr with rich's line wrapping undone."""
-    proc = helpers.txnlab(*args, env=env)
+    proc = cli.txnlab(*args, env=env)
     proc.stderr = " ".join(proc.stderr.split())
     return proc
 

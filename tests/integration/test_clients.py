@@ -34,7 +34,7 @@ from chaos.record.signatures import explained
 from tests.integration.conftest import CAMPAIGN, TEST_BASE_PORT, cluster_state_dir, needed_runs, verify_reports
 from tests.integration.test_experiments import assert_healed, assert_zombie_fenced, drop_run_topics, run_short
 from tests.integration.test_verify import copy_run, record_end_offsets, send
-from tests.integration.helpers import txnlab
+from tests.cli import txnlab
 
 pytestmark = pytest.mark.timeout(1500)        # a client's module set-up: three runs and one verify of four
 CHECKS = ("duplicate", "aborted_read", "lost_write", "torn_transaction", "nonmonotonic_send", "inconsistent_offsets",

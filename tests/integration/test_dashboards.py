@@ -18,7 +18,8 @@ from cluster.access.smoke import ensure_topic
 from cluster.access.waiting import NotYet, wait_until
 from dashboards import boards
 from dashboards.queries import PanelQuery, panel_queries
-from tests.integration.helpers import open_transaction, txnlab
+from tests.integration.helpers import open_transaction
+from tests.cli import txnlab
 
 ALERTS_WANTED = {"HangingTransaction", "LSOStuck"}
 

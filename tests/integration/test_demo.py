@@ -24,7 +24,7 @@ from report.build import fault_line, tv_level
 from report.demo import Demo, DemoOptions, exit_code
 from tests.integration.conftest import CAMPAIGN, verify_reports
 from tests.integration.test_experiments import assert_zombie_fenced
-from tests.integration.helpers import txnlab
+from tests.cli import txnlab
 
 DRILL = "hanging-transaction-drill"
 # (its experiments, its transaction.version levels): the gate's is the main job's default level (2) with the zombie

@@ -22,8 +22,7 @@ from cluster.access.reads import read_to_end
 from cluster.access.waiting import wait_until
 from tests.integration.conftest import CAMPAIGN, TEST_BASE_PORT, cluster_state_dir
 from tests.integration.test_workloads import assert_complete
-from tests.integration.helpers import txnlab
-from tests.cli import chaos_run
+from tests.cli import chaos_run, txnlab
 
 BUILTINS = sorted(builtin_specs())
 DRILL = {"hanging-transaction-drill"}

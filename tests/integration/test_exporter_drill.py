@@ -11,7 +11,8 @@ from confluent_kafka import Producer
 from cluster.lab.layout import DRILL_TXN_MAX_TIMEOUT_MS
 from cluster.access.smoke import ensure_topic
 from cluster.access.waiting import wait_until
-from tests.integration.helpers import metric, running_exporter, scrape, txnlab, value
+from tests.integration.helpers import metric, running_exporter, scrape, value
+from tests.cli import txnlab
 
 INTERVAL = 2.0
 

@@ -27,7 +27,8 @@ from cluster.access.smoke import ensure_topic
 from cluster.access.waiting import wait_until
 from exporter.kafka_access import KafkaAccess
 from tests.integration.conftest import CAMPAIGN, TEST_BASE_PORT, _session_cluster
-from tests.integration.helpers import open_transaction, running_exporter, scrape, txnlab
+from tests.integration.helpers import open_transaction, running_exporter, scrape
+from tests.cli import txnlab
 
 pytestmark = pytest.mark.cluster
 STATE_PARTITIONS = 6

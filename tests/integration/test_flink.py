@@ -28,7 +28,7 @@ from report import detection, series
 from tests.integration.conftest import CAMPAIGN, needed_runs
 from tests.integration.test_experiments import FLINK, drop_run_topics, run_short
 from tests.integration.test_verify import failing_checks
-from tests.integration.helpers import txnlab
+from tests.cli import txnlab
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(1800)]
 TRAP = "flink-transaction-timeout"

@@ -29,7 +29,8 @@ from cluster.access.reads import read_to_end
 from cluster.access.smoke import ensure_topic
 from cluster.access.waiting import NotYet, wait_until
 from tests.integration.conftest import CAMPAIGN
-from tests.integration.helpers import running_exporter, scrape, txnlab, value
+from tests.integration.helpers import running_exporter, scrape, value
+from tests.cli import txnlab
 from tests.integration.test_workloads import run_plan
 
 pytestmark = pytest.mark.cluster

@@ -18,7 +18,7 @@ from cluster.access.abort import partition_producers
 from cluster.access.admin import ClusterAdmin
 from cluster.access.connection import ConnectionSettings
 from cluster.access.smoke import ensure_topic
-from tests.integration.helpers import txnlab
+from tests.cli import txnlab
 
 pytestmark = pytest.mark.cluster
 

@@ -19,7 +19,7 @@ from cluster.access.reads import partition_offsets, read_to_end
 from tests.integration.conftest import CAMPAIGN, needed_runs
 from tests.integration.test_experiments import STREAMS, nemesis, short_runs_of
 from tests.integration.test_verify import copy_run, failing_checks
-from tests.integration.helpers import txnlab
+from tests.cli import txnlab
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(1500)]
 

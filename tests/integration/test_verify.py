@@ -32,7 +32,7 @@ from chaos.nemesis.backends import LocalBackend
 from cluster.access.reads import partition_offsets, read_to_end
 from tests.integration.conftest import CAMPAIGN, TEST_BASE_PORT, cluster_state_dir
 from tests.integration.test_experiments import drop_run_topics
-from tests.integration.helpers import txnlab
+from tests.cli import txnlab
 
 pytestmark = pytest.mark.timeout(1200)        # the first test's setup: the clean run and one verify of 10 runs
 CHECKS = {"duplicate", "aborted_read", "lost_write", "torn_transaction", "nonmonotonic_send", "inconsistent_offsets",
