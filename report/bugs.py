@@ -68,30 +68,6 @@ def side_label(bug: BugSpec, side: str) -> str:
     return f"{side}: {getattr(bug, side).label}"
 
 
-def errors_seen(run_dir: Path, names: tuple[str, ...]) -> dict[str, dict] | None:
-    """Per expected error name found in the run's history: how many operations recorded an error naming it
-    (in their `error` text or its causes), and the first one's process and time (s since the run started).
-    None when the history cannot be read or was cut short: no error seen is then no evidence of none."""
-    seen: dict[str, dict] = {}
-    if not names:
-        return seen
-    try:
-        history = read_history(run_dir)
-    except HistoryError:
-        return None
-    for op in history.ops:
-        value = op.get("value")
-        if not isinstance(value, dict) or not ({"error", "causes"} & value.keys()):
-            continue
-        text = json.dumps({k: value.get(k) for k in ("error", "causes")}, default=str)
-        for name in names:
-            if name in text:
-                entry = seen.setdefault(name, {"count": 0, "first_process": op["process"],
-                                               "first_s": round(op["time"] / 1e9, 1)})
-                entry["count"] += 1
-    return None if history.truncated and not seen else seen
-
-
 def stalls_and_recovery(run_dir: Path) -> tuple[list[dict] | None, bool | str]:
     """The run's stalls (chaos/record/recovery.py's entries: process, call, library, when, restarted) and whether it
     recovered, from its history. Stalls None when the history cannot be read or was cut short with none seen:
@@ -115,7 +91,7 @@ def judge(run_dir: Path, expected: list[str], errors: tuple[str, ...] = (), stal
     not recovered, never as silence), for a bug that shows as a history shape (`shaped`), its occurrences (reproduced
     when one occurred, clean only when the whole history shows none), and the most hanging transactions the exporter confirmed at once (from the
     captured timelines; None when not captured)."""
-    seen = errors_seen(run_dir, tuple(errors))
+    seen = shapes.errors_seen(run_dir, tuple(errors))
     stalled, recovered = stalls_and_recovery(run_dir)
     report = build.verdict_of(run_dir)
     anomalies, problems = build.anomaly_counts(report)
@@ -280,10 +256,12 @@ def tries_table(outcome: dict) -> str:
     """The suite's tries as a Markdown table (docs/bugs.md quotes them): per try its run's tag, the Kafka release of
     its cluster and of its Java clients (cluster.json), whether it reproduced the bug or was clean, its verdict,
     its anomalies per check (with their problems), its stalls, the most hanging transactions the exporter
-    confirmed at once and, for a bug shown by history shapes, each shape's occurrences."""
+    confirmed at once, for a bug shown by history shapes each shape's occurrences and, for one shown by errors, the
+    expected errors the workloads recorded (how many operations, the first one's process and time)."""
     shaped = any("shapes" in run for side in BUG_SIDES for run in outcome["sides"][side]["runs"])
+    erring = bool(outcome.get("expected_errors"))
     head = ["side", "try", "run tag", "Kafka", "Java clients", "reproduced", "clean", "verdict", "anomalies", "stalls",
-            "hanging (max)"] + (["history shapes"] if shaped else [])
+            "hanging (max)"] + (["history shapes"] if shaped else []) + (["errors recorded"] if erring else [])
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for side in BUG_SIDES:
         for number, run in enumerate(outcome["sides"][side]["runs"], 1):
@@ -296,12 +274,21 @@ def tries_table(outcome: dict) -> str:
                      "yes" if run["clean"] else "no", "valid" if run["valid"] is True else run["valid"],
                      _anomaly_cell(run), stalls or "none",
                      "-" if run.get("max_hanging") is None else f"{run['max_hanging']:g}"] \
-                + ([_shapes_cell(run.get("shapes", {}))] if shaped else [])
+                + ([_shapes_cell(run.get("shapes", {}))] if shaped else []) \
+                + ([_errors_cell(run.get("errors_seen"))] if erring else [])
             lines.append("| " + " | ".join(map(str, cells)) + " |")
     affected, fixed = (outcome["sides"][s]["runs"] for s in BUG_SIDES)
     lines.append(f"\nreproduced on the affected side in {sum(r['reproduced'] for r in affected)} of {len(affected)}, "
                  f"the fixed side clean in {sum(r['clean'] for r in fixed)} of {len(fixed)}")
     return "\n".join(lines) + "\n"
+
+
+def _errors_cell(seen: dict[str, dict] | None) -> str:
+    """"InvalidTxnStateException 2 (first streams-0 at 28.6 s)" or "none"; "?" when the history could not say."""
+    if seen is None:
+        return "?"
+    return ", ".join(f"{name} {e['count']} (first {e['first_process']} at {e['first_s']:g} s)"
+                     for name, e in sorted(seen.items())) or "none"
 
 
 def _shapes_cell(found: dict[str, list[str]] | str) -> str:

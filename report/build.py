@@ -24,7 +24,7 @@ from chaos.record.history import read_history
 from chaos.record import shapes, signatures
 from chaos.record.recovery import recovery, restart_text, stall_text
 from chaos.workloads.plans import option_value
-from chaos.catalog.bugs import matching_anomaly_bugs, matching_bugs, shape_candidates
+from chaos.catalog.bugs import error_candidates, matching_anomaly_bugs, matching_bugs, shape_candidates
 from chaos.workloads.native import CLIENT_OPTION
 from report import detection, series
 from cluster.access.errors import TxnlabError
@@ -251,16 +251,25 @@ def anomaly_bugs(run_dir: Path, verified: dict) -> list[dict]:
 
 
 def shape_bugs(run_dir: Path) -> list[dict]:
-    """The catalogued findings that show as history shapes (chaos/record/shapes.py) a run shows: the bug's affected
-    client is one the run's workloads ran on and one of its shapes occurred in the run's history: [{id, url, title,
-    occurrences}] (none when the history cannot say: the page's other sections say why)."""
+    """The catalogued findings that show in a run's history, not as anomalies (exactly-once may hold): the bug's
+    affected client is one the run's workloads ran on and one of its history shapes (chaos/record/shapes.py)
+    occurred, or the run is on one of its affected sides and a workload recorded one of its errors (`expect.errors`,
+    shapes.errors_seen): [{id, url, title, occurrences}] (none when the history cannot say: the page's other sections
+    say why)."""
     bugs = shape_candidates(run_clients(run_dir))
     found = shapes.shapes_in(run_dir, tuple({name for bug in bugs for name in bug.expect.shapes})) if bugs else {}
-    if isinstance(found, str):
-        return []
-    return [{"id": bug.id, "url": bug.url, "title": bug.title,
-             "occurrences": [seen for name in bug.expect.shapes for seen in found[name]]}
-            for bug in bugs if any(found[name] for name in bug.expect.shapes)]
+    shown = [] if isinstance(found, str) else [
+        {"id": bug.id, "url": bug.url, "title": bug.title,
+         "occurrences": [seen for name in bug.expect.shapes for seen in found[name]]}
+        for bug in bugs if any(found[name] for name in bug.expect.shapes)]
+    erring = error_candidates(run_clients(run_dir), _json(run_dir / "cluster.json") or {})
+    seen = shapes.errors_seen(run_dir, tuple({name for bug in erring for name in bug.expect.errors})) if erring else {}
+    return shown + [{"id": bug.id, "url": bug.url, "title": bug.title,
+                     "occurrences": [f"{seen[name]['count']} operation{'s' * (seen[name]['count'] != 1)} recorded "
+                                     f"{name} (the first: "
+                                     f"{seen[name]['first_process']} at {seen[name]['first_s']:g} s)"
+                                     for name in bug.expect.errors if name in seen]}
+                    for bug in erring if seen and any(name in seen for name in bug.expect.errors)]
 
 
 def run_args(run_dir: Path) -> tuple[tuple[str, ...], ...]:

@@ -295,7 +295,7 @@ def set_as(side: BugSide, args: tuple[tuple[str, ...], ...]) -> bool:
     """Whether a run's processes ran with a side's workload settings: each of its workloads' options (a flag and
     its value, e.g. --transaction-timeout-ms 8000) among some process's arguments. A side without options matches
     nothing (it would name every run)."""
-    wanted = [setting for w in side.workloads or [] for setting in _settings(w.options)]
+    wanted = [setting for w in side.workloads or [] for setting in _settings(w.run_options)]
     return bool(wanted) and all(any(a[i:i + len(pair)] == pair for a in args for i in range(len(a)))
                                 for pair in wanted)
 
@@ -315,6 +315,15 @@ def shape_candidates(clients: frozenset[str]) -> list[BugSpec]:
     ran on (`clients`: their --client): the bugs its history may show."""
     return [bug for bug in catalog() if bug.expect.shapes and bug.affected.client is not None
             and bug.affected.client.name in clients]
+
+
+def error_candidates(clients: frozenset[str], cluster: dict) -> list[BugSpec]:
+    """The catalogued bugs shown by a workload's errors (`expect.errors`) a run may show: their affected client is one
+    the run's workloads ran on (`clients`: their --client), or the bug is a broker's and the run's cluster is one of
+    its affected sides' (`cluster`: cluster.json; broker_side_of)."""
+    return [bug for bug in catalog() if bug.expect.errors
+            and ((bug.affected.client is not None and bug.affected.client.name in clients)
+                 or broker_side_of(bug, cluster))]
 
 
 def matching_bugs(stall: dict) -> list[BugSpec]:

@@ -131,6 +131,14 @@ class StormParams(Params):
     rate: float = Field(20.0, gt=0, le=1000)
 
 
+class SetFeatureParams(Params):
+    """Change a finalized feature level of the whole cluster with Kafka's feature tool (transaction.version 2 -> 1
+    while transactions run: the coordinators' and the clients' next transactions meet the other protocol); heal: the
+    level it had before, set back."""
+    feature: Literal["transaction.version"] = "transaction.version"
+    level: int = Field(ge=0, le=2)
+
+
 FAULT_KINDS: dict[str, type[Params]] = {
     "kill-broker": KillBrokerParams,
     "stop-broker": StopBrokerParams,
@@ -144,6 +152,7 @@ FAULT_KINDS: dict[str, type[Params]] = {
     "hold-requests": HoldRequestsParams,
     "hanging-transaction": HangingTransactionParams,
     "storm": StormParams,
+    "set-feature": SetFeatureParams,
 }
 
 

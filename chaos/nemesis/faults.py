@@ -48,6 +48,7 @@ from chaos.workloads.run import Run
 from cluster.access.abort import abort_transaction, open_transaction
 from cluster.access.admin import ClusterAdmin
 from cluster.access.connection import ConnectionSettings
+from cluster.lab.features import finalized_level, set_level
 from cluster.lab.layout import LOOPBACK
 from cluster.access.waiting import wait_until
 from cluster.access.errors import TxnlabError
@@ -630,10 +631,39 @@ def abort_hanging(conn: ConnectionSettings, tp: TopicPartition, txn_id: str, pro
             "coordinator_epoch": allowed.coordinator_epoch, "start_offset": txn.start_offset}
 
 
+class SetFeature(Fault):
+    """A finalized feature of the whole cluster set to params.level (cluster/lab/features.py); heal: the level read
+    before the start, set back. The level before is read in prepare, so the journal can set it back after a crash."""
+    kind = "set-feature"
+
+    def __init__(self, params: Params):
+        super().__init__(params)
+        self.before: int | None = None
+
+    def prepare(self, env: FaultEnv) -> None:
+        self.before = finalized_level(env.conn, self.params.feature)
+
+    def start(self, env: FaultEnv) -> dict:
+        if self.before is None:
+            self.prepare(env)
+        set_level(env.conn, self.params.feature, self.params.level, self.before)
+        return {"feature": self.params.feature, "from": self.before, "to": self.params.level}
+
+    def heal(self, env: FaultEnv) -> dict:
+        if self.before is None:
+            return {"skipped": "not started"}
+        set_level(env.conn, self.params.feature, self.before)
+        return {"feature": self.params.feature, "level": self.before}
+
+    def undo_steps(self, env: FaultEnv) -> list[dict]:
+        return [] if self.before is None else [{"step": "set-feature", "feature": self.params.feature,
+                                                "level": self.before}]
+
+
 # ---- construction ---------------------------------------------------------------------------------------
 FAULT_CLASSES: dict[str, type[Fault]] = {cls.kind: cls for cls in (
     KillBroker, StopBroker, PauseBroker, RollingRestart, PauseWorkload, KillWorkload, ZombieProducer, Network, IsolateBroker,
-    HoldRequests, HangingTransaction, Storm)}
+    HoldRequests, HangingTransaction, Storm, SetFeature)}
 
 
 def make_fault(kind: str, params: dict | None = None) -> Fault:

@@ -35,6 +35,7 @@ from typing import Any, Callable
 import psutil
 
 from cluster.access.errors import TxnlabError
+from cluster.lab.features import set_level
 from cluster.lab.heal import HealError, run_steps
 from cluster.access.progress import Progress
 from cluster.lab.supervisor import Supervisor, live_process, send_signal
@@ -237,6 +238,8 @@ def action_of(step: dict, backend: Any) -> Callable[[], object]:
         return partial(stop_run_processes, step)
     if kind == "abort-hanging":
         return partial(abort_hanging_step, step, backend)
+    if kind == "set-feature":
+        return partial(set_level, backend.connection(), step["feature"], step["level"])
     raise JournalError(f"unknown journal step {kind!r}")
 
 

@@ -1,14 +1,16 @@
 """History shapes: a catalogued finding that shows as a behaviour in a run's history, not as an anomaly verify counts
 (exactly-once holds). commit-waits (franz-go-tv2-wait): a transaction that took COMMIT_WAIT_S or more from its
 invoke to its commit while no fault was active. Each returns its occurrences in a history, each described in a
-line; a bug's `expect.shapes` names the shapes that show it (chaos/bugs/)."""
+line; a bug's `expect.shapes` names the shapes that show it (chaos/bugs/). And the errors a history's operations
+recorded by name (errors_seen: a bug's `expect.errors`, KAFKA-20785's InvalidTxnStateException)."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Callable
 
 from chaos.record.annotations import windows_of
-from chaos.record.history import whole_history
+from chaos.record.history import HistoryError, read_history, whole_history
 
 COMMIT_WAIT_S = 4.0      # franz-go waits for MetadataMinAge (5 s) before it retries; the other clients' max is ~1.3 s
 
@@ -50,3 +52,27 @@ def shapes_in(run_dir: Path, names: tuple[str, ...]) -> dict[str, list[str]] | s
     if isinstance(history, str):
         return f"the history cannot say what happened: {history}"
     return {name: SHAPES[name](history.ops) for name in names}
+
+
+def errors_seen(run_dir: Path, names: tuple[str, ...]) -> dict[str, dict] | None:
+    """Per expected error name found in the run's history: how many operations recorded an error naming it
+    (in their `error` text or its causes), and the first one's process and time (s since the run started).
+    None when the history cannot be read or was cut short: no error seen is then no evidence of none."""
+    seen: dict[str, dict] = {}
+    if not names:
+        return seen
+    try:
+        history = read_history(run_dir)
+    except HistoryError:
+        return None
+    for op in history.ops:
+        value = op.get("value")
+        if not isinstance(value, dict) or not ({"error", "causes"} & value.keys()):
+            continue
+        text = json.dumps({k: value.get(k) for k in ("error", "causes")}, default=str)
+        for name in names:
+            if name in text:
+                entry = seen.setdefault(name, {"count": 0, "first_process": op["process"],
+                                               "first_s": round(op["time"] / 1e9, 1)})
+                entry["count"] += 1
+    return None if history.truncated and not seen else seen

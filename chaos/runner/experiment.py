@@ -143,7 +143,7 @@ def _no_interrupts():
 def dry_run(spec: ExperimentSpec, seed: int) -> list[str]:
     """What would run: workloads and the resolved schedule, without touching anything."""
     lines = [f"experiment {spec.name} (seed {seed}, {spec.duration_s:.0f}s)"]
-    lines += [f"  workload {w.workload} x{w.instances} {' '.join(w.options)}".rstrip()
+    lines += [f"  workload {w.workload} x{w.instances} {' '.join(w.run_options)}".rstrip()
               + (f" (client {w.client})" if w.client != REFERENCE else "") for w in spec.workloads]
     return lines + [f"  {line}" for line in describe(build_schedule(spec, seed))]
 
@@ -270,7 +270,7 @@ class Experiment:
                             "run_tag": run.info.run_tag, "runner": self.runner, "backend": self.backend.describe(),
                             "steps": [{"step": "stop-run-processes", "run_dir": str(run.dir)}]})
         for entry in self.spec.workloads:
-            the_plan = plan(entry.workload, tag, entry.instances, list(entry.options), client=entry.client)
+            the_plan = plan(entry.workload, tag, entry.instances, entry.run_options, client=entry.client)
             run.create_topics(the_plan.topics, the_plan.leader_shifts(entry.placement))
             run.use_topics(list(the_plan.tracked))
             for spec in the_plan.specs:

@@ -16,7 +16,8 @@ The model:
       compose: {project: txnlab}          # the docker-compose stack, up already (Docker SDK: pip install docker)
       existing: {bootstrap: "host:9092", disposable: true, prometheus_url: "http://host:9090"}
     workloads:                            # >= 1, planned as `txnlab chaos workload` plans them alone
-      - {workload: txn-producer, instances: 2, options: ["--records", "5"], client: franz-go}
+      - {workload: txn-producer, instances: 2, options: ["--records", "5"], client: franz-go,
+         client_options: {confluent: ["--request-timeout-s", "3.1"]}}   # a client's own, after options
     duration_s: 300                       # the method: workloads run while faults start and heal
     schedule:                             # explicit faults and/or a seeded random schedule (schedule.py)
       faults: [{kind: kill-broker, at_s: 20, duration_s: 10, params: {target: controller}}]
@@ -202,9 +203,10 @@ def _check_options(process: WorkloadSpec) -> None:
     add_common_arguments(parser)
     module = importlib.import_module(WORKLOADS[process.workload])
     module.add_arguments(parser)
-    _, options = split_client(process.workload, list(process.args))   # every client takes the reference's options
+    client, options = split_client(process.workload, list(process.args))  # every client takes the reference's options
     args = parser.parse_args(["--socket", "s", "--run-start-ns", "0", "--run-tag", "t", "--process", process.process,
                               *options])
+    args.client = client          # a rule of the reference client's library alone (librdkafka's) asks which one runs
     if hasattr(module, "check_args"):
         module.check_args(args)
 
@@ -215,11 +217,21 @@ class WorkloadEntry(_Strict):
     options: list[str] = []
     placement: Literal["kafka", "apart"] = "kafka"     # its topics' leaders (chaos/workloads/plans.py Plan.leader_shifts)
     client: str = REFERENCE                            # the Kafka client its processes run on (chaos/workloads/native.py)
+    # options only for a client, after `options` (the last of a flag wins): a setting one client's library bounds
+    # (librdkafka's socket.timeout.ms <= transaction.timeout.ms + 100) while the experiment wants it on the others
+    client_options: dict[str, list[str]] = {}
+
+    @property
+    def run_options(self) -> list[str]:
+        """The options its processes run with: `options`, then its client's own."""
+        return [*self.options, *self.client_options.get(self.client, [])]
 
     @model_validator(mode="after")
     def _options_parse(self) -> "WorkloadEntry":
         try:
             check_client(self.workload, self.client)
+            for named in self.client_options:
+                check_client(self.workload, named)
         except TxnlabError as exc:
             _fail([("client", str(exc))])
         try:
@@ -235,7 +247,7 @@ class WorkloadEntry(_Strict):
 
     def plan(self):
         """This workload's plan (chaos/workloads/plans.py), topics and processes named with `{tag}`."""
-        return plan(self.workload, "{tag}", self.instances, list(self.options), client=self.client)
+        return plan(self.workload, "{tag}", self.instances, self.run_options, client=self.client)
 
     def topics(self) -> dict[str, int]:
         """Topic -> partitions, named with `{tag}` (as chaos/workloads/plans.py plans this workload)."""

@@ -134,13 +134,14 @@ def test_a_changed_rule_no_longer_names_a_recorded_finding(replayed, monkeypatch
 def test_the_campaign_grades_a_recorded_run_by_its_verdict_its_recovery_and_its_finding(replayed, name):
     """txnlab campaign's cell of each recorded run (report/campaign.py experiment_outcome on the report's entry of
     it): the grade its index entry states with why (`campaign`), else `named` by its catalogued finding or `valid`
-    (also when its finding is a behaviour its history shows, exactly-once held: `expect.shapes`); the causes named
-    are its finding's (and those its index says the same try also showed: `also`)."""
+    (also when its finding is a behaviour its history shows, exactly-once held: `expect.shapes`, or `expect.errors`
+    without checks); the causes named are its finding's (and those its index says the same try also showed: `also`)."""
     from report.campaign import experiment_outcome
     run = replayed[0][name]
     outcome = experiment_outcome(build.run_report(run.run_dir, name, None, None))
     finding = run.entry.get("finding")
-    behaviour = finding and any(b.id == finding and b.expect.shapes for b in catalog_module.catalog())
+    behaviour = finding and any(b.id == finding and (b.expect.shapes or b.expect.errors and not b.expect.checks)
+                                for b in catalog_module.catalog())
     grade = (run.entry.get("campaign") or {}).get("grade") or ("named" if finding and not behaviour else "valid")
     assert (outcome["grade"], sorted(outcome["causes"])) == \
         (grade, sorted([finding, *run.entry.get("also", [])] if finding else [])), outcome

@@ -3,11 +3,9 @@ in-process exporter on the shared cluster. The oracle for readable lag is a real
 for the features, Kafka's own kafka-features tool."""
 from __future__ import annotations
 
-import re
-
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from cluster.lab import java
+from cluster.lab.features import finalized_level
 from cluster.access.waiting import wait_until
 from tests.integration.helpers import Samples, running_exporter, scrape, value
 
@@ -92,12 +90,6 @@ def _readable_of_all(url: str, topic: str, groups: dict[str, dict[int, int]]) ->
     return samples if have else None
 
 
-def _formatted_transaction_version(conn) -> int:
-    described = java.run_tool("org.apache.kafka.tools.FeatureCommand",
-                              ["--bootstrap-server", conn.bootstrap, "describe"]).stdout
-    return int(re.search(r"Feature: transaction\.version\s.*?FinalizedVersionLevel: (\d+)", described).group(1))
-
-
 def test_readable_lag_is_zero_for_a_caught_up_eos_group_and_counts_what_is_pending(conn, admin, topic):
     received, groups = _eos_groups(conn, topic)
     caught_up, behind = list(groups)
@@ -120,7 +112,7 @@ def test_readable_lag_is_zero_for_a_caught_up_eos_group_and_counts_what_is_pendi
         leaders = {admin.leader_of(topic, p) for p in (0, 1)}     # 2 offsets of a partition never share a Fetch
         assert value(samples, "kafkatxn_consumergroup_readable_lag_fetch_requests") == 2 * len(leaders)
         level = value(samples, "kafkatxn_cluster_finalized_feature_level", feature="transaction.version")
-        assert level == _formatted_transaction_version(conn)
+        assert level == finalized_level(conn, "transaction.version")
         assert all(value(samples, "kafkatxn_broker_transaction_partition_verification_enabled", broker=b) == 1
                    for b in (1, 2, 3))        # the shared cluster keeps Kafka's default (true)
 

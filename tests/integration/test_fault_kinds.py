@@ -153,6 +153,32 @@ def test_hold_an_endtxn_of_one_client_on_the_wire_and_heal(env, conn, topic):
     assert make_fault("hold-requests", {"clients": ["x"]}).undo_steps(env) == [{"step": "remove-all-toxics"}]
 
 
+def test_transaction_version_is_set_to_the_other_level_under_a_transaction_and_set_back(env, conn, topic):
+    """The cluster's transaction.version changed with Kafka's feature tool while a real transactional producer is
+    mid-transaction: the transaction begun before commits, one begun after too; the heal sets the level back, and a
+    journal step written before the start holds that level."""
+    from confluent_kafka import Producer
+    from cluster.lab.features import finalized_level
+    before = finalized_level(conn, "transaction.version")
+    other = 1 if before == 2 else 2
+    fault = make_fault("set-feature", {"feature": "transaction.version", "level": other})
+    fault.prepare(env)
+    assert fault.undo_steps(env) == [{"step": "set-feature", "feature": "transaction.version", "level": before}]
+    producer = Producer({**conn.confluent(), "transactional.id": f"{env.tag}.flip"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, value=b"before", partition=0)
+    assert fault.start(env) == {"feature": "transaction.version", "from": before, "to": other}
+    assert finalized_level(conn, "transaction.version") == other
+    producer.commit_transaction(30)
+    producer.begin_transaction()
+    producer.produce(topic, value=b"during", partition=1)
+    producer.commit_transaction(30)
+    assert fault.heal(env) == {"feature": "transaction.version", "level": before}
+    assert finalized_level(conn, "transaction.version") == before
+    assert sorted(r.value for r in read_to_end(conn, topic, committed=True)) == [b"before", b"during"]
+
+
 # ---- restarts, on the one-node drill cluster (a restart of a node of the session cluster takes a minute:
 # it reloads every partition the other tests left behind) ------------------------------------------------
 @pytest.fixture

@@ -32,6 +32,11 @@ class FakeBackend:
     def reroute_client(self, node, upstream):
         self.calls.append(("reroute_client", node, upstream and upstream.startswith("127.0.0.1:")))
 
+    def connection(self):
+        """The cluster's connection settings (a feature's journal step asks for them): a loopback bootstrap."""
+        from cluster.access.connection import ConnectionSettings
+        return ConnectionSettings("127.0.0.1:9")
+
     def isolate(self, node, scope):
         self.calls.append(("isolate", node, scope))
         return [f"n{node}-{scope}"]

@@ -86,6 +86,35 @@ def test_an_expected_error_a_workload_recorded_is_a_reproduction_even_in_a_valid
     assert other["reproduced"] is False and other["clean"] is True and other["errors_seen"] == {}
 
 
+def test_a_broker_bug_shown_by_an_error_is_named_on_a_run_of_its_affected_cluster_only(tmp_path):
+    """KAFKA-20785 (chaos/bugs/kafka-20785.yaml: Kafka 4.4.0 at transaction.version 2 against 1): a run whose
+    workload recorded InvalidTxnStateException is named on a transaction.version 2 cluster of that release, not at 1;
+    the tries table says how many operations recorded it."""
+    from chaos.record.history import HistoryWriter
+    from report.bugs import tries_table
+
+    def run_on(root, tv):
+        run = with_checks(stored_run(root, "commit-races-timeout-abort", 1), duplicate=0)
+        (run / "cluster.json").write_text(json.dumps({"kafka_version": "4.4.0",
+                                                      "features": {"transaction.version": str(tv)}}))
+        with HistoryWriter(run) as history:
+            history.record("txp-0", "info", "txn", {"attempt": "a9", "error": "InvalidTxnStateException: The "
+                           "producer attempted a transactional operation in an invalid state."})
+        return run
+    affected, fixed = run_on(tmp_path / "a", 2), run_on(tmp_path / "b", 1)
+    named = build.shape_bugs(affected)
+    assert [b["id"] for b in named] == ["KAFKA-20785"]
+    assert named[0]["occurrences"] == ["1 operation recorded InvalidTxnStateException (the first: txp-0 at "
+                                       f"{judge(affected, [], ['InvalidTxnStateException'])['errors_seen']['InvalidTxnStateException']['first_s']:g} s)"]
+    assert build.shape_bugs(fixed) == []
+    got, clean = judge(affected, [], ["InvalidTxnStateException"]), judge(run_on(tmp_path / "c", 2), [], ["X"])
+    table = tries_table({"expected_errors": ["InvalidTxnStateException"],
+                         "sides": {"affected": {"runs": [got]}, "fixed": {"runs": [clean]}}})
+    assert "| errors recorded |" in table.splitlines()[0]
+    assert "InvalidTxnStateException 1 (first txp-0 at" in table.splitlines()[2]
+    assert table.splitlines()[3].endswith("| none |")
+
+
 def test_without_a_readable_history_no_error_seen_is_not_clean(tmp_path):
     import shutil
     run = with_checks(stored_run(tmp_path, "zombie", 1), duplicate=0)

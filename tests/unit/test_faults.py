@@ -31,7 +31,27 @@ EXAMPLE_PARAMS = {
     "isolate-broker": {"target": "node:2", "scope": "inter"}, "hanging-transaction": {"topic": "{tag}-a"},
     "storm": {"topic": "{tag}-storm", "rate": 5},
     "hold-requests": {"target": "node:2", "apis": ["EndTxn"], "clients": ["{tag}.streams-*-producer"]},
+    "set-feature": {"feature": "transaction.version", "level": 1},
 }
+
+
+@pytest.fixture(autouse=True)
+def fake_features(monkeypatch):
+    """The cluster's finalized features, as Kafka's feature tool would read and change them (transaction.version at
+    2); the calls it got."""
+    levels, calls = {"transaction.version": 2}, []
+
+    def finalized_level(conn, feature):
+        calls.append(("read", feature))
+        return levels[feature]
+
+    def set_level(conn, feature, level, before=None):
+        calls.append(("set", feature, level))
+        was, levels[feature] = levels[feature], level
+        return was
+    monkeypatch.setattr(faults, "finalized_level", finalized_level)
+    monkeypatch.setattr(faults, "set_level", set_level)
+    return SimpleNamespace(levels=levels, calls=calls)
 
 
 # ---- fakes ------------------------------------------------------------------------------------------
@@ -234,6 +254,25 @@ def test_heal_without_start_touches_no_node_or_process(kind, fake_hanging):
     fault.heal(env)
     assert {c[0] for c in env.backend.calls} <= {"heal_network", "start", "wait_registered"}
     assert env.run.calls == [] and not [c for c in fake_hanging if c[0] == "inject"]
+
+
+def test_a_feature_is_set_and_set_back_to_the_level_read_before_the_journal_entry(fake_features):
+    env = make_env()
+    fault = make_fault("set-feature", {"level": 1})
+    assert fault.undo_steps(env) == []                  # nothing read yet: nothing to set back
+    fault.prepare(env)
+    assert fault.undo_steps(env) == [{"step": "set-feature", "feature": "transaction.version", "level": 2}]
+    assert fault.start(env) == {"feature": "transaction.version", "from": 2, "to": 1}
+    assert fake_features.levels["transaction.version"] == 1
+    assert fault.heal(env) == {"feature": "transaction.version", "level": 2}
+    assert fake_features.levels["transaction.version"] == 2
+    assert fake_features.calls == [("read", "transaction.version"), ("set", "transaction.version", 1),
+                                   ("set", "transaction.version", 2)]
+    assert env.backend.calls == []                      # no node touched
+    with pytest.raises(ValidationError, match="level"):
+        make_fault("set-feature", {"level": 3})
+    with pytest.raises(ValidationError, match="feature"):
+        make_fault("set-feature", {"feature": "metadata.version", "level": 1})
 
 
 def test_broker_faults_act_on_the_resolved_node_and_heal_it():

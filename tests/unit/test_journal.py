@@ -149,6 +149,18 @@ def test_heal_keeps_only_the_failed_steps_and_a_second_heal_finds_nothing(two):
     assert again.nothing_to_do and again.ok and again.lines() == ["no active faults in the journal: nothing to heal"]
 
 
+def test_a_feature_set_by_a_dead_run_is_set_back_from_the_journal(two, monkeypatch):
+    journal, dirs = two
+    journal.write({**ENTRY, "id": "r1-nemesis-2", "kind": "set-feature", "params": {"level": 1},
+                   "steps": [{"step": "set-feature", "feature": "transaction.version", "level": 2}]})
+    calls = []
+    monkeypatch.setattr(journal_module, "set_level", lambda conn, feature, level: calls.append((conn, feature, level)))
+    backend = FakeBackend()
+    report = heal_journal(dirs[0], backend)
+    assert report.healed == ["r1-nemesis-2"]
+    assert calls == [(backend.connection(), "transaction.version", 2)]
+
+
 def test_steps_before_and_after_a_start(tmp_path):
     backend = SimpleNamespace(node_ids=lambda: [1, 2, 3],
                               toxic_names=lambda node, scope, toxic: [(f"n{node}", f"txnlab-{toxic['type']}-up")])

@@ -128,6 +128,22 @@ def test_a_bad_spec_names_the_field(changes, expected):
     assert expected in problems_of(minimal_spec(**changes))
 
 
+def test_a_clients_own_options_apply_to_that_client_only():
+    """librdkafka's bound (socket.timeout.ms <= transaction.timeout.ms + 100) is its own: another client runs the
+    options it refuses, and `client_options` gives librdkafka its own value of the flag, after the shared ones."""
+    long_requests = ["--transaction-timeout-ms", "3000", "--request-timeout-s", "25"]
+    entry = {"workload": "txn-producer", "options": long_requests}
+    assert "exceeds --transaction-timeout-ms 3000 + 100 ms" in problems_of(minimal_spec(workloads=[entry]))
+    java = parse_spec(minimal_spec(workloads=[{**entry, "client": "java"}])).workloads[0]
+    assert java.run_options == long_requests
+    both = {**entry, "client_options": {"confluent": ["--request-timeout-s", "3.1"]}}
+    reference = parse_spec(minimal_spec(workloads=[both])).workloads[0]
+    assert reference.run_options == [*long_requests, "--request-timeout-s", "3.1"]
+    assert parse_spec(minimal_spec(workloads=[{**both, "client": "kafkajs"}])).workloads[0].run_options == long_requests
+    assert "client: client 'rdkafka': one of" in problems_of(minimal_spec(workloads=[
+        {**entry, "client": "java", "client_options": {"rdkafka": []}}]))
+
+
 @pytest.mark.parametrize("changes, expected", [
     (fault("pause-workload", process="txp-9"), "schedule.faults[0].params.process: unknown process 'txp-9'"),
     (fault("zombie-producer", process="obs-rc"), "schedule.faults[0].params.process: obs-rc is not a transactional"),

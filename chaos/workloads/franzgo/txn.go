@@ -48,7 +48,10 @@ func txnArgs(a Args, c *Ctx) TxnArgs {
 }
 
 // clientOpts: the connection, the transactional id and timeout, partitions as planned, franz-go's retries
-// bounded by the request timeout.
+// bounded by the request timeout, and a request waited for as long as the request timeout says (franz-go's
+// RequestTimeoutOverhead: the read deadline of a request without a timeout of its own, EndTxn's among them, and
+// what a Produce's deadline adds to its own timeout; 10 s by default, the option's default too), as Java's
+// request.timeout.ms and KafkaJS's requestTimeout are.
 func (t TxnArgs) clientOpts() []kgo.Opt {
 	opts, err := connectionOpts(t.c)
 	if err != nil {
@@ -56,7 +59,7 @@ func (t TxnArgs) clientOpts() []kgo.Opt {
 		usage("%v", err)
 	}
 	return append(opts, kgo.TransactionalID(t.TxnID), kgo.TransactionTimeout(time.Duration(t.TimeoutMs)*time.Millisecond),
-		kgo.RetryTimeout(t.Request), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond))
+		kgo.RetryTimeout(t.Request), kgo.RequestTimeoutOverhead(t.Request), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond))
 }
 
 func errorText(err error) string { return fmt.Sprintf("%T: %v", errors.Unwrap(err), err) }

@@ -39,15 +39,16 @@ final class Conn {
         return v == null || v.isEmpty() ? null : v;
     }
 
-    /** The properties every workload client starts from. */
-    static Properties properties() throws ConfigError {
+    /** The properties every workload client starts from, named `clientId` on the wire unless TXNLAB_KAFKA_CLIENT_ID
+     *  names them. */
+    static Properties properties(String clientId) throws ConfigError {
         String bootstrap = env("BOOTSTRAP");
         if (bootstrap == null) {
             throw new ConfigError("TXNLAB_KAFKA_BOOTSTRAP is not set");
         }
         Properties p = new Properties();
         p.put("bootstrap.servers", bootstrap);
-        p.put("client.id", env("CLIENT_ID") != null ? env("CLIENT_ID") : "txnlab");
+        p.put("client.id", env("CLIENT_ID") != null ? env("CLIENT_ID") : clientId);
         String protocol = env("SECURITY_PROTOCOL") != null ? env("SECURITY_PROTOCOL") : "PLAINTEXT";
         if (!List.of("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL").contains(protocol)) {
             throw new ConfigError("TXNLAB_KAFKA_SECURITY_PROTOCOL '" + protocol

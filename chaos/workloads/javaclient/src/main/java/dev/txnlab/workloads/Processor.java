@@ -75,7 +75,7 @@ final class Processor extends Txn.Client {
         }
         String group = a.str("--group", a.str("--run-tag", "") + ".eos");
         Txn.Options t = new Txn.Options(a);
-        Properties conn = Txn.connection();
+        Properties conn = Txn.connection(a);
         Ctx c = Ctx.open(a);
         Processor p = new Processor(c, t, conn, a.list("--inputs"), a.str("--output", ""), group, batch);
         int code = 0;

@@ -48,7 +48,7 @@ final class Producer extends Txn.Client {
             Main.usage("--keys " + keys + ": 0 (no keys) or a number of keys");
         }
         Txn.Options t = new Txn.Options(a);
-        Properties conn = Txn.connection();
+        Properties conn = Txn.connection(a);
         Ctx c = Ctx.open(a);
         Producer p = new Producer(c, t, conn, a.list("--topics"), records, keys, abortShare);
         int code = 0;

@@ -71,10 +71,12 @@ final class Txn {
         }
     }
 
-    /** The connection's properties, or exit 2 (a setting the client cannot use is a bad option, before any operation). */
-    static Properties connection() {
+    /** The connection's properties, its client.id `<run tag>.<process>` unless TXNLAB_KAFKA_CLIENT_ID names one (as
+     *  every workload names its clients: a hold-requests fault selects them by it), or exit 2 (a setting the client
+     *  cannot use is a bad option, before any operation). */
+    static Properties connection(Args a) {
         try {
-            return Conn.properties();
+            return Conn.properties(a.str("--run-tag", "") + "." + a.str("--process", ""));
         } catch (Conn.ConfigError e) {
             Main.usage(e.getMessage());
             return null;
