@@ -18,7 +18,7 @@ from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models.dashboard import DataSourceRef, VariableRefresh
 from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 
-from dashboards.rules import expiry, max_timeout
+from dashboards.rules import EPOCH_WARNING, PRODUCER_EPOCH_MAX, expiry, max_timeout
 
 DS = DataSourceRef(type_val="prometheus", uid="${datasource}")
 SEL = 'cluster=~"$cluster"'
@@ -115,6 +115,12 @@ def producer_state() -> gd.Dashboard:
         rows("Top partitions by active producers", f"topk(10, kafkatxn_partition_active_producers{{{TSEL}}})"),
         single("Oldest producer state (s since last write)",
                f"time() - min(kafkatxn_partition_oldest_producer_timestamp_seconds{{{TSEL}}})", unit="s"),
+        series(f"Highest producer epoch (the producer id rotates at {PRODUCER_EPOCH_MAX})", [
+            query(f"max by (topic) (kafkatxn_topic_max_producer_epoch{{{TSEL}}})", "{{topic}}"),
+            query(f"max(kafkatxn_transaction_max_producer_epoch{{{SEL}}})", "transactional ids in progress", "B")],
+            w=18, description=f"ProducerEpochNearExhaustion warns above {EPOCH_WARNING}. Under transaction.version 2 "
+            "every transaction end bumps the epoch; a partition keeps a rotated producer id's epoch until that id "
+            "expires (producer.id.expiration.ms)."),
     ])
 
 

@@ -28,6 +28,8 @@ def expiry(selector: str = "") -> str:
 
 MAX_TIMEOUT, EXPIRY = max_timeout(), expiry()
 RUNBOOK = "docs/alerts.md#"
+PRODUCER_EPOCH_MAX = 32767      # Short.MAX_VALUE: the producer epoch is an int16; at this value the producer id rotates
+EPOCH_WARNING = 30000           # ProducerEpochNearExhaustion: epochs above this are close to the rotation
 
 
 @dataclass(frozen=True)
@@ -104,7 +106,19 @@ def producer_state_alerts(knobs: Knobs) -> list[dict]:
         f"At the current growth rate, producer ids on this broker exceed {knobs.producer_budget} within the "
         "producer.id.expiration.ms horizon (ids expire only after it): broker heap at risk.",
         "Find the clients creating producers (short-lived idempotent producers); lower producer.id.expiration.ms "
-        "or set producer.id.quota.window (KIP-936)")]
+        "or set producer.id.quota.window (KIP-936)"),
+        alert("ProducerEpochNearExhaustion",
+              f"(max by (topic) (kafkatxn_topic_max_producer_epoch) > {EPOCH_WARNING}) "
+              f"or (max(kafkatxn_transaction_max_producer_epoch) > {EPOCH_WARNING})",
+              "5m", "warning",
+              "Producer epoch near exhaustion{{ if $labels.topic }} on topic {{ $labels.topic }}{{ end }}",
+              "{{ if $labels.topic }}A producer of topic {{ $labels.topic }}{{ else }}A transactional id{{ end }} "
+              f"is at producer epoch {{{{ $value }}}} of at most {PRODUCER_EPOCH_MAX}: there its producer id must "
+              "rotate, the step where KAFKA-20090, KAFKA-20310 and KAFKA-20357 live. Under transaction.version 2 "
+              "every transaction end bumps the epoch, so a busy transactional.id gets there in hours.",
+              "kafkatxn_partition_max_producer_epoch of the topic (which partition); txnlab txn list --all (which "
+              "transactional id, its producer and epoch); keep coordinator failovers away from the rotation and "
+              "run brokers with those fixes")]
 
 
 def exporter_alerts(knobs: Knobs) -> list[dict]:

@@ -25,6 +25,10 @@ P = "kafkatxn_"
 CACHED = " (cached: refreshed by the background collection every collection.interval_seconds)"
 TP = ["topic", "partition"]
 NEAR_TIMEOUT = 0.5      # an Ongoing transaction older than this share of its own timeout: abandoned or too slow
+PRODUCER_EPOCH_MAX = 32767   # Short.MAX_VALUE: the producer epoch is an int16; at this value the producer id rotates
+EPOCH_HELP = ("the epoch fences a producer id's earlier incarnations (zombies); an int16, it is exhausted at "
+              f"{PRODUCER_EPOCH_MAX} and the producer id must then rotate (transaction.version 2 bumps it at every "
+              "transaction end)")
 
 
 def _gauge(name: str, doc: str, labels: list[str] | None = None) -> Family:
@@ -177,17 +181,21 @@ def producer_families(res: ProducersResult | None, per_partition: bool) -> Itera
         return
     active = {tp: len(entries) for tp, entries in res.producers.items()}
     opened = {tp: [e for e in entries if e.txn_start_offset >= 0] for tp, entries in res.producers.items()}
+    epochs: dict[Partition, float] = {tp: max(e.producer_epoch for e in entries)
+                                      for tp, entries in res.producers.items() if entries}
     if per_partition:
-        yield from _partition_producers(res, active, opened)
+        yield from _partition_producers(res, active, opened, epochs)
     topic_active = _gauge("topic_active_producers", "Active producer ids over the topic's partitions" + CACHED,
                           ["topic"])
     topic_open = _gauge("topic_open_transactions", "Open transactions over the topic's partitions" + CACHED, ["topic"])
     open_counts = {tp: len(v) for tp, v in opened.items()}
-    for topic, values in sorted(_complete_topics(active, res.leaders).items()):
+    complete = _complete_topics(active, res.leaders)
+    for topic, values in sorted(complete.items()):
         topic_active.add_metric([topic], sum(values))
     for topic, values in sorted(_complete_topics(open_counts, res.leaders).items()):
         topic_open.add_metric([topic], sum(values))
     yield from (topic_active, topic_open)
+    yield _topic_max_epoch(epochs, set(complete))
     yield from _broker_producers(res, active)
     scan = _gauge("producer_scan_partitions", "Partitions asked with DescribeProducers in the last background "
                   "collection, by result" + CACHED, ["result"])
@@ -196,7 +204,7 @@ def producer_families(res: ProducersResult | None, per_partition: bool) -> Itera
     yield scan
 
 
-def _partition_producers(res: ProducersResult, active: dict, opened: dict) -> Iterator[Family]:
+def _partition_producers(res: ProducersResult, active: dict, opened: dict, epochs: dict) -> Iterator[Family]:
     f_active = _gauge("partition_active_producers", "Producer ids with state on the partition leader "
                       "(DescribeProducers)" + CACHED, TP)
     f_open = _gauge("partition_open_transactions", "Producers with an open transaction on the partition" + CACHED, TP)
@@ -206,6 +214,8 @@ def _partition_producers(res: ProducersResult, active: dict, opened: dict) -> It
                      "Last write of the producer holding the oldest open transaction" + CACHED, TP)
     f_oldest = _gauge("partition_oldest_producer_timestamp_seconds", "Last write of the least recently active "
                       "producer: it expires producer.id.expiration.ms after this" + CACHED, TP)
+    f_epoch = _gauge("partition_max_producer_epoch", "Highest producer epoch among the partition's active producers "
+                     "(DescribeProducers; absent without producers): " + EPOCH_HELP + CACHED, TP)
     for tp, entries in sorted(res.producers.items()):
         labels = _tp(tp)
         f_active.add_metric(labels, active[tp])
@@ -216,7 +226,19 @@ def _partition_producers(res: ProducersResult, active: dict, opened: dict) -> It
             f_write.add_metric(labels, oldest.last_timestamp_ms / 1000)
         if entries:
             f_oldest.add_metric(labels, min(e.last_timestamp_ms for e in entries) / 1000)
-    yield from (f_active, f_open, f_start, f_write, f_oldest)
+            f_epoch.add_metric(labels, epochs[tp])
+    yield from (f_active, f_open, f_start, f_write, f_oldest, f_epoch)
+
+
+def _topic_max_epoch(epochs: dict[Partition, float], complete: set[str]) -> Family:
+    """The highest partition epoch of each topic whose every partition was scanned (a partition scanned without
+    producers has no epoch and does not make its topic partial; one that failed does)."""
+    family = _gauge("topic_max_producer_epoch", "Highest partition_max_producer_epoch over the topic's partitions "
+                    f"(absent if a partition failed); exhausted at {PRODUCER_EPOCH_MAX}" + CACHED, ["topic"])
+    for topic, values in sorted(_by_topic(epochs).items()):
+        if topic in complete:
+            family.add_metric([topic], max(values))
+    return family
 
 
 def _broker_producers(res: ProducersResult, active: dict) -> Iterator[Family]:
@@ -277,8 +299,18 @@ def transaction_families(res: TransactionsResult | None, now: float, top_n: int,
     for coordinator, n in sorted(near.items()):
         near_f.add_metric([coordinator], n)
     yield from (total, oldest, over_f, near_f)
+    yield _transaction_max_epoch(res)
     if top_n:
         yield _top_transactions(res, now_ms, top_n)
+
+
+def _transaction_max_epoch(res: TransactionsResult) -> Family:
+    family = _gauge("transaction_max_producer_epoch", "Highest producer epoch among the transactional ids the "
+                    "coordinators described in the last collection (DescribeTransactions: those in progress; "
+                    "absent if none was): " + EPOCH_HELP + CACHED)
+    if res.descriptions:
+        family.add_metric([], max(d.producer_epoch for d in res.descriptions.values()))
+    return family
 
 
 def _top_transactions(res: TransactionsResult, now_ms: float, top_n: int) -> Family:

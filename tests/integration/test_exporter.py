@@ -14,7 +14,7 @@ from confluent_kafka import Producer
 
 from cluster.lab import versions
 from cluster.access.waiting import wait_until
-from tests.integration.helpers import metric, open_transaction, running_exporter, scrape, value
+from tests.integration.helpers import Samples, metric, open_transaction, running_exporter, scrape, value
 
 pytestmark = pytest.mark.kafka_core      # the version matrix's core (scripts/kafka_matrix.py)
 
@@ -33,6 +33,12 @@ def test_open_transaction_holds_lso_lag_until_commit(conn, topic):
         assert value(samples, "kafkatxn_partition_lso_last_advance_timestamp_seconds", topic=topic, partition=0) == first
         assert value(samples, "kafkatxn_topic_lso_lag", topic=topic) == 5
         assert value(samples, "kafkatxn_partition_lso_lag", topic=topic, partition=1) == 0
+        samples = wait_until(lambda: _epochs_collected(url, topic), 20, "the producer epochs of the open transaction")
+        epoch = value(samples, "kafkatxn_partition_max_producer_epoch", topic=topic, partition=0)
+        assert epoch is not None and epoch >= 0
+        assert value(samples, "kafkatxn_topic_max_producer_epoch", topic=topic) == epoch    # 1 and 2: no producers
+        assert value(samples, "kafkatxn_partition_max_producer_epoch", topic=topic, partition=1) is None
+        assert value(samples, "kafkatxn_transaction_max_producer_epoch") >= 0               # its id is in progress
 
         producer.commit_transaction(30)
         wait_until(lambda: metric(url, "kafkatxn_partition_lso_lag", topic=topic, partition=0) == 0, 20,
@@ -40,6 +46,14 @@ def test_open_transaction_holds_lso_lag_until_commit(conn, topic):
         assert metric(url, "kafkatxn_partition_lso_last_advance_timestamp_seconds", topic=topic, partition=0) > first
         assert metric(url, "kafkatxn_partition_last_stable_offset", topic=topic, partition=0) == \
             metric(url, "kafkatxn_partition_high_watermark", topic=topic, partition=0) == 6   # 5 records + marker
+
+
+def _epochs_collected(url: str, topic: str) -> Samples | None:
+    """A scrape with the epoch of the topic's producers and of the transactional ids in progress, once collected."""
+    samples = scrape(url)
+    wanted = (value(samples, "kafkatxn_topic_max_producer_epoch", topic=topic),
+              value(samples, "kafkatxn_transaction_max_producer_epoch"))
+    return samples if None not in wanted else None
 
 
 def _one_short_lived_producer(conn, topic: str, n: int) -> None:
@@ -57,6 +71,8 @@ def test_short_lived_idempotent_producers_raise_active_producers(conn, topic):
             list(pool.map(lambda n: _one_short_lived_producer(conn, topic, n), range(200)))
         wait_until(lambda: active() == before + 200, 30, "200 more active producers on the partition")
         assert metric(url, "kafkatxn_topic_active_producers", topic=topic) == before + 200
+        assert metric(url, "kafkatxn_partition_max_producer_epoch", topic=topic, partition=1) == 0   # new ids: epoch 0
+        assert metric(url, "kafkatxn_topic_max_producer_epoch", topic=topic) == 0
 
 
 def _healthy_everywhere(url: str, topic: str) -> bool:

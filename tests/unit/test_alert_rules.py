@@ -9,6 +9,7 @@ import yaml
 
 from dashboards import build, rules
 from cluster.lab.versions import REPO_ROOT
+from exporter import collectors
 
 ALERTS = REPO_ROOT / "dashboards" / "alerts"
 
@@ -42,7 +43,8 @@ def test_every_alert_has_a_firing_and_a_silent_case():
     fired = {c["alertname"] for t in cases for c in t["alert_rule_test"] if c["exp_alerts"]}
     silent = {c["alertname"] for t in cases for c in t["alert_rule_test"] if not c["exp_alerts"]}
     assert alerts == {"HangingTransaction", "LSOStuck", "OpenTransactionTooOld", "ProducerStateGrowth",
-                      "CoordinatorTransactionsOverTimeout", "TransactionNearTimeout", "TransactionMarkerQueue", "ExporterDown", "ExporterStale"}
+                      "CoordinatorTransactionsOverTimeout", "TransactionNearTimeout", "TransactionMarkerQueue", "ExporterDown", "ExporterStale",
+                      "ProducerEpochNearExhaustion"}
     assert fired == alerts and silent == alerts
 
 
@@ -61,3 +63,11 @@ def test_committed_files_are_what_the_code_renders():
 def test_the_budget_is_a_knob():
     text = rules.render(rules.Knobs(producer_budget=1234))
     assert "> 1234" in text and "> 200000" not in text
+
+
+def test_the_epoch_rule_and_the_exporter_name_the_same_maximum():
+    """dashboards/ imports nothing of txnlab's, so the int16 maximum is written in rules.py and in collectors.py:
+    this keeps the two equal, and the warning below it."""
+    assert rules.PRODUCER_EPOCH_MAX == collectors.PRODUCER_EPOCH_MAX == 2**15 - 1
+    assert 0 < rules.EPOCH_WARNING < rules.PRODUCER_EPOCH_MAX
+    assert f"of at most {rules.PRODUCER_EPOCH_MAX}" in rules.render()

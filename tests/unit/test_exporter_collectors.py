@@ -33,8 +33,8 @@ class FakeService:
         return NOW
 
 
-def entry(pid: int, start: int = -1, last_s: float = NOW - 10) -> ProducerEntry:
-    return ProducerEntry(pid, 0, 0, int(last_s * 1000), 4, start)
+def entry(pid: int, start: int = -1, last_s: float = NOW - 10, epoch: int = 0) -> ProducerEntry:
+    return ProducerEntry(pid, epoch, 0, int(last_s * 1000), 4, start)
 
 
 def scrape(service: FakeService):
@@ -97,6 +97,51 @@ def test_producer_state_and_broker_totals():
     assert get("kafkatxn_broker_active_producers", broker="1") == 3
     assert get("kafkatxn_broker_active_producers", broker="2") is None       # audit-0 on broker 2 failed
     assert get("kafkatxn_producer_scan_partitions", result="failed") == 1
+
+
+def epoch_producers() -> ProducersResult:
+    """orders: three partitions scanned, orders-2 without producers; audit: audit-1 failed."""
+    return ProducersResult(
+        producers={("orders", 0): [entry(1, epoch=3), entry(2, start=95, epoch=30500), entry(3, epoch=7)],
+                   ("orders", 1): [entry(4, epoch=12)], ("orders", 2): [], ("audit", 0): [entry(5, epoch=5)]},
+        leaders={("orders", 0): 1, ("orders", 1): 2, ("orders", 2): 1, ("audit", 0): 2, ("audit", 1): 1}, requested=5)
+
+
+def test_highest_producer_epoch_per_partition_and_per_topic_only_where_every_partition_was_scanned():
+    """How close producers are to the int16 epoch maximum, where their producer id rotates: a partition scanned
+    without producers has no epoch and does not make its topic partial; a partition that failed does."""
+    get, _ = scrape(FakeService(offsets_view(), Background(producers=epoch_producers())))
+    assert get("kafkatxn_partition_max_producer_epoch", topic="orders", partition="0") == 30500
+    assert get("kafkatxn_partition_max_producer_epoch", topic="orders", partition="1") == 12
+    assert get("kafkatxn_partition_max_producer_epoch", topic="orders", partition="2") is None
+    assert get("kafkatxn_partition_max_producer_epoch", topic="audit", partition="0") == 5
+    assert get("kafkatxn_topic_max_producer_epoch", topic="orders") == 30500
+    assert get("kafkatxn_topic_max_producer_epoch", topic="audit") is None          # audit-1 failed
+    assert get("kafkatxn_topic_active_producers", topic="audit") is None             # the same rule
+
+
+def test_topic_granularity_keeps_the_topic_epoch_and_drops_the_partition_one():
+    get, registry = scrape(FakeService(offsets_view(), Background(producers=epoch_producers()), granularity="topic"))
+    assert get("kafkatxn_topic_max_producer_epoch", topic="orders") == 30500
+    assert b"kafkatxn_partition_max_producer_epoch{" not in generate_latest(registry)
+
+
+def test_highest_producer_epoch_of_the_described_transactional_ids_and_none_without_descriptions():
+    descriptions = {
+        "a": TransactionDescription("a", 1, "Ongoing", 1, 4, 60_000, int((NOW - 5) * 1000), frozenset()),
+        "b": TransactionDescription("b", 2, "PrepareCommit", 2, 31000, 60_000, int((NOW - 1) * 1000), frozenset())}
+    listings = [TransactionListing(t, d.producer_id, d.state, d.coordinator) for t, d in descriptions.items()]
+    bg = Background(producers=epoch_producers(),
+                    transactions=TransactionsResult(listings=listings, descriptions=descriptions))
+    get, registry = scrape(FakeService(offsets_view(), bg))
+    assert get("kafkatxn_transaction_max_producer_epoch") == 31000
+    helps = {m.name: m.documentation for m in registry.collect()}
+    assert all("32767" in helps[f"kafkatxn_{n}_max_producer_epoch"] for n in ("transaction", "partition", "topic"))
+    idle = [TransactionListing("c", 3, "CompleteCommit", 1)]                         # listed, none described
+    get, registry = scrape(FakeService(offsets_view(), Background(transactions=TransactionsResult(listings=idle))))
+    assert get("kafkatxn_transaction_max_producer_epoch") is None
+    assert get("kafkatxn_transactions", coordinator="1", state="CompleteCommit") == 1
+    assert b"\nkafkatxn_transaction_max_producer_epoch " not in generate_latest(registry)      # HELP, TYPE, no sample
 
 
 def test_coordinator_states_and_over_timeout():
