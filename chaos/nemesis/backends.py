@@ -142,6 +142,11 @@ class ToxiproxyBackend:
         listener). Toxiproxy closes the proxy's open connections: their clients reconnect."""
         raise BackendError("this backend cannot put a relay in front of a node (the local cluster can)")
 
+    def reroute_link(self, node: int, src: int, upstream: str | None) -> None:
+        """Point the proxy of the link from node src to node's inter-broker listener at upstream (None: back at
+        node's own listener); the brokers reconnect."""
+        raise BackendError("this backend cannot put a relay between two nodes (the local cluster can)")
+
     def heal(self, timeout: float = HEAL_TIMEOUT_S) -> None:
         """No toxics, every node resumed and running, serving and registered, leadership back on the
         preferred replicas (faults leave it piled on the survivors); each step on its own (cluster/lab/heal.py)."""
@@ -200,7 +205,13 @@ class LocalBackend(ToxiproxyBackend):
         self.cluster.heal_network()
 
     def reroute_client(self, node: int, upstream: str | None) -> None:
-        own = next(p for p in self.layout.proxies() if p.name == f"n{node}-client")
+        self._reroute(f"n{node}-client", upstream)
+
+    def reroute_link(self, node: int, src: int, upstream: str | None) -> None:
+        self._reroute(f"n{node}-repl-from-{src}", upstream)
+
+    def _reroute(self, name: str, upstream: str | None) -> None:
+        own = next(p for p in self.layout.proxies() if p.name == name)
         self.toxiproxy.ensure_proxy(Proxy(own.name, own.listen, upstream or own.upstream))
 
     def connection(self) -> ConnectionSettings:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 TARGET_RE = re.compile(r"^(node:\d+|random|controller|not-controller|coordinator:.+|not-coordinator:.+|"
                        r"group-coordinator:.+|leader:.+:\d+)$")
@@ -101,17 +101,35 @@ class NetworkParams(TargetParams):
         "fast path while its first attempt is still held, as with a flow-hashed route through one bad link"))
 
 
+MARKER_SENDERS = "broker-*-txn-marker-sender"      # the client id a transaction coordinator sends its markers with
+
+
 class HoldRequestsParams(TargetParams):
-    """Hold requests of the named types from the named clients on the wire (a Kafka-aware relay in front of
-    the node's client listener, chaos/nemesis/request_hold.py); heal: release what is held, the relay out of the
-    path. Starting and healing close the node's client connections (their clients reconnect)."""
+    """Hold requests of the named types from the named clients on the wire (a Kafka-aware relay,
+    chaos/nemesis/request_hold.py); heal: release what is held, the relay out of the path. `link: client` (the
+    default): in front of the node's client listener; starting and healing close its client connections (their
+    clients reconnect). `link: markers`: on every link from the node to the other nodes' inter-broker listeners,
+    where the node's transaction coordinator sends WriteTxnMarkers to the partitions' leaders (its own partitions'
+    markers are written locally, never held); starting and healing close those links (the brokers reconnect)."""
+    link: Literal["client", "markers"] = "client"
     apis: list[Literal["Produce", "FindCoordinator", "InitProducerId", "AddPartitionsToTxn", "AddOffsetsToTxn",
-                       "EndTxn", "TxnOffsetCommit"]] = Field(["EndTxn"], min_length=1)
+                       "EndTxn", "WriteTxnMarkers", "TxnOffsetCommit"]] = Field(["EndTxn"], min_length=1)
     clients: list[str] = Field(min_length=1, description="client.id patterns (fnmatch, {tag} substituted), "
-                                                          "e.g. '{tag}.streams-*-producer'")
+                                                          "e.g. '{tag}.streams-*-producer', or "
+                                                          f"'{MARKER_SENDERS}' for the markers")
     hold_ms: int = Field(6000, ge=1, le=60000)
     every_ms: int = Field(10000, ge=0, le=600000, description="at most one hold per this long, across connections: "
                                                                "the client's retry of a held request goes through")
+
+    @model_validator(mode="after")
+    def _apis_of_the_link(self) -> "HoldRequestsParams":
+        markers = set(self.apis) == {"WriteTxnMarkers"}
+        if self.link == "markers" and not markers:
+            raise ValueError("link markers holds WriteTxnMarkers only (apis: [WriteTxnMarkers]): the other requests "
+                             "between brokers are replication's")
+        if self.link == "client" and "WriteTxnMarkers" in self.apis:
+            raise ValueError("WriteTxnMarkers travels between brokers, never on a client link: link: markers")
+        return self
 
 
 class IsolateBrokerParams(TargetParams):

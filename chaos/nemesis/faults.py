@@ -368,35 +368,60 @@ class IsolateBroker(Network):
 
 
 class HoldRequests(NodeFault):
-    """The node's client proxy pointed at a Kafka-aware relay that holds the named requests of the named
-    clients (chaos/nemesis/request_hold.py); heal: the proxy back on the node, then every held request released."""
+    """Relays that hold the named requests of the named clients (chaos/nemesis/request_hold.py): the node's client
+    proxy pointed at one (link client), or each link from the node to another node's inter-broker listener (link
+    markers: where the node's transaction coordinator sends its markers); heal: every proxy back on its node, then
+    every held request released."""
     kind = "hold-requests"
 
     def __init__(self, params: Params):
         super().__init__(params)
-        self.relay: RequestHold | None = None
-        self.report: dict = {}                   # what the relay held, once it is stopped
+        self.relays: dict[tuple[int, int | None], RequestHold] = {}     # (node, src: None for the client link)
+        self.policy: HoldPolicy | None = None    # the relays share it: one hold per every_ms across all of them
+        self.report: dict = {}                   # what the relays held, once they are stopped
 
     def act(self, env: FaultEnv, node: int) -> dict:
         layout = env.backend.layout
-        policy = HoldPolicy(frozenset(API_KEYS[name] for name in self.params.apis),
-                            tuple(with_tag(c, env.tag) for c in self.params.clients),
-                            self.params.hold_ms / 1000, self.params.every_ms / 1000)
-        port = layout.request_hold_port(node)
-        self.relay = RequestHold(port, f"{LOOPBACK}:{layout.client_port(node)}", policy)
+        policy = self.policy = HoldPolicy(frozenset(API_KEYS[name] for name in self.params.apis),
+                                          tuple(with_tag(c, env.tag) for c in self.params.clients),
+                                          self.params.hold_ms / 1000, self.params.every_ms / 1000)
+        if self.params.link == "client":
+            links = [(node, None, layout.request_hold_port(node), layout.client_port(node))]
+        else:
+            links = [(peer, node, layout.marker_hold_port(peer, node), layout.repl_port(peer, node))
+                     for peer in layout.peers(node)]
         try:
-            env.backend.reroute_client(node, f"{LOOPBACK}:{port}")
+            for to, src, port, listener in links:
+                self.relays[(to, src)] = RequestHold(port, f"{LOOPBACK}:{listener}", policy)
+                if src is None:
+                    env.backend.reroute_client(to, f"{LOOPBACK}:{port}")
+                else:
+                    env.backend.reroute_link(to, src, f"{LOOPBACK}:{port}")
         except Exception:
-            self.relay.stop()
-            self.relay = None
+            try:
+                self.undo(env, node)         # what was pointed at a relay pointed back, every relay stopped
+            finally:
+                for relay in self.relays.values():
+                    relay.stop()
+                self.relays = {}
             raise
-        return {"relay": f"{LOOPBACK}:{port}", "apis": list(self.params.apis), "clients": list(policy.clients)}
+        relays = {f"{LOOPBACK}:{port}": (f"n{to}-client" if src is None else f"n{to}-repl-from-{src}")
+                  for to, src, port, _ in links}
+        return {"relay": next(iter(relays)) if self.params.link == "client" else None, "relays": relays,
+                "apis": list(self.params.apis), "clients": list(policy.clients)}
 
     def undo(self, env: FaultEnv, node: int) -> dict:
-        env.backend.reroute_client(node, None)
-        if self.relay is not None:
-            self.relay.stop()
-            self.report, self.relay = self.relay.report(), None
+        if self.params.link == "client":
+            env.backend.reroute_client(node, None)
+        else:
+            for peer in env.backend.layout.peers(node):
+                env.backend.reroute_link(peer, node, None)
+        if self.relays:                          # (stopped only once every proxy is back on its node)
+            reports = [relay.stop() or relay.report() for relay in self.relays.values()]
+            self.relays = {}
+            self.report = {"held": reports[0]["held"],          # the shared policy's
+                           "delivered_after_client_closed": [d for r in reports
+                                                             for d in r["delivered_after_client_closed"]]}
         return {"rerouted_back": True, **self.report}
 
     def heal_unstarted(self, env: FaultEnv) -> dict:

@@ -35,7 +35,7 @@ MAX_FRAME = 100 * 1024 * 1024            # a Kafka request larger than this is n
 
 # the request types a hold may name (Kafka's api keys)
 API_KEYS = {"Produce": 0, "FindCoordinator": 10, "InitProducerId": 22, "AddPartitionsToTxn": 24,
-            "AddOffsetsToTxn": 25, "EndTxn": 26, "TxnOffsetCommit": 28}
+            "AddOffsetsToTxn": 25, "EndTxn": 26, "WriteTxnMarkers": 27, "TxnOffsetCommit": 28}
 
 
 @dataclass(frozen=True)

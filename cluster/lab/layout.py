@@ -157,6 +157,12 @@ class ClusterLayout:
         bound only while a hold-requests fault runs."""
         return self.base_port + 650 + node
 
+    def marker_hold_port(self, node: int, src: int) -> int:
+        """The request hold's relay on the link from node src to node's inter-broker listener (the transaction
+        markers src's coordinator sends to node's partitions), bound only while a hold-requests fault on the
+        markers runs: 701..788."""
+        return self.base_port + 700 + 10 * (node - 1) + src
+
     @property
     def toxiproxy_port(self) -> int:
         return self.base_port + 700
@@ -181,6 +187,7 @@ class ClusterLayout:
                       self.request_hold_port(n)]
             ports += [self.repl_port(n, s) for s in self.node_ids]
             ports += [self.repl_proxy_port(n, s) for s in self.peers(n)]
+            ports += [self.marker_hold_port(n, s) for s in self.peers(n)]
             ports += [self.controller_proxy_port(n, s) for s in self.peers(n)]
         return ports
 

@@ -153,6 +153,38 @@ def test_hold_an_endtxn_of_one_client_on_the_wire_and_heal(env, conn, topic):
     assert make_fault("hold-requests", {"clients": ["x"]}).undo_steps(env) == [{"step": "remove-all-toxics"}]
 
 
+def test_hold_the_markers_a_coordinator_sends_and_heal(env, conn, admin, topic):
+    """A real commit whose markers to a partition led by another node are held on the coordinator's link to it:
+    the producer is told committed at once, read_committed sees nothing of it until the markers arrive (the last
+    stable offset stays), then sees it; the links back on their nodes after the heal."""
+    from confluent_kafka import Producer
+    cluster = env.backend.cluster
+    txn_id = f"{env.tag}.markers-0"
+    producer = Producer({**conn.confluent(), "transactional.id": txn_id})
+    producer.init_transactions(30)
+    coordinator = admin.coordinator_of(txn_id)
+    partition = next(p for p in range(3) if admin.leader_of(topic, p) != coordinator)
+    fault = make_fault("hold-requests", {"target": f"coordinator:{txn_id}", "link": "markers",
+                                         "apis": ["WriteTxnMarkers"], "clients": ["broker-*-txn-marker-sender"],
+                                         "hold_ms": 6000, "every_ms": 60000})
+    started = fault.start(env)
+    assert started["node"] == coordinator and set(started["relays"].values()) == {
+        f"n{peer}-repl-from-{coordinator}" for peer in cluster.layout.peers(coordinator)}
+    producer.begin_transaction()
+    producer.produce(topic, value=b"held", partition=partition)
+    producer.commit_transaction(30)                         # answered once the coordinator wrote PREPARE_COMMIT
+    committed = time.monotonic()
+    assert partition_offsets(conn, topic, [partition], committed=True)[partition] == 0      # no marker yet
+    wait_until(lambda: partition_offsets(conn, topic, [partition], committed=True)[partition] == 2, 20,
+               "the held marker written")
+    assert time.monotonic() - committed >= 3.0
+    healed = fault.heal(env)
+    assert [(h["api_key"], h["client_id"]) for h in healed["held"]][:1] == [(27, f"broker-{coordinator}-txn-marker-sender")]
+    assert {p["name"]: p["upstream"] for p in cluster.toxiproxy.proxies().values()} == \
+        {p.name: p.upstream for p in cluster.layout.proxies()}
+    assert [r.value for r in read_to_end(conn, topic, committed=True)] == [b"held"]
+
+
 def test_transaction_version_is_set_to_the_other_level_under_a_transaction_and_set_back(env, conn, topic):
     """The cluster's transaction.version changed with Kafka's feature tool while a real transactional producer is
     mid-transaction: the transaction begun before commits, one begun after too; the heal sets the level back, and a

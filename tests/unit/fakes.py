@@ -5,6 +5,12 @@ import socket
 from types import SimpleNamespace
 
 
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 class FakeBackend:
     """A chaos backend (chaos/nemesis/backends.py) that records every call instead of acting: the node operations
     as (name, *args), toxics on n<node>-<scope>; with toxiproxy_up False, removing toxics fails as it does when
@@ -23,14 +29,18 @@ class FakeBackend:
 
     @property
     def layout(self):
-        """The ports a hold-requests fault binds (a free one) and relays to (nothing listens: no client)."""
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        return SimpleNamespace(request_hold_port=lambda node: port, client_port=lambda node: 9)
+        """The ports a hold-requests fault binds (free ones) and relays to (nothing listens: no client), the nodes'
+        peers."""
+        port = free_port()
+        return SimpleNamespace(request_hold_port=lambda node: port, client_port=lambda node: 9,
+                               marker_hold_port=lambda node, src: free_port(), repl_port=lambda node, src: 9,
+                               peers=lambda node: [n for n in self.nodes if n != node])
 
     def reroute_client(self, node, upstream):
         self.calls.append(("reroute_client", node, upstream and upstream.startswith("127.0.0.1:")))
+
+    def reroute_link(self, node, src, upstream):
+        self.calls.append(("reroute_link", node, src, upstream and upstream.startswith("127.0.0.1:")))
 
     def connection(self):
         """The cluster's connection settings (a feature's journal step asks for them): a loopback bootstrap."""

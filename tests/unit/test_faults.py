@@ -666,6 +666,23 @@ def test_hold_requests_puts_the_relay_in_front_of_the_node_and_takes_it_out_at_h
     assert fault.undo_steps(env) == [{"step": "remove-all-toxics"}]
 
 
+def test_a_hold_of_the_markers_puts_a_relay_on_every_link_from_the_coordinator_and_takes_them_out_at_heal():
+    env = make_env()
+    fault = make_fault("hold-requests", {"target": "node:2", "link": "markers", "apis": ["WriteTxnMarkers"],
+                                         "clients": ["broker-*-txn-marker-sender"], "hold_ms": 1000})
+    started = fault.start(env)
+    assert started["node"] == 2 and started["relay"] is None
+    assert sorted(started["relays"].values()) == ["n1-repl-from-2", "n3-repl-from-2"]
+    assert fault.heal(env) == {"node": 2, "rerouted_back": True, "held": [], "delivered_after_client_closed": []}
+    assert env.backend.calls == [("reroute_link", 1, 2, True), ("reroute_link", 3, 2, True),
+                                 ("reroute_link", 1, 2, None), ("reroute_link", 3, 2, None)]
+    assert fault.relays == {} and fault.undo_steps(env) == [{"step": "remove-all-toxics"}]
+    with pytest.raises(ValidationError, match="WriteTxnMarkers only"):
+        make_fault("hold-requests", {"link": "markers", "apis": ["EndTxn"], "clients": ["x"]})
+    with pytest.raises(ValidationError, match="never on a client link"):
+        make_fault("hold-requests", {"apis": ["WriteTxnMarkers"], "clients": ["x"]})
+
+
 def test_a_hold_whose_proxy_cannot_be_pointed_at_the_relay_stops_the_relay():
     env = make_env()
 
@@ -676,4 +693,4 @@ def test_a_hold_whose_proxy_cannot_be_pointed_at_the_relay_stops_the_relay():
     fault = make_fault("hold-requests", EXAMPLE_PARAMS["hold-requests"])
     with pytest.raises(BackendError):
         fault.start(env)
-    assert fault.relay is None
+    assert fault.relays == {}
