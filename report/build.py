@@ -25,7 +25,7 @@ from chaos.record import shapes, signatures
 from chaos.record.recovery import recovery, restart_text, stall_text
 from chaos.workloads.plans import option_value
 from chaos.catalog.bugs import error_candidates, matching_anomaly_bugs, matching_bugs, shape_candidates
-from chaos.workloads.native import CLIENT_OPTION
+from chaos.workloads.native import CLIENT_OPTION, REFERENCE
 from report import detection, series
 from cluster.access.errors import TxnlabError
 
@@ -263,18 +263,34 @@ def shape_bugs(run_dir: Path) -> list[dict]:
          "occurrences": [seen for name in bug.expect.shapes for seen in found[name]]}
         for bug in bugs if any(found[name] for name in bug.expect.shapes)]
     erring = error_candidates(run_clients(run_dir), _json(run_dir / "cluster.json") or {})
-    seen = shapes.errors_seen(run_dir, tuple({name for bug in erring for name in bug.expect.errors})) if erring else {}
-    return shown + [{"id": bug.id, "url": bug.url, "title": bug.title,
-                     "occurrences": [f"{seen[name]['count']} operation{'s' * (seen[name]['count'] != 1)} recorded "
-                                     f"{name} (the first: "
-                                     f"{seen[name]['first_process']} at {seen[name]['first_s']:g} s)"
-                                     for name in bug.expect.errors if name in seen]}
-                    for bug in erring if seen and any(name in seen for name in bug.expect.errors)]
+    clients = process_clients(run_dir)
+    for bug in erring:
+        mine = None if not bug.expect.error_clients else \
+            frozenset(p for p, client in clients.items() if client in bug.expect.error_clients)
+        seen = shapes.errors_seen(run_dir, tuple(bug.expect.errors), mine)
+        if seen:
+            shown.append({"id": bug.id, "url": bug.url, "title": bug.title,
+                          "occurrences": [f"{seen[name]['count']} operation{'s' * (seen[name]['count'] != 1)} recorded "
+                                          f"{name} (the first: {seen[name]['first_process']} at "
+                                          f"{seen[name]['first_s']:g} s)" for name in bug.expect.errors if name in seen]})
+    return shown
 
 
 def run_args(run_dir: Path) -> tuple[tuple[str, ...], ...]:
     """Each of a run's workload processes' arguments (spec.json)."""
     return tuple(tuple(s.get("args", [])) for s in (_json(run_dir / "spec.json") or {}).get("specs", []))
+
+
+FRAMEWORK_CLIENTS = {"streams": "java", "java-copier": "java", "flink": "flink"}   # the JVM workloads' clients
+
+
+def process_clients(run_dir: Path) -> dict[str, str]:
+    """Each workload process of a run and the Kafka client it ran on: its --client, else java for Kafka Streams and
+    the Java copier (Kafka's Java clients), flink for Flink's, the reference's for every other workload."""
+    specs = (_json(run_dir / "spec.json") or {}).get("specs", [])
+    return {s["process"]: (option_value(s.get("args", []), CLIENT_OPTION) if CLIENT_OPTION in s.get("args", [])
+                           else FRAMEWORK_CLIENTS.get(s["workload"], REFERENCE))
+            for s in specs if "process" in s}
 
 
 def run_clients(run_dir: Path) -> frozenset[str]:

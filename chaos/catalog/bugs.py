@@ -88,6 +88,9 @@ class BugExpect(_Strict):
     alerts: list[str] = []          # alerts the affected side's faults should raise (the report marks them expected)
     history: str | None = None
     shapes: list[str] = []
+    # the clients whose recorded errors show it (none: any): a broker's answer only some clients can get (KAFKA-20785:
+    # those that speak transaction.version 2), the same error name from another client being another matter
+    error_clients: list[str] = []
 
     @model_validator(mode="after")
     def _shows_something(self) -> "BugExpect":

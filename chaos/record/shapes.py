@@ -54,10 +54,11 @@ def shapes_in(run_dir: Path, names: tuple[str, ...]) -> dict[str, list[str]] | s
     return {name: SHAPES[name](history.ops) for name in names}
 
 
-def errors_seen(run_dir: Path, names: tuple[str, ...]) -> dict[str, dict] | None:
+def errors_seen(run_dir: Path, names: tuple[str, ...], processes: frozenset[str] | None = None) -> dict[str, dict] | None:
     """Per expected error name found in the run's history: how many operations recorded an error naming it
-    (in their `error` text or its causes), and the first one's process and time (s since the run started).
-    None when the history cannot be read or was cut short: no error seen is then no evidence of none."""
+    (in their `error` text or its causes), and the first one's process and time (s since the run started); only
+    the operations of `processes` when given. None when the history cannot be read or was cut short: no error seen
+    is then no evidence of none."""
     seen: dict[str, dict] = {}
     if not names:
         return seen
@@ -67,6 +68,8 @@ def errors_seen(run_dir: Path, names: tuple[str, ...]) -> dict[str, dict] | None
         return None
     for op in history.ops:
         value = op.get("value")
+        if processes is not None and op["process"] not in processes:
+            continue
         if not isinstance(value, dict) or not ({"error", "causes"} & value.keys()):
             continue
         text = json.dumps({k: value.get(k) for k in ("error", "causes")}, default=str)
