@@ -32,6 +32,7 @@ from report.build import fault_line, stall_bugs
 from tests.integration.conftest import CAMPAIGN
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(1200)]
+METADATA_MIN_AGE_S = 5.0      # franz-go's default MetadataMinAge: what a commit-waits transaction waits, once or twice
 BASE_PORT = int(os.environ.get("TXNLAB_TEST_BASE_PORT", "21000")) + 1000     # 22000: no other test cluster's
 
 
@@ -78,7 +79,9 @@ def test_franz_go_waits_5_s_in_transactions_at_transaction_version_2_and_not_at_
     waits = affected["shapes"]["commit-waits"]
     assert waits and all("no fault active" in line for line in waits), waits
     took = [float(SHAPE_LINE.search(line)["took"]) for line in waits]
-    assert all(COMMIT_WAIT_S <= s < 8 for s in took), took            # MetadataMinAge (5 s) and a commit, no more
+    # MetadataMinAge (5 s) and a commit, or twice that when the transaction's second partition met
+    # CONCURRENT_TRANSACTIONS too (a 9.57 s transaction in the CI of 2026-11-30 13:33; docs/findings.md: p90 4.8-10.0 s)
+    assert all(COMMIT_WAIT_S <= s < 2 * METADATA_MIN_AGE_S + 1 for s in took), took
     ran = [json.loads((Path(r["run_dir"]) / "cluster.json").read_text()) for r in (affected, fixed)]
     assert [c["features"]["transaction.version"] for c in ran] == ["2", "1"], ran
     producers = [[s["args"] for s in json.loads((Path(r["run_dir"]) / "spec.json").read_text())["specs"]
