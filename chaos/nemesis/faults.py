@@ -377,33 +377,37 @@ class HoldRequests(NodeFault):
     def __init__(self, params: Params):
         super().__init__(params)
         self.relays: dict[tuple[int, int | None], RequestHold] = {}     # (node, src: None for the client link)
-        self.policy: HoldPolicy | None = None    # the relays share it: one hold per every_ms across all of them
         self.report: dict = {}                   # what the relays held, once they are stopped
 
-    def act(self, env: FaultEnv, node: int) -> dict:
-        layout = env.backend.layout
-        policy = self.policy = HoldPolicy(frozenset(API_KEYS[name] for name in self.params.apis),
-                                          tuple(with_tag(c, env.tag) for c in self.params.clients),
-                                          self.params.hold_ms / 1000, self.params.every_ms / 1000)
+    def _links(self, layout: Any, node: int) -> list[tuple[int, int | None, int, int]]:
+        """(to, src, the relay's port, the listener's port) of each link a relay sits on: src None for the node's
+        client link, else the links from the node (its coordinator's markers) to the others' inter-broker listeners."""
         if self.params.link == "client":
-            links = [(node, None, layout.request_hold_port(node), layout.client_port(node))]
+            return [(node, None, layout.request_hold_port(node), layout.client_port(node))]
+        return [(peer, node, layout.marker_hold_port(peer, node), layout.repl_port(peer, node))
+                for peer in layout.peers(node)]
+
+    @staticmethod
+    def _reroute(env: FaultEnv, to: int, src: int | None, upstream: str | None) -> None:
+        if src is None:
+            env.backend.reroute_client(to, upstream)
         else:
-            links = [(peer, node, layout.marker_hold_port(peer, node), layout.repl_port(peer, node))
-                     for peer in layout.peers(node)]
+            env.backend.reroute_link(to, src, upstream)
+
+    def act(self, env: FaultEnv, node: int) -> dict:
+        policy = HoldPolicy(frozenset(API_KEYS[name] for name in self.params.apis),   # shared: one hold per every_ms
+                            tuple(with_tag(c, env.tag) for c in self.params.clients),
+                            self.params.hold_ms / 1000, self.params.every_ms / 1000)
+        links = self._links(env.backend.layout, node)
         try:
             for to, src, port, listener in links:
                 self.relays[(to, src)] = RequestHold(port, f"{LOOPBACK}:{listener}", policy)
-                if src is None:
-                    env.backend.reroute_client(to, f"{LOOPBACK}:{port}")
-                else:
-                    env.backend.reroute_link(to, src, f"{LOOPBACK}:{port}")
+                self._reroute(env, to, src, f"{LOOPBACK}:{port}")
         except Exception:
             try:
                 self.undo(env, node)         # what was pointed at a relay pointed back, every relay stopped
             finally:
-                for relay in self.relays.values():
-                    relay.stop()
-                self.relays = {}
+                self._stop_relays()
             raise
         relays = {f"{LOOPBACK}:{port}": (f"n{to}-client" if src is None else f"n{to}-repl-from-{src}")
                   for to, src, port, _ in links}
@@ -411,18 +415,18 @@ class HoldRequests(NodeFault):
                 "apis": list(self.params.apis), "clients": list(policy.clients)}
 
     def undo(self, env: FaultEnv, node: int) -> dict:
-        if self.params.link == "client":
-            env.backend.reroute_client(node, None)
-        else:
-            for peer in env.backend.layout.peers(node):
-                env.backend.reroute_link(peer, node, None)
-        if self.relays:                          # (stopped only once every proxy is back on its node)
+        for to, src, _, _ in self._links(env.backend.layout, node):
+            self._reroute(env, to, src, None)
+        self._stop_relays()                      # only once every proxy is back on its node
+        return {"rerouted_back": True, **self.report}
+
+    def _stop_relays(self) -> None:
+        if self.relays:
             reports = [relay.stop() or relay.report() for relay in self.relays.values()]
             self.relays = {}
             self.report = {"held": reports[0]["held"],          # the shared policy's
                            "delivered_after_client_closed": [d for r in reports
                                                              for d in r["delivered_after_client_closed"]]}
-        return {"rerouted_back": True, **self.report}
 
     def heal_unstarted(self, env: FaultEnv) -> dict:
         env.backend.heal_network()

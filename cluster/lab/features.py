@@ -31,7 +31,7 @@ class FeatureError(TxnlabError, RuntimeError):
 def _tool_args(conn: ConnectionSettings) -> Iterator[list[str]]:
     """--bootstrap-server, and --command-config with the connection's other client settings when it has any."""
     settings = {k: v for k, v in conn.java_properties().items() if k not in ("bootstrap.servers", "client.id")}
-    if not settings or settings == {"security.protocol": "PLAINTEXT"}:
+    if settings == {"security.protocol": "PLAINTEXT"}:
         yield ["--bootstrap-server", conn.bootstrap]
         return
     fd, path = tempfile.mkstemp(prefix="txnlab-features-", suffix=".properties")       # 0600
