@@ -307,8 +307,9 @@ def transaction_families(res: TransactionsResult | None, now: float, top_n: int,
 def _transaction_max_epoch(res: TransactionsResult) -> Family:
     family = _gauge("transaction_max_producer_epoch", "Highest producer epoch among the transactional ids the "
                     "coordinators described in the last collection (DescribeTransactions: those in progress; "
-                    "absent if none was): " + EPOCH_HELP + CACHED)
-    if res.descriptions:
+                    "absent if none was, or if a coordinator did not answer: the highest may be its): " + EPOCH_HELP
+                    + CACHED)
+    if res.descriptions and not res.coordinators_failed:
         family.add_metric([], max(d.producer_epoch for d in res.descriptions.values()))
     return family
 

@@ -662,7 +662,9 @@ def abort_hanging(conn: ConnectionSettings, tp: TopicPartition, txn_id: str, pro
 
 class SetFeature(Fault):
     """A finalized feature of the whole cluster set to params.level (cluster/lab/features.py); heal: the level read
-    before the start, set back. The level before is read in prepare, so the journal can set it back after a crash."""
+    before the start, set back. The level before is read in prepare, so the journal can set it back after a crash.
+    Each change reads the level again as it writes and refuses when it is not the one this fault left (the start: the
+    level read before; the heal: params.level): a level someone else changed meanwhile is theirs."""
     kind = "set-feature"
 
     def __init__(self, params: Params):
@@ -675,18 +677,18 @@ class SetFeature(Fault):
     def start(self, env: FaultEnv) -> dict:
         if self.before is None:
             self.prepare(env)
-        set_level(env.conn, self.params.feature, self.params.level, self.before)
+        set_level(env.conn, self.params.feature, self.params.level, expected=self.before)
         return {"feature": self.params.feature, "from": self.before, "to": self.params.level}
 
     def heal(self, env: FaultEnv) -> dict:
         if self.before is None:
             return {"skipped": "not started"}
-        set_level(env.conn, self.params.feature, self.before)
+        set_level(env.conn, self.params.feature, self.before, expected=self.params.level)
         return {"feature": self.params.feature, "level": self.before}
 
     def undo_steps(self, env: FaultEnv) -> list[dict]:
         return [] if self.before is None else [{"step": "set-feature", "feature": self.params.feature,
-                                                "level": self.before}]
+                                                "level": self.before, "expected": self.params.level}]
 
 
 # ---- construction ---------------------------------------------------------------------------------------

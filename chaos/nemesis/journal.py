@@ -239,7 +239,7 @@ def action_of(step: dict, backend: Any) -> Callable[[], object]:
     if kind == "abort-hanging":
         return partial(abort_hanging_step, step, backend)
     if kind == "set-feature":
-        return partial(set_level, backend.connection(), step["feature"], step["level"])
+        return partial(set_level, backend.connection(), step["feature"], step["level"], expected=step.get("expected"))
     raise JournalError(f"unknown journal step {kind!r}")
 
 

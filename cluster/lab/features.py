@@ -60,10 +60,15 @@ def finalized_level(conn: ConnectionSettings, feature: str) -> int:
     return int(found.group(1))
 
 
-def set_level(conn: ConnectionSettings, feature: str, level: int, before: int | None = None) -> int:
-    """Upgrade or downgrade `feature` to `level` (nothing when it is there already); the level it had (`before`: read
-    just now by the caller, so the tool runs once)."""
-    before = finalized_level(conn, feature) if before is None else before
-    if level != before:
-        _run(conn, ["upgrade" if level > before else "downgrade", "--feature", f"{feature}={level}"])
+def set_level(conn: ConnectionSettings, feature: str, level: int, expected: int | None = None) -> int:
+    """Upgrade or downgrade `feature` to `level` (nothing when it is there already); the level it had. The level is
+    read again right before the change: when `expected` is given and the cluster is at neither `expected` nor `level`,
+    someone changed it meanwhile, and a FeatureError refuses to change it (nothing written)."""
+    before = finalized_level(conn, feature)
+    if before == level:
+        return before
+    if expected is not None and before != expected:
+        raise FeatureError(f"{feature} is at level {before}, not the {expected} this change expects: it was changed "
+                           f"meanwhile; not setting it to {level}")
+    _run(conn, ["upgrade" if level > before else "downgrade", "--feature", f"{feature}={level}"])
     return before

@@ -195,7 +195,8 @@ def test_transaction_version_is_set_to_the_other_level_under_a_transaction_and_s
     other = 1 if before == 2 else 2
     fault = make_fault("set-feature", {"feature": "transaction.version", "level": other})
     fault.prepare(env)
-    assert fault.undo_steps(env) == [{"step": "set-feature", "feature": "transaction.version", "level": before}]
+    assert fault.undo_steps(env) == [{"step": "set-feature", "feature": "transaction.version", "level": before,
+                                      "expected": other}]
     producer = Producer({**conn.confluent(), "transactional.id": f"{env.tag}.flip"})
     producer.init_transactions(30)
     producer.begin_transaction()

@@ -142,6 +142,9 @@ def test_highest_producer_epoch_of_the_described_transactional_ids_and_none_with
     assert get("kafkatxn_transaction_max_producer_epoch") is None
     assert get("kafkatxn_transactions", coordinator="1", state="CompleteCommit") == 1
     assert b"\nkafkatxn_transaction_max_producer_epoch " not in generate_latest(registry)      # HELP, TYPE, no sample
+    partial = TransactionsResult(listings=listings, descriptions=descriptions, coordinators_failed={2})
+    get, _ = scrape(FakeService(offsets_view(), Background(transactions=partial)))   # a coordinator did not answer
+    assert get("kafkatxn_transaction_max_producer_epoch") is None
 
 
 def test_coordinator_states_and_over_timeout():

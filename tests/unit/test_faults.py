@@ -45,9 +45,12 @@ def fake_features(monkeypatch):
         calls.append(("read", feature))
         return levels[feature]
 
-    def set_level(conn, feature, level, before=None):
-        calls.append(("set", feature, level))
-        was, levels[feature] = levels[feature], level
+    def set_level(conn, feature, level, expected=None):
+        calls.append(("set", feature, level, expected))
+        was = levels[feature]
+        if was != level and expected is not None and was != expected:
+            raise RuntimeError(f"{feature} is at {was}, not {expected}")
+        levels[feature] = level
         return was
     monkeypatch.setattr(faults, "finalized_level", finalized_level)
     monkeypatch.setattr(faults, "set_level", set_level)
@@ -261,14 +264,22 @@ def test_a_feature_is_set_and_set_back_to_the_level_read_before_the_journal_entr
     fault = make_fault("set-feature", {"level": 1})
     assert fault.undo_steps(env) == []                  # nothing read yet: nothing to set back
     fault.prepare(env)
-    assert fault.undo_steps(env) == [{"step": "set-feature", "feature": "transaction.version", "level": 2}]
+    assert fault.undo_steps(env) == [{"step": "set-feature", "feature": "transaction.version", "level": 2,
+                                      "expected": 1}]
     assert fault.start(env) == {"feature": "transaction.version", "from": 2, "to": 1}
     assert fake_features.levels["transaction.version"] == 1
     assert fault.heal(env) == {"feature": "transaction.version", "level": 2}
     assert fake_features.levels["transaction.version"] == 2
-    assert fake_features.calls == [("read", "transaction.version"), ("set", "transaction.version", 1),
-                                   ("set", "transaction.version", 2)]
+    assert fake_features.calls == [("read", "transaction.version"), ("set", "transaction.version", 1, 2),
+                                   ("set", "transaction.version", 2, 1)]   # each change expects the level it left
     assert env.backend.calls == []                      # no node touched
+    again = make_fault("set-feature", {"level": 1})     # someone upgraded meanwhile: the heal refuses, the level stays
+    again.prepare(env)
+    again.start(env)
+    fake_features.levels["transaction.version"] = 0
+    with pytest.raises(RuntimeError, match="at 0, not 1"):
+        again.heal(env)
+    assert fake_features.levels["transaction.version"] == 0
     with pytest.raises(ValidationError, match="level"):
         make_fault("set-feature", {"level": 3})
     with pytest.raises(ValidationError, match="feature"):

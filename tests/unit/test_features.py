@@ -38,14 +38,24 @@ def test_a_level_is_read_and_changed_in_the_direction_it_needs(tool):
     assert features.finalized_level(conn, "transaction.version") == 2
     assert features.finalized_level(conn, "group.version") == 1
     assert features.set_level(conn, "transaction.version", 1) == 2
-    assert features.set_level(conn, "transaction.version", 1) == 1              # there already: nothing changed
-    assert features.set_level(conn, "transaction.version", 2, before=1) == 1    # told the level: no describe
+    assert features.set_level(conn, "transaction.version", 1, expected=2) == 1  # there already: nothing changed
+    assert features.set_level(conn, "transaction.version", 2, expected=1) == 1  # read again as it writes
     assert [args[2:] for args, _, _ in tool] == [
         ["describe"], ["describe"], ["describe"], ["downgrade", "--feature", "transaction.version=1"], ["describe"],
-        ["upgrade", "--feature", "transaction.version=2"]]
+        ["describe"], ["upgrade", "--feature", "transaction.version=2"]]
     assert all(args[:2] == ["--bootstrap-server", "127.0.0.1:19001"] and text is None for args, text, _ in tool)
     with pytest.raises(features.FeatureError, match="no feature 'share.version'"):
         features.finalized_level(conn, "share.version")
+
+
+def test_a_level_changed_meanwhile_is_refused_and_left_as_it_is(tool):
+    """A change that expects the level it left (a fault's heal: the level it set) finds another one (someone upgraded
+    or downgraded meanwhile): refused, nothing written."""
+    conn = ConnectionSettings("127.0.0.1:19001")
+    with pytest.raises(features.FeatureError, match="is at level 2, not the 1 this change expects"):
+        features.set_level(conn, "transaction.version", 0, expected=1)
+    assert [args[2:] for args, _, _ in tool] == [["describe"]]
+    assert features.finalized_level(conn, "transaction.version") == 2
 
 
 def test_a_secured_connection_s_settings_reach_the_tool_in_a_private_file_never_on_its_command_line(tool, tmp_path):

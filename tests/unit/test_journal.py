@@ -152,13 +152,14 @@ def test_heal_keeps_only_the_failed_steps_and_a_second_heal_finds_nothing(two):
 def test_a_feature_set_by_a_dead_run_is_set_back_from_the_journal(two, monkeypatch):
     journal, dirs = two
     journal.write({**ENTRY, "id": "r1-nemesis-2", "kind": "set-feature", "params": {"level": 1},
-                   "steps": [{"step": "set-feature", "feature": "transaction.version", "level": 2}]})
+                   "steps": [{"step": "set-feature", "feature": "transaction.version", "level": 2, "expected": 1}]})
     calls = []
-    monkeypatch.setattr(journal_module, "set_level", lambda conn, feature, level: calls.append((conn, feature, level)))
+    monkeypatch.setattr(journal_module, "set_level",
+                        lambda conn, feature, level, expected: calls.append((conn, feature, level, expected)))
     backend = FakeBackend()
     report = heal_journal(dirs[0], backend)
     assert report.healed == ["r1-nemesis-2"]
-    assert calls == [(backend.connection(), "transaction.version", 2)]
+    assert calls == [(backend.connection(), "transaction.version", 2, 1)]     # only from the level the fault set
 
 
 def test_steps_before_and_after_a_start(tmp_path):
