@@ -97,7 +97,9 @@ def transactions() -> gd.Dashboard:
                                                   query(f"sum(kafkatxn_transactions_over_timeout{{{SEL}}})",
                                                         "over their timeout", "B"),
                                                   query(f"sum(kafkatxn_transactions_near_timeout{{{SEL}}})",
-                                                        "past half their timeout", "C")]),
+                                                        "past half their timeout", "C"),
+                                                  query(f"sum(kafkatxn_transactions_prepare_over_timeout{{{SEL}}})",
+                                                        "in Prepare past their timeout", "D")]),
     ])
 
 

@@ -86,6 +86,16 @@ def transaction_alerts() -> list[dict]:
               "txnlab txn list (oldest first: their transactional ids); start the producer or job again (the same "
               "transactional.id aborts them now), or give it a transaction.timeout.ms above its longest "
               "checkpoint-to-commit time"),
+        alert("TransactionStuckInPrepare", "sum by (coordinator) (kafkatxn_transactions_prepare_over_timeout) > 0",
+              "2m", "critical",
+              "Coordinator {{ $labels.coordinator }}: transactions stuck in PrepareCommit/PrepareAbort",
+              "{{ $value }} transactions whose end was decided are older than their own transaction.timeout.ms and "
+              "their markers are not all written: the coordinator never times these out, their partitions' LSO "
+              "stays behind them (read_committed consumers wait) and their producers are told "
+              "CONCURRENT_TRANSACTIONS until the markers land (KAFKA-19999: a retried marker refused after a "
+              "coordinator reload).",
+              "txnlab txn list (state Prepare*: their transactional ids and partitions); the coordinator's "
+              "server.log (TransactionMarkerChannelManager); the partitions' leaders (txnlab cluster status)"),
         alert("TransactionMarkerQueue",
               "max by (instance) (kafka_coordinator_transaction_transactionmarkerchannelmanager_unknowndestinationqueuesize"
               " + kafka_coordinator_transaction_transactionmarkerchannelmanager_logappendretryqueuesize) > 0",

@@ -25,6 +25,7 @@ P = "kafkatxn_"
 CACHED = " (cached: refreshed by the background collection every collection.interval_seconds)"
 TP = ["topic", "partition"]
 NEAR_TIMEOUT = 0.5      # an Ongoing transaction older than this share of its own timeout: abandoned or too slow
+PREPARE_STATES = ("PrepareCommit", "PrepareAbort")     # the end decided, its markers being written
 PRODUCER_EPOCH_MAX = 32767   # Short.MAX_VALUE: the producer epoch is an int16; at this value the producer id rotates
 EPOCH_HELP = ("the epoch fences a producer id's earlier incarnations (zombies); an int16, it is exhausted at "
               f"{PRODUCER_EPOCH_MAX} and the producer id must then rotate (transaction.version 2 bumps it at every "
@@ -275,7 +276,7 @@ def transaction_families(res: TransactionsResult | None, now: float, top_n: int,
                     "per coordinator and state (DescribeTransactions)" + CACHED, ["coordinator", "state"])
     starts: dict[tuple[str, str], int] = {}
     over: dict[str, int] = {str(b): 0 for b in {lst.coordinator for lst in res.listings}}
-    near = dict(over)
+    near, preparing = dict(over), dict(over)
     now_ms = now * 1000
     read_ms = (collected_at if collected_at is not None else now) * 1000
     for d in res.descriptions.values():
@@ -287,6 +288,8 @@ def transaction_families(res: TransactionsResult | None, now: float, top_n: int,
             over[str(d.coordinator)] = over.get(str(d.coordinator), 0) + 1
         elif d.state == "Ongoing" and read_ms - d.start_time_ms > NEAR_TIMEOUT * d.timeout_ms:
             near[str(d.coordinator)] = near.get(str(d.coordinator), 0) + 1
+        elif d.state in PREPARE_STATES and read_ms - d.start_time_ms > d.timeout_ms:
+            preparing[str(d.coordinator)] = preparing.get(str(d.coordinator), 0) + 1
     for labels, start in sorted(starts.items()):
         oldest.add_metric(list(labels), start / 1000)
     over_f = _gauge("transactions_over_timeout", "Ongoing transactions older than their own "
@@ -298,7 +301,13 @@ def transaction_families(res: TransactionsResult | None, now: float, top_n: int,
                     "coordinator aborts them at the timeout)" + CACHED, ["coordinator"])
     for coordinator, n in sorted(near.items()):
         near_f.add_metric([coordinator], n)
-    yield from (total, oldest, over_f, near_f)
+    prepare_f = _gauge("transactions_prepare_over_timeout", "Transactions in PrepareCommit or PrepareAbort older "
+                       "than their own transaction.timeout.ms: their end was decided but the markers are not all "
+                       "written (the coordinator does not time these out: it sends the markers until they land; one "
+                       "stuck here holds the LSO of its partitions, KAFKA-19999)" + CACHED, ["coordinator"])
+    for coordinator, n in sorted(preparing.items()):
+        prepare_f.add_metric([coordinator], n)
+    yield from (total, oldest, over_f, near_f, prepare_f)
     yield _transaction_max_epoch(res)
     if top_n:
         yield _top_transactions(res, now_ms, top_n)

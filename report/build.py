@@ -256,11 +256,13 @@ def shape_bugs(run_dir: Path) -> list[dict]:
     occurred, or the run is on one of its affected sides and a workload recorded one of its errors (`expect.errors`,
     shapes.errors_seen): [{id, url, title, occurrences}] (none when the history cannot say: the page's other sections
     say why)."""
-    bugs = shape_candidates(run_clients(run_dir))
+    reference = {REFERENCE_CLIENT} if REFERENCE in process_clients(run_dir).values() else set()
+    bugs = shape_candidates(run_clients(run_dir) | reference)
     found = shapes.shapes_in(run_dir, tuple({name for bug in bugs for name in bug.expect.shapes})) if bugs else {}
     shown = [] if isinstance(found, str) else [
         {"id": bug.id, "url": bug.url, "title": bug.title,
-         "occurrences": [seen for name in bug.expect.shapes for seen in found[name]]}
+         "occurrences": [seen for name in bug.expect.shapes for seen in found[name]],
+         "shapes": [name for name in bug.expect.shapes if found[name]]}
         for bug in bugs if any(found[name] for name in bug.expect.shapes)]
     erring = error_candidates(run_clients(run_dir), _json(run_dir / "cluster.json") or {})
     clients = process_clients(run_dir)
@@ -282,6 +284,7 @@ def run_args(run_dir: Path) -> tuple[tuple[str, ...], ...]:
 
 
 FRAMEWORK_CLIENTS = {"streams": "java", "java-copier": "java", "flink": "flink"}   # the JVM workloads' clients
+REFERENCE_CLIENT = "confluent-kafka"      # the reference workloads' client, as the bug files name it
 
 
 def process_clients(run_dir: Path) -> dict[str, str]:
@@ -353,12 +356,23 @@ def fault_line(f: dict) -> str:
     if f["recovered"] is not True:
         why = "; ".join(f.get("why") or [])
         return f"{head}: {'not recovered' if f['recovered'] is False else 'unknown'}" + (f" ({why})" if why else "") \
-            + stalls
+            + stalls + zombie_text(f)
     moved = [f"{what} {f[f'seconds_to_{key}_after_heal']} s after heal ({f[f'seconds_to_{key}_after_start']} s "
              "after start)" for key, what in (("commit", "commits again"), ("advance", "group offsets advance"))
              if f.get(f"seconds_to_{key}_after_heal") is not None]
     restarted = f"recovered after a restart of {', '.join(f['restarted'])}, " if f.get("restarted") else ""
-    return f"{head}: {restarted}" + (", ".join(moved) or "recovered (its workloads ended)") + stalls
+    return f"{head}: {restarted}" + (", ".join(moved) or "recovered (its workloads ended)") + stalls + zombie_text(f)
+
+
+def zombie_text(f: dict) -> str:
+    """A zombie that came back after the fault fenced it (recovery's zombie_returned), in a clause."""
+    back = f.get("zombie_returned")
+    if not back:
+        return ""
+    how = (f"a new producer made at {back['initialised_s']} s after a fatal error" if back.get("initialised_s") is not None
+           else "its client re-initialised by itself")
+    return (f"; the fenced zombie {back['process']} came back ({how}): it committed again at {back['first_commit_s']} s "
+            f"({back['commits']} transaction(s) by quiescence)")
 
 
 def recovery_rows(run: dict) -> list[dict]:

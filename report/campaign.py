@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Callable
 
 from chaos.runner.spec import SpecError, builtin_specs, load_spec
+from chaos.record.shapes import LIVENESS_SHAPES
 from chaos.catalog.bugs import bug_files, load_bug
 from chaos.workloads.native import REFERENCE, clients
 from cluster.access.errors import TxnlabError
@@ -36,6 +37,7 @@ PAGE_FILE = "campaign.html"
 PICTURE_FILE = "campaign.png"
 CAMPAIGN_BASE_PORT = 20000           # its clusters (the drill's at 16000), never a dev's, a demo's or the tests',
 CAMPAIGN_DRILL_BASE_PORT = 16000     # and below the ephemeral port range (cluster/lab/layout.py refuses a plan inside it)
+CAMPAIGN_OWN_BASE_PORT = 15000       # the experiments' with broker settings of their own
 CAMPAIGN_SPARK_BASE_PORT = 31500     # its Spark Connect server at +30
 # A cell's grade, from best to worst: what its page and picture colour it by.
 SUITE_CELLS = 6                      # experiments per demo suite: an interruption loses at most one suite's cells
@@ -127,7 +129,8 @@ def experiment_outcome(run: dict) -> dict:
     """A demo report's run (report/build.py run_report) as a cell's outcome: its verdict, its recovery, the
     catalogued findings it matches (anomalies and stalls) or its history shows (report/build.py shape_bugs), graded: valid (valid, every fault recovered by itself),
     named (what went wrong is a catalogued finding: its anomalies match one, or a workload recovered only after a
-    restart of a stall that matches one), invalid (an anomaly or a fault not recovered that no finding names),
+    restart of a stall that matches one, or a fault was not recovered from and the history shows a finding whose shape
+    is a process that cannot go on: shapes.LIVENESS_SHAPES), invalid (an anomaly or a fault not recovered that no finding names),
     unknown (the evidence is incomplete: the verdict or the recovery is unknown, with the reasons)."""
     from report.build import recovered_cell, stall_bugs
     verdict, recovered = run["verify"].get("valid"), recovered_cell(run)
@@ -136,8 +139,9 @@ def experiment_outcome(run: dict) -> dict:
     catalogued = sorted({b["id"] for b in run.get("catalogued", [])})
     anomalies = sum(a["count"] for a in run.get("anomalies", []))
     restarted = isinstance(recovered, str) and recovered.startswith("after a restart")
+    stuck = sorted({b["id"] for b in run.get("shown", []) if set(b.get("shapes") or ()) & set(LIVENESS_SHAPES)})
     verdict_named = verdict is True or (verdict is False and bool(catalogued))
-    recovery_named = recovered is True or (restarted and bool(stalled))
+    recovery_named = recovered is True or (restarted and bool(stalled)) or (recovered is False and bool(stuck))
     if verdict is True and recovered is True:
         grade = "valid"
     elif verdict_named and recovery_named:
@@ -296,6 +300,7 @@ def run_experiments(campaign: Campaign, cells: list[dict]) -> None:
                               full=tuple(c["experiment"] for c in mine if c["experiment"] in FULL_MODE),
                               transaction_versions=(2,), runs_dir=campaign.dir / "suites", seed=campaign.options.seed,
                               base_port=CAMPAIGN_BASE_PORT, drill_base_port=CAMPAIGN_DRILL_BASE_PORT,
+                              own_base_port=CAMPAIGN_OWN_BASE_PORT,
                               spark_base_port=CAMPAIGN_SPARK_BASE_PORT, state_root=txnlab_home() / "campaign")
         try:
             report = Demo(options, progress=lambda m: campaign.say(f"  {m}")).run()

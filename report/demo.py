@@ -1,7 +1,8 @@
 """`txnlab demo`: the main job. A suite of experiments on real local clusters, verified, then reported.
 
-Owns: the default suite and the demo's clusters (per transaction.version level a 3-node cluster and a
-1-node drill cluster for the hanging-transaction drill, each with its exporter and Prometheus loading the
+Owns: the default suite and the demo's clusters (per transaction.version level a 3-node cluster, a
+1-node drill cluster for the hanging-transaction drill and, for experiments asking for broker settings of their
+own (cluster.local.broker_config), a 3-node cluster with them, each with its exporter and Prometheus loading the
 alert rules; their own state dirs and ports, so a dev or test cluster is never touched); running each
 experiment in its short mode (or its full one, when asked), capturing its Prometheus timelines and alerts while the cluster is up,
 verifying the level's runs with Spark in one session before its clusters go, tearing down (all, or all but
@@ -36,6 +37,7 @@ DEFAULT_SUITE = ("coordinator-kill", "zombie-producer", "hanging-transaction-dri
 TRANSACTION_VERSIONS = (1, 2)
 DEMO_BASE_PORT = 25000
 DRILL_BASE_PORT = 26000
+OWN_BASE_PORT = 27000             # the cluster of the experiments that ask for broker settings of their own
 DEMO_SPARK_BASE_PORT = 31300      # the verifications' Spark Connect server at +30 (txnlab spark up's is 31200)
 CLIENTS_COMPARISON = {
     "title": "clients side by side",
@@ -57,6 +59,7 @@ class DemoOptions:
     master: str = "local[*]"
     base_port: int = DEMO_BASE_PORT
     drill_base_port: int = DRILL_BASE_PORT
+    own_base_port: int = OWN_BASE_PORT
     spark_base_port: int = DEMO_SPARK_BASE_PORT       # its Spark Connect server listens at +30
     state_root: Path = field(default_factory=lambda: txnlab_home() / "demo")
     clients: tuple[str, ...] = (REFERENCE,)           # each experiment once per client (chaos/workloads/native.py)
@@ -117,19 +120,27 @@ class Demo:
         (self.dir / build.SUITE_FILE).write_text(json.dumps(self.suite, indent=2) + "\n")
 
     # ---- clusters ----------------------------------------------------------------------------------------
-    def _cluster(self, which: str, tv: int) -> LocalCluster:
+    def _cluster(self, which: str, tv: int, broker_config: dict[str, str] | None = None) -> LocalCluster:
+        """The level's `which` cluster: main, drill (1 node, the drill's settings) or own (3 nodes, the
+        broker_config of the experiments that ask for settings of their own: one set per suite, since the level's
+        clusters stay up until its runs are verified)."""
         key = f"tv{tv}-{which}"
         if key in self.clusters:
+            wanted, has = broker_config or {}, self.clusters[key].layout.broker_overrides or {}
+            if which == "own" and {k: str(v) for k, v in wanted.items()} != {k: str(v) for k, v in has.items()}:
+                raise TxnlabError(f"this experiment's broker_config {wanted} is not that of the level's own cluster "
+                                  f"({has}), which is up until the level is verified: run it in another suite")
             return self.clusters[key]
         self._stop_other_levels(tv)
         drill = which == "drill"
+        port = {"drill": self.options.drill_base_port, "own": self.options.own_base_port}.get(which)
         state = self.options.state_root / key
         # a kept cluster of an earlier demo, or the data of one cut short: always start afresh (a formatted
         # node keeps its transaction.version)
         LocalCluster.load(state).down(purge=True, progress=lambda m: None)
         cluster = LocalCluster.load(state, nodes=1 if drill else 3,
-                                    base_port=self.options.drill_base_port if drill else self.options.base_port,
-                                    broker_overrides=dict(DRILL_BROKER_CONFIG) if drill else None,
+                                    base_port=port or self.options.base_port,
+                                    broker_overrides=dict(DRILL_BROKER_CONFIG) if drill else broker_config or None,
                                     features={"transaction.version": str(tv)}, **local_stack())
         self._step(f"{which} cluster (transaction.version={tv}) coming up in {state}")
         self.clusters[key] = cluster
@@ -207,12 +218,14 @@ class Demo:
             self._step(f"experiment {index}/{self.total}: {name} ({what}): not applicable")
             self._save()
             return None
-        which = "drill" if spec.cluster.local is not None and spec.cluster.local.hanging_drill else "main"
+        local = spec.cluster.local
+        which = "drill" if local is not None and local.hanging_drill else "own" if local and local.broker_config else "main"
         entry["cluster"] = which
         self._save()
         self._step(f"experiment {index}/{self.total}: {name} ({what}, {spec.duration_s:.0f} s)")
         run_dir = run_in_suite(spec, self.options.seed, self.dir, self.options.subdir(tv, client), entry,
-                               lambda: LocalBackend(self._cluster(which, tv)), self.suite["errors"],
+                               lambda: LocalBackend(self._cluster(which, tv, local.broker_overrides() if local else None)),
+                               self.suite["errors"],
                                f"{name} ({what})", self._step)
         self._save()
         return run_dir

@@ -17,7 +17,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from chaos.record.shapes import SHAPES
 from chaos.record.signatures import SIGNATURES
 from chaos.runner.spec import (ExperimentSpec, KafkaValue, SpecError, WorkloadEntry, _fail, _problems, _read_yaml,
-                               _Strict, _supported_release, parse_spec)
+                               _Strict, _supported_release, builtin_specs, parse_spec)
 
 
 # ---- the bug catalog: chaos/bugs/<id>.yaml -----------------------------------------------------------
@@ -42,7 +42,8 @@ from chaos.runner.spec import (ExperimentSpec, KafkaValue, SpecError, WorkloadEn
 #     rate: {reproduced, tries, measured, misses}   for a timing-bound bug: how often its affected side showed it
 #             when measured, by what, and what a try that misses it meets instead (a variant states its own)
 #     experiment: {name, workloads, duration_s, schedule, probes, quiescence, restart, short}, or
-#             {same_as: KAFKA-14402}: another catalogued bug's experiment, when its faults trigger this bug too
+#             {same_as: KAFKA-14402}: another catalogued bug's experiment, when its faults trigger this bug too, or
+#             {same_as: zombie-returns-after-expiry}: a built-in experiment's (its cluster and description left out)
 #     variants: {name: {description, fixed_in, affected, fixed}}   other pairs of sides under the same experiment
 #             (`txnlab bugs run ID --variant NAME`): e.g. the bug still reached on a fixed release with its fix
 #             turned off; `affected` and `fixed` are the bug's natural sides (the releases before and after its fix,
@@ -230,12 +231,17 @@ def load_bug(path_or_id: str | Path, variant: str | None = None) -> BugSpec:
 
 def _experiment_of(reference: dict[str, Any], path: Path) -> dict[str, Any]:
     """`experiment: {same_as: KAFKA-14402}`: the experiment of another catalogued bug, whose faults also trigger
-    this one (one experiment, written once)."""
+    this one, or `{same_as: zombie-returns-after-expiry}`: a built-in experiment's, without its cluster (the sides
+    give it) and description (one experiment, written once)."""
     other = str(reference["same_as"])
     found = {bug_id.lower(): file for bug_id, file in bug_files().items()}
+    builtins = builtin_specs()
+    if len(reference) == 1 and other in builtins and other.lower() not in found:
+        document = _read_yaml(builtins[other])
+        return {key: value for key, value in document.items() if key not in ("cluster", "description")}
     if len(reference) != 1 or other.lower() not in found:
-        raise SpecError(str(path), [("experiment.same_as", f"names a catalogued bug and nothing beside it; the "
-                                                            f"catalog: {', '.join(bug_files())}")])
+        raise SpecError(str(path), [("experiment.same_as", f"names a catalogued bug or a built-in experiment and "
+                                                            f"nothing beside it; the catalog: {', '.join(bug_files())}")])
     experiment = _read_yaml(found[other.lower()]).get("experiment")
     if not isinstance(experiment, dict) or "same_as" in experiment:
         raise SpecError(str(path), [("experiment.same_as", f"{other}'s experiment must be written in its own file")])
@@ -314,10 +320,12 @@ def _settings(options: list[str]) -> list[tuple[str, ...]]:
 
 
 def shape_candidates(clients: frozenset[str]) -> list[BugSpec]:
-    """The catalogued bugs shown by history shapes (`expect.shapes`) whose affected client is one a run's workloads
-    ran on (`clients`: their --client): the bugs its history may show."""
-    return [bug for bug in catalog() if bug.expect.shapes and bug.affected.client is not None
-            and bug.affected.client.name in clients]
+    """The catalogued bugs shown by history shapes (`expect.shapes`) whose affected client, on its natural sides or a
+    variant's, is one a run's workloads ran on (`clients`: the bug files' client names): the bugs its history may
+    show."""
+    return [bug for bug in catalog() if bug.expect.shapes and any(
+        side.client is not None and side.client.name in clients
+        for side in (bug.affected, *(variant.affected for variant in bug.variants.values())))]
 
 
 def error_candidates(clients: frozenset[str], cluster: dict) -> list[BugSpec]:

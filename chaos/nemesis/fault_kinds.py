@@ -82,8 +82,13 @@ class KillWorkloadParams(Params):
 
 class ZombieProducerParams(Params):
     """Pause `process`, start a second process with its transactional.id (fencing it), resume the first
-    at heal: it must be fenced (its commit fails) and exit."""
+    at heal: it must be fenced (its commit fails) and exit. With `await_expiry` the heal first stops the
+    successor (cleanly) and waits until the coordinator has forgotten the transactional id (DescribeTransactions
+    answers TRANSACTIONAL_ID_NOT_FOUND; needs a short transactional.id.expiration.ms in the cluster's broker_config),
+    at most `expiry_timeout_s`, then resumes the first: KAFKA-18019's zombie returning after expiry."""
     process: str
+    await_expiry: bool = False
+    expiry_timeout_s: float = Field(60.0, gt=0, le=600)
 
 
 class NetworkParams(TargetParams):

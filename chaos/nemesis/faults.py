@@ -24,6 +24,9 @@ resumes P, whose next produce or commit is refused as fenced. P must be started 
 `--on-fenced exit` (see `Fault.workload_args()`, which the runner adds to P's options when it plans the
 run), or it would init again and fence the second process back; the fault refuses to start otherwise.
 The second process keeps running after the heal: it is P's successor, stopped when the run finishes.
+With `await_expiry` (KAFKA-18019's returning zombie) the heal stops the successor first and waits until the
+coordinator has forgotten the transactional id (transactional.id.expiration.ms), then resumes P; the heal's
+result names the stopped successor (`stopped`, so recovery does not wait for it) and whether the id expired.
 """
 from __future__ import annotations
 
@@ -50,7 +53,7 @@ from cluster.access.admin import ClusterAdmin
 from cluster.access.connection import ConnectionSettings
 from cluster.lab.features import finalized_level, set_level
 from cluster.lab.layout import LOOPBACK
-from cluster.access.waiting import wait_until
+from cluster.access.waiting import WaitTimeout, wait_until
 from cluster.access.errors import TxnlabError
 
 ZOMBIE_VICTIM_ARGS = ("--on-fenced", "exit")
@@ -567,9 +570,32 @@ class ZombieProducer(Fault):
     def heal(self, env: FaultEnv) -> dict:
         if not self.paused:
             return {"process": self.params.process, "skipped": "not started"}
+        successor = self.params.process + ZOMBIE_SUFFIX
+        expiry = self._await_expiry(env, successor) if self.params.await_expiry else {}
         resumed = env.require_run().resume(self.params.process)
-        return {"process": self.params.process, "signal": "SIGCONT", "resumed": resumed,
-                "successor": self.params.process + ZOMBIE_SUFFIX}
+        return {"process": self.params.process, "signal": "SIGCONT", "resumed": resumed, "successor": successor,
+                **expiry}
+
+    def _await_expiry(self, env: FaultEnv, successor: str) -> dict:
+        """Stop the successor, then wait until the coordinator forgot the transactional id (at most
+        expiry_timeout_s). What it saw is the result: `txn_id_expired` false (or the question's error) says the
+        zombie came back to an id that had not expired, and the run is then not KAFKA-18019's scenario."""
+        run = env.require_run()
+        txn_id = option_value(tuple(spec_of(run, successor)["args"]), "--txn-id")
+        run.stop(successor)
+        began = time.monotonic()
+        out: dict[str, Any] = {"stopped": [successor], "txn_id": txn_id}
+        try:
+            with env.admin(env.conn) as admin:
+                wait_until(lambda: not admin.transactional_id_known(txn_id), self.params.expiry_timeout_s,
+                           f"the expiry of transactional id {txn_id}", 1.0)
+            out["txn_id_expired"] = True
+        except WaitTimeout:
+            out["txn_id_expired"] = False
+        except (TxnlabError, Errors.KafkaError) as exc:
+            out.update(txn_id_expired=None, expiry_error=f"{type(exc).__name__}: {exc}")
+        out["expiry_waited_s"] = round(time.monotonic() - began, 1)
+        return out
 
     def undo_steps(self, env: FaultEnv) -> list[dict]:
         return process_step("resume-process", env.run, self.params.process)

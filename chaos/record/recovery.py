@@ -4,12 +4,15 @@ Owns: a pure reading of a run's history (no cluster, no files but the history):
   - a commit is a workload's `ok` transaction: `txn` (txp-*, feeder), `process` (eos-*), or a `copy` event
     that copied records (java-copier-*: one per committed transaction);
   - a process has ended when it said so: a `fenced` failure (--on-fenced exit), a copier's
-    `ShutdownComplete`, or its `<name>/jvm` completing;
+    `ShutdownComplete`, or its `<name>/jvm` completing; or when a fault's heal stopped it (the heal's ok value
+    names it in `stopped`: a zombie's successor stopped so that its transactional id expires);
   - the run's group offsets are the `group_offsets` observations (process "observer-groups", ok,
     {group: {topic: {partition: offset}}}, sampled every ~2 s by chaos/workloads/run.py; a sample that failed is an
     ok `group_offsets_error` {error}), so a group "advances" at the first sample in which any partition's
     committed offset is above the last sample at or before the reference time (resolution: the sampling
     interval; with no successful sample at or before it, the first one after it is the base);
+  - a zombie-producer fault's fenced process (its start's `process`) that commits after the heal came back as a
+    live producer: the fault's `zombie_returned` (liveness cannot call that recovered or not: it is named);
   - for every fault (a nemesis-<n> process: `fault` invoke = its start, `heal` ok or fail = its heal), per
     workload process that existed by the heal and had not ended before the start, the seconds from the
     start and from the heal to its next commit, and per group the seconds from the start and from the
@@ -49,6 +52,8 @@ GROUP_ERROR_F = "group_offsets_error"   # a sample that failed: a gap, never "no
 STALL_F = "stall"          # a client call stalled (the workloads' watchdog: chaos/workloads/base.py)
 RESTART_F = "restart"      # the runner started a stalled process again (chaos/workloads/run.py)
 COMMIT_F = ("txn", "process", "copy")
+INIT_F = "init"           # a transactional workload made a producer (initTransactions), chaos/workloads/
+ZOMBIE_FAULT = "zombie-producer"   # its start names the process it fenced (chaos/nemesis/faults.py)
 NS = 1e9
 UNOBSERVED_S = 1.0         # a heal this close to the horizon leaves nothing to see after it
 SAMPLE_GAP_S = 6.0         # group offsets last sampled longer before the horizon: the rest is not seen
@@ -67,6 +72,10 @@ def ended_at(ops: list[dict]) -> dict[str, int]:
     for op in ops:
         value: dict = op["value"] if isinstance(op.get("value"), dict) else {}
         process = op["process"]
+        if op["f"] == "heal" and op["type"] == "ok" and process.startswith("nemesis-"):
+            for stopped in value.get("stopped") or ():
+                ended.setdefault(stopped, op["time"])
+            continue
         if process.endswith("/jvm") and op["f"] == "jvm" and op["type"] != "invoke":
             process = process[:-len("/jvm")]
         elif not ((op["type"] in ("fail", "info") and value.get("fenced"))
@@ -86,9 +95,10 @@ def faults_of(ops: list[dict]) -> list[dict]:
         value = op.get("value") or {}
         if op["f"] == "fault" and op["type"] == "invoke":
             found[process] = {"process": process, "kind": value.get("kind", "fault"), "start": op["time"],
-                              "started": None, "heal": None, "heal_ok": None}
+                              "started": None, "heal": None, "heal_ok": None, "victim": None}
         elif process in found and op["f"] == "fault" and op["type"] != "invoke":
             found[process]["started"] = op["type"] == "ok"
+            found[process]["victim"] = value.get("process") if value.get("kind") == ZOMBIE_FAULT else None
         elif process in found and op["f"] == "heal" and op["type"] in ("ok", "fail"):
             found[process].update(heal=op["time"], heal_ok=op["type"] == "ok")
     return sorted(found.values(), key=lambda f: f["start"])
@@ -278,6 +288,10 @@ def recovery(ops: list[dict]) -> dict:
         if op["f"] in COMMIT_F and not op["process"].startswith("nemesis"):
             commits[op["process"]].append(op)
     commit_times = {p: sorted(op["time"] for op in found if is_commit(op)) for p, found in commits.items()}
+    init_times: dict[str, list[int]] = defaultdict(list)
+    for op in ops:
+        if op["f"] == INIT_F and op["type"] == "ok":
+            init_times[op["process"]].append(op["time"])
     ended = ended_at(ops)
     stalls = stalls_of(ops)
     observed = [op for op in ops if op["process"] == GROUP_OBSERVER]
@@ -305,7 +319,8 @@ def recovery(ops: list[dict]) -> dict:
         restarted = _restarted_first(processes, commit_times, mine, heal, horizon)
         found = {"process": fault["process"], "kind": fault["kind"], "started": fault["started"],
                  "start_s": _seconds(start, 0), "heal_s": _seconds(heal, 0), "heal_ok": fault["heal_ok"],
-                 "processes": processes, "groups": by_group, "stalls": mine, "restarted": restarted}
+                 "processes": processes, "groups": by_group, "stalls": mine, "restarted": restarted,
+                 "zombie_returned": _zombie_returned(fault["victim"], commit_times, init_times, heal, horizon)}
         out.append({**found, **_verdict(found)})
     last = {p: _last_commit(times, horizon) for p, times in sorted(commit_times.items())}
     verdicts = {f["recovered"] for f in out}
@@ -313,6 +328,23 @@ def recovery(ops: list[dict]) -> dict:
             "stalls": [_stall_entry(st, ops, horizon) for st in stalls],
             "recovered": False if False in verdicts else "unknown" if "unknown" in verdicts else True,
             "last_commit_s": {p: _seconds(t, 0) for p, t in last.items()}}
+
+
+def _zombie_returned(victim: str | None, commit_times: dict[str, list[int]], init_times: dict[str, list[int]],
+                     heal: int | None, horizon: int) -> dict | None:
+    """A zombie-producer fault's fenced process that committed again after the heal resumed it (a zombie that came
+    back as a live producer: KAFKA-18019's scenario after its transactional id expired): its first such commit, how
+    many by the horizon, and when the workload made a new producer before it (`initialised_s`: its `init`, after a
+    fatal error; null when the client went on by itself, re-initialising inside the library: KIP-360); None when it
+    did not (it was refused and ended, or stayed silent)."""
+    if victim is None or heal is None:
+        return None
+    after = [t for t in commit_times.get(victim, []) if heal < t < horizon]
+    if not after:
+        return None
+    inits = [t for t in init_times.get(victim, []) if heal < t < after[0]]
+    return {"process": victim, "first_commit_s": _seconds(after[0], 0), "commits": len(after),
+            "initialised_s": _seconds(inits[0], 0) if inits else None}
 
 
 def _restarted_first(processes: dict[str, dict], commit_times: dict[str, list[int]], stalls: list[dict],
@@ -339,7 +371,7 @@ def _status(advanced: int | None, ended: bool, late: bool) -> str:
 
 FAULT_SUMMARY = ("process", "kind", "start_s", "heal_s", "heal_ok", "recovered", "seconds_to_commit_after_start",
                  "seconds_to_commit_after_heal", "seconds_to_advance_after_start", "seconds_to_advance_after_heal", "why",
-                 "stalls", "restarted")
+                 "stalls", "restarted", "zombie_returned")
 
 
 def summary(found: dict) -> dict:

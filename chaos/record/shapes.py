@@ -1,6 +1,7 @@
 """History shapes: a catalogued finding that shows as a behaviour in a run's history, not as an anomaly verify counts
 (exactly-once holds). commit-waits (franz-go-tv2-wait): a transaction that took COMMIT_WAIT_S or more from its
-invoke to its commit while no fault was active. Each returns its occurrences in a history, each described in a
+invoke to its commit while no fault was active; zombie-revived (KAFKA-18019): a fenced zombie its client brought
+back by itself after it was resumed; zombie-stuck: one that, resumed, fails every transaction and never ends. Each returns its occurrences in a history, each described in a
 line; a bug's `expect.shapes` names the shapes that show it (chaos/bugs/). And the errors a history's operations
 recorded by name (errors_seen: a bug's `expect.errors`, KAFKA-20785's InvalidTxnStateException)."""
 from __future__ import annotations
@@ -11,7 +12,9 @@ from typing import Callable
 
 from chaos.record.annotations import windows_of
 from chaos.record.history import HistoryError, read_history, whole_history
+from chaos.record.recovery import COMMIT_F, ended_at, faults_of, horizon_of, is_commit, recovery
 
+STUCK_TRIES = 3          # failed transactions after its resume, none committed: a zombie that neither returned nor ended
 COMMIT_WAIT_S = 4.0      # franz-go waits for MetadataMinAge (5 s) before it retries; the other clients' max is ~1.3 s
 
 
@@ -42,7 +45,45 @@ def commit_waits(ops: list[dict]) -> list[str]:
     return found
 
 
-SHAPES: dict[str, Callable[[list[dict]], list[str]]] = {"commit-waits": commit_waits}
+def zombie_revived(ops: list[dict]) -> list[str]:
+    """A zombie-producer fault's fenced process that its client brought back by itself: it committed again after the
+    heal resumed it with no new producer made by the workload first (recovery's zombie_returned without
+    initialised_s): the library re-initialised the producer id on its own (KIP-360), as KAFKA-18019 describes for a
+    zombie whose transactional id expired."""
+    found = []
+    for fault in recovery(ops)["faults"]:
+        back = fault.get("zombie_returned")
+        if back and back.get("initialised_s") is None:
+            found.append(f"{back['process']}: fenced at {fault['start_s']} s, resumed at {fault['heal_s']} s, committed "
+                         f"again at {back['first_commit_s']} s with no new producer ({back['commits']} transaction(s))")
+    return found
+
+
+def zombie_stuck(ops: list[dict]) -> list[str]:
+    """A zombie-producer fault's fenced process that, resumed, neither came back nor ended: every transaction it
+    tried after the heal failed (STUCK_TRIES or more), none committed, until quiescence, and it never said it was
+    fenced (a zombie its client keeps trying with a producer id the coordinator no longer maps)."""
+    found = []
+    horizon = horizon_of(ops)
+    ended = ended_at(ops)
+    for fault in faults_of(ops):
+        zombie, heal = fault["victim"], fault["heal"]
+        if zombie is None or heal is None or ended.get(zombie, horizon + 1) <= horizon:
+            continue
+        tried = [op for op in ops if op["process"] == zombie and op["f"] in COMMIT_F and op["type"] != "invoke"
+                 and heal < op["time"] < horizon]
+        failed = [op for op in tried if op["type"] == "fail"]
+        if len(failed) < STUCK_TRIES or any(is_commit(op) for op in tried):
+            continue
+        last = str((failed[-1].get("value") or {}).get("error", ""))[:120]
+        found.append(f"{zombie}: resumed at {_s(heal)}, {len(failed)} transaction(s) failed by quiescence "
+                     f"({_s(horizon)}), none committed; the last: {last}")
+    return found
+
+
+SHAPES: dict[str, Callable[[list[dict]], list[str]]] = {"commit-waits": commit_waits, "zombie-revived": zombie_revived,
+                                                        "zombie-stuck": zombie_stuck}
+LIVENESS_SHAPES = ("zombie-stuck",)     # shapes of a process that cannot go on: they explain a fault not recovered from
 
 
 def shapes_in(run_dir: Path, names: tuple[str, ...]) -> dict[str, list[str]] | str:

@@ -163,6 +163,16 @@ class ClusterAdmin:
                                    Errors.NotCoordinatorError))
         return found[0]
 
+    def transactional_id_known(self, transactional_id: str) -> bool:
+        """Whether transactional_id's coordinator still has it (DescribeTransactions; False on
+        TRANSACTIONAL_ID_NOT_FOUND: never used, or expired after transactional.id.expiration.ms). Any other
+        error raises: an unanswered question is not "gone"."""
+        try:
+            self.client.describe_transactions([transactional_id])
+        except Errors.TransactionalIdNotFoundError:
+            return False
+        return True
+
     def group_coordinator_of(self, group: str, timeout: float = 30.0) -> int:
         """The broker id of consumer group `group`'s coordinator (FindCoordinator, key type 0), as coordinator_of."""
         client = self.client

@@ -1,4 +1,5 @@
-"""Our coordinator lookup agrees with Kafka's own TransactionsCommand and with the hash rule."""
+"""Our coordinator lookup agrees with Kafka's own TransactionsCommand and with the hash rule; a coordinator tells
+a transactional id it has from one it never had (ClusterAdmin.transactional_id_known)."""
 from __future__ import annotations
 
 import re
@@ -30,3 +31,5 @@ def test_coordinator_of_matches_transactions_command(conn, admin):
         assert int(theirs["CoordinatorId"]) == ours
         partition = transaction_state_partition(txn_id, 50)
         assert admin.leader_of("__transaction_state", partition) == ours
+        assert admin.transactional_id_known(txn_id) is True     # what a zombie's heal asks until the id expires
+    assert admin.transactional_id_known("coord-check-never-used") is False

@@ -96,6 +96,13 @@ def test_grades_read_the_verdict_the_recovery_and_the_catalogue():
     # a restart after a stall no catalogued bug matches is not a recovery of its own: invalid, not named
     stall = {"process": "eos-0", "call": "a_call_no_bug_names", "client": "confluent", "at_s": 3.0}
     assert c.experiment_outcome(run_entry(True, recovered=True, stalls=[stall]))["grade"] == "invalid"
+    # a fault not recovered from because a catalogued finding's process cannot go on (a liveness shape): named;
+    # a finding shown whose shape says nothing of liveness does not name it
+    stuck = {**run_entry(True, recovered=False), "shown": [{"id": "kafkajs-expired-id-stuck", "shapes": ["zombie-stuck"]}]}
+    assert (c.experiment_outcome(stuck)["grade"], c.experiment_outcome(stuck)["causes"]) == \
+        ("named", ["kafkajs-expired-id-stuck"])
+    waits = {**run_entry(True, recovered=False), "shown": [{"id": "franz-go-tv2-wait", "shapes": ["commit-waits"]}]}
+    assert c.experiment_outcome(waits)["grade"] == "invalid"
 
 
 def test_junit_outcomes_and_bug_outcomes():

@@ -163,25 +163,39 @@ def test_coordinator_states_and_over_timeout():
     assert get("kafkatxn_transaction_age_seconds", coordinator="1", transactional_id="a", state="Ongoing") == 60
 
 
+def scrape_aged(aged: list[tuple], collected_at: float):
+    """A scrape of transactions (id, coordinator, state, timeout s, age s at NOW) read at collected_at: its `get`."""
+    descriptions = {t: TransactionDescription(t, coordinator, state, n, 0, timeout_s * 1000, int((NOW - age_s) * 1000),
+                                              frozenset())
+                    for n, (t, coordinator, state, timeout_s, age_s) in enumerate(aged, 1)}
+    listings = [TransactionListing(t, d.producer_id, d.state, d.coordinator) for t, d in descriptions.items()]
+    bg = Background(transactions=TransactionsResult(listings=listings, descriptions=descriptions),
+                    collected_at=collected_at)
+    return scrape(FakeService(offsets_view(), bg))[0]
+
+
 def test_near_timeout_counts_ongoing_transactions_past_half_their_own_timeout_and_not_yet_over_it():
     """A job killed and not restarted leaves its open transactions to age into their timeout (TransactionNearTimeout
     fires before the coordinator aborts them): each counted once, over or near, by its own timeout."""
-    start = lambda age_s: int((NOW - age_s) * 1000)                       # noqa: E731
-    descriptions = {
-        "young": TransactionDescription("young", 1, "Ongoing", 1, 0, 40_000, start(19), frozenset()),
-        "near": TransactionDescription("near", 1, "Ongoing", 2, 0, 40_000, start(21), frozenset()),
-        "over": TransactionDescription("over", 1, "Ongoing", 3, 0, 40_000, start(41), frozenset()),
-        "ending": TransactionDescription("ending", 1, "PrepareCommit", 4, 0, 40_000, start(30), frozenset()),
-        "short": TransactionDescription("short", 2, "Ongoing", 5, 0, 10_000, start(6), frozenset())}
-    listings = [TransactionListing(t, d.producer_id, d.state, d.coordinator) for t, d in descriptions.items()]
-    bg = Background(transactions=TransactionsResult(listings=listings, descriptions=descriptions), collected_at=NOW)
-    get, _ = scrape(FakeService(offsets_view(), bg))
+    aged = [("young", 1, "Ongoing", 40, 19), ("near", 1, "Ongoing", 40, 21), ("over", 1, "Ongoing", 40, 41),
+            ("ending", 1, "PrepareCommit", 40, 30), ("short", 2, "Ongoing", 10, 6)]
+    get = scrape_aged(aged, NOW)
     assert get("kafkatxn_transactions_near_timeout", coordinator="1") == 1
     assert get("kafkatxn_transactions_over_timeout", coordinator="1") == 1
     assert get("kafkatxn_transactions_near_timeout", coordinator="2") == 1
-    bg = Background(transactions=TransactionsResult(listings=listings, descriptions=descriptions), collected_at=NOW - 4)
-    get, _ = scrape(FakeService(offsets_view(), bg))                     # judged when read, as over_timeout is
+    assert get("kafkatxn_transactions_prepare_over_timeout", coordinator="1") == 0     # "ending": 30 s of 40
+    get = scrape_aged(aged, NOW - 4)                                     # judged when read, as over_timeout is
     assert get("kafkatxn_transactions_near_timeout", coordinator="2") == 0
+
+
+def test_a_transaction_in_prepare_past_its_own_timeout_is_stuck_there_one_within_it_is_ending():
+    """KAFKA-19999 leaves a transaction in PrepareCommit for ever (its markers refused): the coordinator does not time
+    it out, so past its own timeout it is stuck (TransactionStuckInPrepare), not ending."""
+    get = scrape_aged([("stuck", 1, "PrepareCommit", 10, 11), ("aborting", 1, "PrepareAbort", 10, 20),
+                       ("ending", 2, "PrepareCommit", 10, 9), ("late", 2, "Ongoing", 10, 12)], NOW)
+    assert get("kafkatxn_transactions_prepare_over_timeout", coordinator="1") == 2
+    assert get("kafkatxn_transactions_prepare_over_timeout", coordinator="2") == 0   # Ongoing late: over_timeout's
+    assert get("kafkatxn_transactions_over_timeout", coordinator="2") == 1
 
 
 def test_over_timeout_is_judged_when_the_states_were_read_not_at_scrape_time():

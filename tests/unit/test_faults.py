@@ -4,10 +4,12 @@ heal without start), and the docker backend against a fake Docker SDK client."""
 from __future__ import annotations
 
 import random
+import time
 import sys
 from types import SimpleNamespace
 
 import pytest
+import kafka.errors as Errors
 from kafka.errors import UnknownTopicOrPartitionError
 from pydantic import ValidationError
 
@@ -354,6 +356,47 @@ def test_zombie_producer_pauses_p_and_starts_its_successor_with_its_txn_id():
     assert spec.args == ("--topics", "r1-a", "r1-b", "--on-fenced", "exit", "--txn-id", "r1.txp-0")
     assert fault.heal(env)["resumed"] is True and env.run.paused == set()
     assert "txp-0-zombie" in env.run.alive()
+
+
+class ExpiringAdmin(FakeAdmin):
+    """DescribeTransactions answers that the id is known `known` more times, then that it is gone."""
+    def __init__(self, known=2, error=None):
+        super().__init__()
+        self.known, self.error = known, error
+
+    def transactional_id_known(self, txn_id):
+        self.asked.append(("known", txn_id))
+        if self.error is not None:
+            raise self.error
+        self.known -= 1
+        return self.known >= 0
+
+
+def expiring_zombie(admin, timeout_s=60.0):
+    env = make_env(admin=admin, run=FakeRun([TXP_SPEC]))
+    fault = make_fault("zombie-producer", {"process": "txp-0", "await_expiry": True, "expiry_timeout_s": timeout_s})
+    fault.start(env)
+    return env, fault
+
+
+def test_a_zombie_awaiting_expiry_resumes_only_after_its_successor_stopped_and_the_id_is_gone(monkeypatch):
+    monkeypatch.setattr(time, "sleep", lambda s: None)
+    env, fault = expiring_zombie(ExpiringAdmin(known=2))
+    healed = fault.heal(env)
+    assert healed["stopped"] == ["txp-0-zombie"] and healed["txn_id"] == "r1.txp-0" and healed["txn_id_expired"] is True
+    assert [c for c in env.run.calls if c[0] != "start"] == [("pause", "txp-0"), ("stop", "txp-0-zombie"),
+                                                            ("resume", "txp-0")]
+    assert env.admin.asked == [("known", "r1.txp-0")] * 3 and healed["resumed"] is True
+
+
+def test_a_zombie_resumes_anyway_when_the_id_does_not_expire_and_the_heal_says_so(monkeypatch):
+    env, fault = expiring_zombie(ExpiringAdmin(known=10 ** 6), timeout_s=0.05)
+    healed = fault.heal(env)
+    assert healed["txn_id_expired"] is False and env.run.paused == set()
+    env, fault = expiring_zombie(ExpiringAdmin(error=Errors.KafkaTimeoutError("no answer")))
+    healed = fault.heal(env)       # an unanswered question is not "expired"
+    assert healed["txn_id_expired"] is None and "KafkaTimeoutError" in healed["expiry_error"]
+    assert env.run.paused == set()
 
 
 def test_zombie_producer_keeps_an_explicit_txn_id():

@@ -4,6 +4,7 @@ from __future__ import annotations
 import time
 
 from chaos.record.recovery import recovery, summary
+from report.build import fault_line
 from cluster.access.admin import ClusterAdmin
 
 
@@ -73,6 +74,33 @@ def test_a_fenced_zombie_that_exited_has_ended_and_its_successor_counts_from_its
     assert f["processes"]["txp-0-zombie"] == {"seconds_to_commit_after_start": 3.0,
                                               "seconds_to_commit_after_heal": 2.0, "status": "recovered"}
     assert f["recovered"] is True
+
+
+def test_a_successor_the_heal_stopped_has_ended_so_the_returning_zombie_is_what_is_judged():
+    heal = op(30, "nemesis-0", "ok", "heal", kind="zombie-producer", stopped=["eos-0-zombie"], txn_id_expired=True)
+    base = (commit(1, "eos-0", "process"), op(10, "nemesis-0", "invoke", "fault", kind="zombie-producer"),
+            {**op(10.2, "nemesis-0", "ok", "fault"), "value": {"kind": "zombie-producer", "process": "eos-0"}},
+            commit(13, "eos-0-zombie", "process"),
+            op(29.5, "nemesis-0", "invoke", "heal", kind="zombie-producer"), heal)
+    fenced = recovery(run(*base, op(31, "eos-0", "info", "process", fenced=True, error="fenced"), quiescence(45)))
+    assert {p: e["status"] for p, e in fenced["faults"][0]["processes"].items()} == {"eos-0": "ended",
+                                                                                   "eos-0-zombie": "ended"}
+    assert fenced["recovered"] is True and fenced["faults"][0]["zombie_returned"] is None
+    back = recovery(run(*base, commit(33, "eos-0", "process"), commit(34, "eos-0", "process"), quiescence(45),
+                        commit(46, "eos-0", "process")))                        # the zombie commits again
+    [f] = back["faults"]
+    assert f["processes"]["eos-0"]["status"] == "recovered"
+    assert f["zombie_returned"] == {"process": "eos-0", "first_commit_s": 33.0, "commits": 2,      # not in quiescence
+                                    "initialised_s": None}
+    assert summary(back)["faults"][0]["zombie_returned"] == f["zombie_returned"]
+    assert ("the fenced zombie eos-0 came back (its client re-initialised by itself): it committed again at 33.0 s "
+            "(2 transaction(s)") in fault_line(f)
+    made = recovery(run(*base, op(31, "eos-0", "fail", "process", error="fatal"), op(31.5, "eos-0", "invoke", "init"),
+                        op(32, "eos-0", "ok", "init"), commit(33, "eos-0", "process"), quiescence(45)))
+    assert made["faults"][0]["zombie_returned"]["initialised_s"] == 32.0
+    assert "(a new producer made at 32.0 s after a fatal error)" in fault_line(made["faults"][0])
+    silent = recovery(run(*base[:-1], {**heal, "value": {"kind": "zombie-producer"}}, quiescence(45)))
+    assert silent["faults"][0]["processes"]["eos-0-zombie"]["status"] != "ended"     # not named: not ended
 
 
 def test_a_process_gone_before_the_fault_or_started_after_its_heal_is_not_judged_for_it():
@@ -210,7 +238,8 @@ def test_each_fault_has_the_slowest_commit_and_advance_and_chaos_run_gets_them_w
     assert brief["faults"] == [{"process": "nemesis-0", "kind": "kill-broker", "start_s": 10.0, "heal_s": 20.0,
                                 "heal_ok": True, "recovered": True, "seconds_to_commit_after_start": 16.0,
                                 "seconds_to_commit_after_heal": 6.0, "seconds_to_advance_after_start": 12.5,
-                                "seconds_to_advance_after_heal": 2.5, "why": [], "stalls": [], "restarted": []}]
+                                "seconds_to_advance_after_heal": 2.5, "why": [], "stalls": [], "restarted": [],
+                                "zombie_returned": None}]
     assert summary({"error": "HistoryError: no history"}) == {"recovered": "unknown",
                                                                "error": "HistoryError: no history"}
 

@@ -75,8 +75,8 @@ def test_explicit_and_random_faults_merge_in_time_order_explicit_first_at_a_tie(
     faults = build_schedule(random_spec(explicit), seed=11)
     assert [f.at_s for f in faults] == sorted(f.at_s for f in faults)
     assert [f.origin for f in faults[:2]] == ["explicit", "random"] and faults[0].kind == "stop-broker"
-    assert [f for f in faults if f.origin == "explicit"][1] == ScheduledFault(60, 10, "zombie-producer",
-                                                                             {"process": "txp-1"})
+    assert [f for f in faults if f.origin == "explicit"][1] == ScheduledFault(     # the parameters' defaults said
+        60, 10, "zombie-producer", {"process": "txp-1", "await_expiry": False, "expiry_timeout_s": 60.0})
     assert [f for f in faults if f.origin == "random"] == build_schedule(random_spec(), seed=11)
 
 

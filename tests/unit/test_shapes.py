@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from chaos.record.shapes import COMMIT_WAIT_S, commit_waits, shapes_in
+from chaos.record.shapes import COMMIT_WAIT_S, commit_waits, shapes_in, zombie_revived, zombie_stuck
 from chaos.runner.spec import SpecError
 from chaos.catalog.bugs import load_bug
 from tests.unit.test_annotations import op, write_history
@@ -99,3 +99,46 @@ def test_a_run_page_of_the_affected_client_names_the_behaviour_its_history_shows
     assert named["id"] == "franz-go-tv2-wait" and "took 5.10 s" in named["occurrences"][0]
     page = html._run(build.run_report(run, "transactions-back-to-back", None, None), tmp_path)
     assert "Catalogued finding seen in the history:" in page and "franz-go-tv2-wait" in page
+
+
+def zombie_run(after: list[dict]) -> list[dict]:
+    """A zombie-producer fault on txp-0 (5-30 s), its successor committing, then `after` from txp-0 and quiescence
+    at 40 s."""
+    ops = [*txn("txp-0", 0, 1.0, 1.2), *fault(5.0, 30.0, "zombie-producer"), *txn("txp-0-zombie", 0, 6, 6.2), *after,
+           op("nemesis", "invoke", "quiescence", 40.0)]
+    next(o for o in ops if o["f"] == "fault" and o["type"] == "ok")["value"].update(process="txp-0")
+    return sorted(ops, key=lambda o: o["time"])
+
+
+def test_a_zombie_its_client_brought_back_is_revived_one_the_workload_remade_is_not_and_one_failing_on_is_stuck():
+    refused = txn("txp-0", 1, 30.5, 30.6, "fail", error="INVALID_PRODUCER_ID_MAPPING: no producer id")
+    revived = zombie_run([*refused, *txn("txp-0", 2, 31.0, 31.4), *txn("txp-0", 3, 32.0, 32.4)])
+    assert zombie_revived(revived) == ["txp-0: fenced at 5.0 s, resumed at 30.0 s, committed again at 31.4 s with "
+                                       "no new producer (2 transaction(s))"]
+    assert zombie_stuck(revived) == []
+    remade = zombie_run([*refused, op("txp-0", "invoke", "init", 30.7), op("txp-0", "ok", "init", 30.8),
+                         *txn("txp-0", 2, 31.0, 31.4)])
+    assert zombie_revived(remade) == []               # a new producer the workload made: the application's choice
+    spinning = zombie_run([*refused, *(o for n in range(2, 6) for o in txn("txp-0", n, 30 + n, 30.1 + n, "fail",
+                                                                             error=f"INVALID_PRODUCER_ID_MAPPING {n}"))])
+    assert zombie_stuck(spinning) == ["txp-0: resumed at 30.00 s, 5 transaction(s) failed by quiescence (40.00 s), "
+                                      "none committed; the last: INVALID_PRODUCER_ID_MAPPING 5"]
+    assert zombie_revived(spinning) == []
+    ended = zombie_run([*refused, op("txp-0", "fail", "txn", 31.0, fenced=True, error="fenced")])
+    assert zombie_stuck(ended) == zombie_revived(ended) == []       # refused and exited, as a zombie must
+
+
+def test_a_reference_clients_run_is_a_candidate_for_a_bug_whose_variant_names_it(tmp_path):
+    from chaos.catalog.bugs import shape_candidates
+    from report import build
+    assert {"KAFKA-18019"} <= {b.id for b in shape_candidates(frozenset({"confluent-kafka"}))}   # its natural side
+    assert "KAFKA-18019" in {b.id for b in shape_candidates(frozenset({"franz-go"}))}            # a variant's
+    assert "kafkajs-expired-id-stuck" not in {b.id for b in shape_candidates(frozenset({"confluent-kafka"}))}
+    run = write_history(tmp_path, zombie_run([*txn("txp-0", 1, 30.5, 30.6, "fail", error="INVALID_PRODUCER_ID_MAPPING"),
+                                              *txn("txp-0", 2, 31.0, 31.4)]))
+    (run / "spec.json").write_text(json.dumps({"specs": [{"workload": "txn-producer", "process": "txp-0", "args": []}]}))
+    [named] = build.shape_bugs(run)                 # the reference's run: confluent-kafka, KAFKA-18019's own side
+    assert named["id"] == "KAFKA-18019" and "with no new producer" in named["occurrences"][0]
+    (run / "spec.json").write_text(json.dumps({"specs": [{"workload": "txn-producer", "process": "txp-0",
+                                                          "args": ["--client", "kafkajs"]}]}))
+    assert build.shape_bugs(run) == []              # KafkaJS: not a client of KAFKA-18019's sides

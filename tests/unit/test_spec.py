@@ -365,18 +365,23 @@ def test_kafka_16903s_sides_differ_only_in_the_streams_release_and_share_kafka_1
         BugSide(label="x", java_clients="2.8.0")
 
 
-def test_a_bug_can_take_only_a_catalogued_bugs_own_experiment(tmp_path):
+def test_a_bug_can_take_only_a_catalogued_bugs_own_experiment_or_a_built_in_one(tmp_path):
     bug = tmp_path / "kafka-1.yaml"
     base = {"id": "KAFKA-1", "title": "t", "url": "https://issues.apache.org/jira/browse/KAFKA-1", "fixed_in": "1",
             "affected": {"label": "a"}, "fixed": {"label": "b"}, "expect": {"checks": ["duplicate"]}}
     bug.write_text(yaml.safe_dump({**base, "experiment": {"same_as": "KAFKA-9"}}))
-    with pytest.raises(SpecError, match="experiment.same_as: names a catalogued bug and nothing beside it"):
+    with pytest.raises(SpecError, match="experiment.same_as: names a catalogued bug or a built-in experiment and "
+                                        "nothing beside it"):
         load_bug(bug)
     bug.write_text(yaml.safe_dump({**base, "experiment": {"same_as": "KAFKA-16903"}}))
     with pytest.raises(SpecError, match="KAFKA-16903's experiment must be written in its own file"):
         load_bug(bug)
     bug.write_text(yaml.safe_dump({**base, "experiment": {"same_as": "kafka-14402"}}))
     assert load_bug(bug).experiment["name"] == "late-produce-after-abort"
+    bug.write_text(yaml.safe_dump({**base, "experiment": {"same_as": "zombie-returns-after-expiry"}}))
+    built_in = load_bug(bug).experiment           # without its cluster (the sides give it) and its description
+    assert built_in["name"] == "zombie-returns-after-expiry" and not {"cluster", "description"} & built_in.keys()
+    assert built_in["schedule"]["faults"][0]["params"]["await_expiry"] is True
 
 
 def test_an_unknown_variant_names_the_bugs_variants():
