@@ -264,7 +264,7 @@ def shape_bugs(run_dir: Path) -> list[dict]:
          "occurrences": [seen for name in bug.expect.shapes for seen in found[name]],
          "shapes": [name for name in bug.expect.shapes if found[name]]}
         for bug in bugs if any(found[name] for name in bug.expect.shapes)]
-    erring = error_candidates(run_clients(run_dir), _json(run_dir / "cluster.json") or {})
+    erring = error_candidates(run_clients(run_dir) | reference, _json(run_dir / "cluster.json") or {})
     clients = process_clients(run_dir)
     for bug in erring:
         mine = None if not bug.expect.error_clients else \

@@ -1,7 +1,8 @@
 """History shapes: a catalogued finding that shows as a behaviour in a run's history, not as an anomaly verify counts
 (exactly-once holds). commit-waits (franz-go-tv2-wait): a transaction that took COMMIT_WAIT_S or more from its
 invoke to its commit while no fault was active; zombie-revived (KAFKA-18019): a fenced zombie its client brought
-back by itself after it was resumed; zombie-stuck: one that, resumed, fails every transaction and never ends. Each returns its occurrences in a history, each described in a
+back by itself after it was resumed; stuck-producer (kafkajs-expired-id-stuck): a producer that, no fault
+active, fails every transaction until the end. Each returns its occurrences in a history, each described in a
 line; a bug's `expect.shapes` names the shapes that show it (chaos/bugs/). And the errors a history's operations
 recorded by name (errors_seen: a bug's `expect.errors`, KAFKA-20785's InvalidTxnStateException)."""
 from __future__ import annotations
@@ -14,7 +15,8 @@ from chaos.record.annotations import windows_of
 from chaos.record.history import HistoryError, read_history, whole_history
 from chaos.record.recovery import COMMIT_F, ended_at, faults_of, horizon_of, is_commit, recovery
 
-STUCK_TRIES = 3          # failed transactions after its resume, none committed: a zombie that neither returned nor ended
+STUCK_TRIES = 3          # failed transactions, none committed, with no fault active: a producer that cannot go on
+STUCK_S = 5.0
 COMMIT_WAIT_S = 4.0      # franz-go waits for MetadataMinAge (5 s) before it retries; the other clients' max is ~1.3 s
 
 
@@ -59,31 +61,34 @@ def zombie_revived(ops: list[dict]) -> list[str]:
     return found
 
 
-def zombie_stuck(ops: list[dict]) -> list[str]:
-    """A zombie-producer fault's fenced process that, resumed, neither came back nor ended: every transaction it
-    tried after the heal failed (STUCK_TRIES or more), none committed, until quiescence, and it never said it was
-    fenced (a zombie its client keeps trying with a producer id the coordinator no longer maps)."""
-    found = []
+def stuck_producers(ops: list[dict]) -> list[str]:
+    """A transactional process that, once every fault was healed, failed every transaction it tried (STUCK_TRIES or
+    more, over STUCK_S or more) and committed none until quiescence, and never said it ended: a producer its client
+    keeps trying with a producer id the coordinator no longer maps (a KafkaJS producer whose transactional id expired
+    while it was paused, or idle), not a fault's passing effect."""
     horizon = horizon_of(ops)
     ended = ended_at(ops)
-    for fault in faults_of(ops):
-        zombie, heal = fault["victim"], fault["heal"]
-        if zombie is None or heal is None or ended.get(zombie, horizon + 1) <= horizon:
-            continue
-        tried = [op for op in ops if op["process"] == zombie and op["f"] in COMMIT_F and op["type"] != "invoke"
-                 and heal < op["time"] < horizon]
-        failed = [op for op in tried if op["type"] == "fail"]
-        if len(failed) < STUCK_TRIES or any(is_commit(op) for op in tried):
+    since = max((f["heal"] for f in faults_of(ops) if f["heal"] is not None), default=0)
+    tried: dict[str, list[dict]] = {}
+    for op in ops:
+        if (op["f"] in COMMIT_F and op["type"] != "invoke" and since < op["time"] < horizon
+                and not op["process"].startswith("nemesis")):
+            tried.setdefault(op["process"], []).append(op)
+    found = []
+    for process, attempts in sorted(tried.items()):
+        failed = [op for op in attempts if op["type"] == "fail"]
+        if (len(failed) < STUCK_TRIES or any(is_commit(op) for op in attempts)
+                or failed[-1]["time"] - failed[0]["time"] < STUCK_S * 1e9 or ended.get(process, horizon + 1) <= horizon):
             continue
         last = str((failed[-1].get("value") or {}).get("error", ""))[:120]
-        found.append(f"{zombie}: resumed at {_s(heal)}, {len(failed)} transaction(s) failed by quiescence "
-                     f"({_s(horizon)}), none committed; the last: {last}")
+        found.append(f"{process}: {len(failed)} transaction(s) failed from {_s(failed[0]['time'])} to quiescence "
+                     f"({_s(horizon)}), none committed, no fault active; the last: {last}")
     return found
 
 
 SHAPES: dict[str, Callable[[list[dict]], list[str]]] = {"commit-waits": commit_waits, "zombie-revived": zombie_revived,
-                                                        "zombie-stuck": zombie_stuck}
-LIVENESS_SHAPES = ("zombie-stuck",)     # shapes of a process that cannot go on: they explain a fault not recovered from
+                                                        "stuck-producer": stuck_producers}
+LIVENESS_SHAPES = ("stuck-producer",)     # shapes of a process that cannot go on: they explain a fault not recovered from
 
 
 def shapes_in(run_dir: Path, names: tuple[str, ...]) -> dict[str, list[str]] | str:

@@ -98,7 +98,7 @@ def test_grades_read_the_verdict_the_recovery_and_the_catalogue():
     assert c.experiment_outcome(run_entry(True, recovered=True, stalls=[stall]))["grade"] == "invalid"
     # a fault not recovered from because a catalogued finding's process cannot go on (a liveness shape): named;
     # a finding shown whose shape says nothing of liveness does not name it
-    stuck = {**run_entry(True, recovered=False), "shown": [{"id": "kafkajs-expired-id-stuck", "shapes": ["zombie-stuck"]}]}
+    stuck = {**run_entry(True, recovered=False), "shown": [{"id": "kafkajs-expired-id-stuck", "shapes": ["stuck-producer"]}]}
     assert (c.experiment_outcome(stuck)["grade"], c.experiment_outcome(stuck)["causes"]) == \
         ("named", ["kafkajs-expired-id-stuck"])
     waits = {**run_entry(True, recovered=False), "shown": [{"id": "franz-go-tv2-wait", "shapes": ["commit-waits"]}]}

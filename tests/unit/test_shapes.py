@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from chaos.record.shapes import COMMIT_WAIT_S, commit_waits, shapes_in, zombie_revived, zombie_stuck
+from chaos.record.shapes import COMMIT_WAIT_S, commit_waits, shapes_in, stuck_producers, zombie_revived
 from chaos.runner.spec import SpecError
 from chaos.catalog.bugs import load_bug
 from tests.unit.test_annotations import op, write_history
@@ -111,21 +111,29 @@ def zombie_run(after: list[dict]) -> list[dict]:
 
 
 def test_a_zombie_its_client_brought_back_is_revived_one_the_workload_remade_is_not_and_one_failing_on_is_stuck():
+    """stuck-producer is any producer failing every transaction with no fault active: a zombie, or its control whose
+    transactional id expired while it idled."""
     refused = txn("txp-0", 1, 30.5, 30.6, "fail", error="INVALID_PRODUCER_ID_MAPPING: no producer id")
     revived = zombie_run([*refused, *txn("txp-0", 2, 31.0, 31.4), *txn("txp-0", 3, 32.0, 32.4)])
     assert zombie_revived(revived) == ["txp-0: fenced at 5.0 s, resumed at 30.0 s, committed again at 31.4 s with "
                                        "no new producer (2 transaction(s))"]
-    assert zombie_stuck(revived) == []
+    assert stuck_producers(revived) == []
     remade = zombie_run([*refused, op("txp-0", "invoke", "init", 30.7), op("txp-0", "ok", "init", 30.8),
                          *txn("txp-0", 2, 31.0, 31.4)])
     assert zombie_revived(remade) == []               # a new producer the workload made: the application's choice
-    spinning = zombie_run([*refused, *(o for n in range(2, 6) for o in txn("txp-0", n, 30 + n, 30.1 + n, "fail",
+    spinning = zombie_run([*refused, *(o for n in range(2, 7) for o in txn("txp-0", n, 30 + n, 30.1 + n, "fail",
                                                                              error=f"INVALID_PRODUCER_ID_MAPPING {n}"))])
-    assert zombie_stuck(spinning) == ["txp-0: resumed at 30.00 s, 5 transaction(s) failed by quiescence (40.00 s), "
-                                      "none committed; the last: INVALID_PRODUCER_ID_MAPPING 5"]
+    assert stuck_producers(spinning) == ["txp-0: 6 transaction(s) failed from 30.60 s to quiescence (40.00 s), none "
+                                         "committed, no fault active; the last: INVALID_PRODUCER_ID_MAPPING 6"]
     assert zombie_revived(spinning) == []
     ended = zombie_run([*refused, op("txp-0", "fail", "txn", 31.0, fenced=True, error="fenced")])
-    assert zombie_stuck(ended) == zombie_revived(ended) == []       # refused and exited, as a zombie must
+    assert stuck_producers(ended) == zombie_revived(ended) == []    # refused and exited, as a zombie must
+    brief = zombie_run([*refused, *txn("txp-0", 2, 31, 31.1, "fail", error="x"), *txn("txp-0", 3, 32, 32.1, "fail",
+                                                                                        error="x")])
+    assert stuck_producers(brief) == []             # three failures within 1.5 s: not yet a producer that cannot go on
+    idle = zombie_run([*(o for n in range(1, 5) for o in txn("txp-1", n, 30 + 2 * n, 30.1 + 2 * n, "fail",
+                                                               error="INVALID_PRODUCER_ID_MAPPING"))])
+    assert stuck_producers(idle)[0].startswith("txp-1: 4 transaction(s) failed")   # not the zombie: its control
 
 
 def test_a_reference_clients_run_is_a_candidate_for_a_bug_whose_variant_names_it(tmp_path):
@@ -142,3 +150,15 @@ def test_a_reference_clients_run_is_a_candidate_for_a_bug_whose_variant_names_it
     (run / "spec.json").write_text(json.dumps({"specs": [{"workload": "txn-producer", "process": "txp-0",
                                                           "args": ["--client", "kafkajs"]}]}))
     assert build.shape_bugs(run) == []              # KafkaJS: not a client of KAFKA-18019's sides
+
+
+def test_an_error_a_reference_process_recorded_names_the_reference_clients_bug_and_only_for_its_processes(tmp_path):
+    from report import build
+    fatal = "KafkaException: Failed to end transaction: Broker: ... invalid state (INVALID_TXN_STATE)"
+    run = write_history(tmp_path, [*txn("txp-0", 0, 1.0, 1.2), *txn("txp-0", 1, 2.0, 2.1, "fail", error=fatal)])
+    (run / "spec.json").write_text(json.dumps({"specs": [{"workload": "txn-producer", "process": "txp-0", "args": []}]}))
+    [named] = build.shape_bugs(run)
+    assert named["id"] == "librdkafka-endtxn-after-failover" and "INVALID_TXN_STATE" in named["occurrences"][0]
+    (run / "spec.json").write_text(json.dumps({"specs": [{"workload": "txn-producer", "process": "txp-0",
+                                                          "args": ["--client", "franz-go"]}]}))
+    assert build.shape_bugs(run) == []              # franz-go's INVALID_TXN_STATE is not librdkafka's
