@@ -72,8 +72,14 @@ class DemoOptions:
         strange = [c for c in self.clients if c not in clients()]
         if strange or not self.clients or len(set(self.clients)) != len(self.clients):
             raise DemoError(f"clients must be distinct ones of {', '.join(clients())}, got {list(self.clients)}")
+        own: dict[str, dict[str, str]] = {}
         for name in self.experiments:
-            load_spec(name, short=True)             # a SpecError names the experiment before anything starts
+            local = load_spec(name, short=True).cluster.local   # a SpecError names the experiment before anything starts
+            if local is not None and local.broker_config and not local.hanging_drill:
+                own[name] = {k: str(v) for k, v in local.broker_overrides().items()}
+        if len({tuple(sorted(c.items())) for c in own.values()}) > 1:
+            raise DemoError("experiments asking for broker settings of their own must ask for the same ones in one "
+                            f"suite (a level's clusters stay up until its runs are verified): {own}")
 
     def levels(self) -> list[tuple[int, str]]:
         """(transaction.version, client) of each level, in the order they run."""
@@ -122,14 +128,9 @@ class Demo:
     # ---- clusters ----------------------------------------------------------------------------------------
     def _cluster(self, which: str, tv: int, broker_config: dict[str, str] | None = None) -> LocalCluster:
         """The level's `which` cluster: main, drill (1 node, the drill's settings) or own (3 nodes, the
-        broker_config of the experiments that ask for settings of their own: one set per suite, since the level's
-        clusters stay up until its runs are verified)."""
+        broker_config of the experiments that ask for settings of their own: one set per suite, DemoOptions.check)."""
         key = f"tv{tv}-{which}"
         if key in self.clusters:
-            wanted, has = broker_config or {}, self.clusters[key].layout.broker_overrides or {}
-            if which == "own" and {k: str(v) for k, v in wanted.items()} != {k: str(v) for k, v in has.items()}:
-                raise TxnlabError(f"this experiment's broker_config {wanted} is not that of the level's own cluster "
-                                  f"({has}), which is up until the level is verified: run it in another suite")
             return self.clusters[key]
         self._stop_other_levels(tv)
         drill = which == "drill"

@@ -3,6 +3,7 @@ of two transaction.version levels, the page and the timeline picture, `txnlab re
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 import time
 from pathlib import Path
 
@@ -363,6 +364,41 @@ def test_demo_levels_are_transaction_versions_clients_or_both():
     for bad in (("sarama",), (), ("kafkajs", "kafkajs")):
         with pytest.raises(DemoError, match="clients must be distinct ones of confluent, java, franz-go, kafkajs"):
             DemoOptions(clients=bad).check()
+
+
+def test_a_suite_asks_for_one_set_of_broker_settings_of_its_own_and_its_experiment_gets_that_cluster(tmp_path,
+                                                                                                      monkeypatch):
+    """transactional.id.expiration.ms is read at a broker's start: an experiment asking for it runs on the level's
+    `own` cluster (its ports apart), and two asking for different settings cannot share one suite."""
+    import yaml
+    import report.demo as demo_module
+    from chaos.runner.spec import builtin_specs
+    demo_module.DemoOptions(experiments=("zombie-returns-after-expiry", "coordinator-kill")).check()
+    other = yaml.safe_load(builtin_specs()["zombie-returns-after-expiry"].read_text())
+    other["cluster"]["local"]["broker_config"]["transactional.id.expiration.ms"] = 20000
+    (tmp_path / "other.yaml").write_text(yaml.safe_dump(other))
+    with pytest.raises(demo_module.DemoError, match="must ask for the same ones in one suite"):
+        demo_module.DemoOptions(experiments=("zombie-returns-after-expiry", str(tmp_path / "other.yaml"))).check()
+    made = []
+
+    class Planned(Exception):
+        pass
+
+    class FakeCluster:
+        @staticmethod
+        def load(state, **plan):
+            if not plan:                                 # the left-over of an earlier demo, torn down first
+                return SimpleNamespace(down=lambda **kw: None)
+            made.append((state.name, plan))
+            raise Planned
+    monkeypatch.setattr(demo_module, "LocalCluster", FakeCluster)
+    options = demo_module.DemoOptions(experiments=("zombie-returns-after-expiry",), runs_dir=tmp_path / "runs",
+                                      own_base_port=35000, state_root=tmp_path / "state")
+    with pytest.raises(Planned):
+        demo_module.Demo(options, progress=lambda m: None)._cluster("own", 2, {"transactional.id.expiration.ms": "1"})
+    [(name, plan)] = made
+    assert (name, plan["base_port"], plan["nodes"]) == ("tv2-own", 35000, 3)
+    assert plan["broker_overrides"] == {"transactional.id.expiration.ms": "1"}
 
 
 def test_a_demo_cluster_that_does_not_come_up_fails_each_experiment_and_is_never_run_on(tmp_path):
