@@ -213,6 +213,9 @@ def evidence_section(bug: BugSpec, affected: Chosen, fixed: Chosen, a_dir: Path,
     shapes = affected.run.get("shapes") or {}
     for shape, lines in shapes.items():
         waits = [(m["attempt"], float(m["took"])) for m in map(SHAPE_LINE.search, lines) if m]
+        if not waits:                   # a shape of another kind (a zombie come back, a producer stuck): its lines
+            out += [f"In the affected try, the history shows {shape}:", "", *(f"- {line}" for line in lines), ""]
+            continue
         out += [f"In the affected try, {len(lines)} transactions took {min(t for _, t in waits):.2f} s to "
                 f"{max(t for _, t in waits):.2f} s with no fault active ({shape}):", ""]
         out += [f"- {line}" for line in lines]
@@ -226,8 +229,9 @@ def evidence_section(bug: BugSpec, affected: Chosen, fixed: Chosen, a_dir: Path,
     out += checks_evidence(bug, a_dir)
     for stall in affected.run.get("stalls") or []:
         out += ["", f"A client call stalled: {json.dumps(stall, sort_keys=True)}"]
-    for error, count in (affected.run.get("errors_seen") or {}).items():
-        out += ["", f"Error seen {count} time(s): {error}"]
+    for error, seen in (affected.run.get("errors_seen") or {}).items():
+        out += ["", f"{error} recorded by {seen['count']} operation(s), the first by {seen['first_process']} at "
+                    f"{seen['first_s']:g} s into the run" if isinstance(seen, dict) else f"Error seen {seen} time(s): {error}"]
     logs = log_lines(a_dir, bug.upstream.log_patterns if bug.upstream else [])
     if logs:
         out += ["", "The client's log lines that show it:", "", "```", *logs, "```"]

@@ -340,6 +340,22 @@ def test_a_bug_s_bundle_for_its_maintainers_holds_its_tries_and_says_only_their_
     assert not (tmp_path / "refused").exists()
 
 
+def test_a_stuck_producer_s_bundle_says_the_shape_s_own_lines(tmp_path):
+    """kafkajs-expired-id-stuck's bundle from its recorded suite: a shape that is not a wait (a producer failing every
+    transaction) is told by its occurrences as the affected try's judgement holds them (the corpus keeps no logs: the
+    client's log lines are a live suite's)."""
+    from report.bug_export import export
+    from tests.corpus.conftest import unpack
+    suite = unpack("kafkajs-expired-id-stuck-pair-x3", tmp_path / "suite")
+    bundle = export("kafkajs-expired-id-stuck", suite, tmp_path / "out", progress=lambda m: None)
+    text = (bundle / "README.md").read_text()
+    judged = json.loads((suite / "bug.json").read_text())
+    affected = next(r for r in judged["sides"]["affected"]["runs"] if r["reproduced"])
+    stuck = affected["shapes"]["stuck-producer"]
+    assert "In the affected try, the history shows stuck-producer:" in text and all(f"- {line}" in text for line in stuck)
+    assert "3 of 3 tries" in text and "src/producer/eosManager/index.js" in text
+
+
 def test_a_lost_write_s_bundle_shows_the_offsets_in_both_views_and_both_transactions_history(tmp_path):
     """kafkajs-sequence-rollback's bundle from its recorded suite: the README says, from the bundled affected try's
     verification, which committed record is missing, which record the acknowledged offset holds instead, what each
