@@ -275,7 +275,8 @@ def transaction_families(res: TransactionsResult | None, now: float, top_n: int,
     oldest = _gauge("transaction_oldest_start_timestamp_seconds", "Start of the oldest in-progress transaction "
                     "per coordinator and state (DescribeTransactions)" + CACHED, ["coordinator", "state"])
     starts: dict[tuple[str, str], int] = {}
-    over: dict[str, int] = {str(b): 0 for b in {lst.coordinator for lst in res.listings}}
+    # a coordinator whose DescribeTransactions failed gets no count at all: its zero would be silence taken as evidence
+    over: dict[str, int] = {str(b): 0 for b in {lst.coordinator for lst in res.listings} - res.coordinators_failed}
     near, preparing = dict(over), dict(over)
     now_ms = now * 1000
     read_ms = (collected_at if collected_at is not None else now) * 1000

@@ -196,6 +196,14 @@ def test_a_transaction_in_prepare_past_its_own_timeout_is_stuck_there_one_within
     assert get("kafkatxn_transactions_prepare_over_timeout", coordinator="1") == 2
     assert get("kafkatxn_transactions_prepare_over_timeout", coordinator="2") == 0   # Ongoing late: over_timeout's
     assert get("kafkatxn_transactions_over_timeout", coordinator="2") == 1
+    descriptions = {"stuck": TransactionDescription("stuck", 1, "PrepareCommit", 1, 0, 10_000, int((NOW - 11) * 1000),
+                                                    frozenset())}
+    listings = [TransactionListing("stuck", 1, "PrepareCommit", 1), TransactionListing("x", 2, "PrepareCommit", 2)]
+    failed = TransactionsResult(listings=listings, descriptions=descriptions, coordinators_failed={2})
+    get, _ = scrape(FakeService(offsets_view(), Background(transactions=failed, collected_at=NOW)))
+    assert get("kafkatxn_transactions_prepare_over_timeout", coordinator="1") == 1
+    for family in ("prepare_over_timeout", "over_timeout", "near_timeout"):   # not described: no count, never a 0
+        assert get(f"kafkatxn_transactions_{family}", coordinator="2") is None
 
 
 def test_over_timeout_is_judged_when_the_states_were_read_not_at_scrape_time():
