@@ -128,6 +128,7 @@ class BugRun:
         if options.tries < 1:
             raise BugRunError(f"tries must be >= 1, got {options.tries}")
         self.options, self.say = options, progress
+        self.short = options.short and self.bug.full_only is None      # a full_only bug runs in its full mode
         self.started = time.time()
         variant = f"-{self.bug.variant}" if self.bug.variant else ""
         self.dir = Path(options.runs_dir).resolve() / f"{time.strftime('%Y%m%d-%H%M%S')}-{self.bug.id.lower()}{variant}"
@@ -143,7 +144,7 @@ class BugRun:
                       "runs": [], "verify_exit": {}, "errors": []}
         self.outcome = {"bug": self.bug.id, "variant": self.bug.variant, "url": self.bug.url, "links": self.bug.links, "title": self.bug.title, "fixed_in": self.bug.fixed_in,
                         "expected_checks": self.bug.expect.checks, "expected_errors": self.bug.expect.errors,
-                        "short": options.short, "tries": options.tries,
+                        "short": self.short, "tries": options.tries,
                         "sides": {side: {"label": getattr(self.bug, side).label, "runs": []} for side in BUG_SIDES}}
 
     def _step(self, message: str) -> None:
@@ -157,7 +158,7 @@ class BugRun:
         self.spark = shared_spark(self.state_root / "spark-connect", DEMO_SPARK_BASE_PORT, self.options.master,
                                   True, self._step)
         self._step(f"{self.bug.id} ({self.bug.title}): {self.options.tries} tr{'y' if self.options.tries == 1 else 'ies'} "
-                   f"per side, {'short' if self.options.short else 'full'} mode, in {self.dir}")
+                   f"per side, {'short' if self.short else 'full'} mode, in {self.dir}")
         try:
             for side in BUG_SIDES:
                 self._side(side)
@@ -200,7 +201,7 @@ class BugRun:
         self._save()
 
     def _try(self, side: str, attempt: int, cluster: LocalCluster, state: Path) -> Path | None:
-        spec = bug_side_spec(self.bug, side, state, self.options.base_port, self.options.short)
+        spec = bug_side_spec(self.bug, side, state, self.options.base_port, self.short)
         name = f"{self.bug.id} try {attempt}"
         entry = {"experiment": name, "level": side_label(self.bug, side), "side": side, "try": attempt,
                  "run_dir": None, "error": None,

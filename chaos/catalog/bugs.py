@@ -44,6 +44,7 @@ from chaos.runner.spec import (ExperimentSpec, KafkaValue, SpecError, WorkloadEn
 #     experiment: {name, workloads, duration_s, schedule, probes, quiescence, restart, short}, or
 #             {same_as: KAFKA-14402}: another catalogued bug's experiment, when its faults trigger this bug too, or
 #             {same_as: zombie-returns-after-expiry}: a built-in experiment's (its cluster and description left out)
+#     full_only: why    its experiment always runs in its full mode (the short one cannot reach the bug)
 #     variants: {name: {description, fixed_in, affected, fixed}}   other pairs of sides under the same experiment
 #             (`txnlab bugs run ID --variant NAME`): e.g. the bug still reached on a fixed release with its fix
 #             turned off; `affected` and `fixed` are the bug's natural sides (the releases before and after its fix,
@@ -180,6 +181,9 @@ class BugSpec(_Strict):
     variant: str | None = None          # the variant whose sides `affected` and `fixed` are (load_bug), None: natural
     rate: BugRate | None = None         # the affected side's measured rate, when the bug is timing-bound
     upstream: BugUpstream | None = None  # for its maintainers: what `txnlab bugs export` bundles
+    # why its experiment runs in its full mode whatever the run asks (the short one cannot reach the bug: KAFKA-20090's
+    # climb to the edge of epoch exhaustion alone takes longer than a short run may)
+    full_only: str | None = None
 
     _releases_supported = field_validator("affects_java_clients")(
         lambda cls, versions: [_supported_release(v) for v in versions])

@@ -125,9 +125,14 @@ class HoldRequestsParams(TargetParams):
     hold_ms: int = Field(6000, ge=1, le=60000)
     every_ms: int = Field(10000, ge=0, le=600000, description="at most one hold per this long, across connections: "
                                                                "the client's retry of a held request goes through")
+    min_epoch: int | None = Field(None, ge=0, le=32767, description=(
+        "hold only EndTxn requests whose producer epoch is at least this (apis: [EndTxn]): the transactions at the "
+        "edge of epoch exhaustion (32766, 32767), the earlier ones go through"))
 
     @model_validator(mode="after")
     def _apis_of_the_link(self) -> "HoldRequestsParams":
+        if self.min_epoch is not None and self.apis != ["EndTxn"]:
+            raise ValueError("min_epoch reads the producer epoch of EndTxn requests: apis: [EndTxn]")
         markers = set(self.apis) == {"WriteTxnMarkers"}
         if self.link == "markers" and not markers:
             raise ValueError("link markers holds WriteTxnMarkers only (apis: [WriteTxnMarkers]): the other requests "
@@ -162,6 +167,18 @@ class SetFeatureParams(Params):
     level: int = Field(ge=0, le=2)
 
 
+class ClimbEpochParams(Params):
+    """Drive a transactional id's producer epoch up to `to_epoch` with InitProducerId, one at a time (as a
+    crash-looping instance of its application would; chaos/nemesis/epoch_climb.py), `process` (the id's own producer,
+    optional) paused meanwhile; its next request after the climb is fenced and it initialises again, one epoch above:
+    the edge of epoch exhaustion (32766) without 32,767 transactions. The start returns once the epoch is reached (at
+    most `limit_s`); heal: the process resumed if the climb failed half-way. The epochs cannot be given back."""
+    txn_id: str = Field(min_length=1, description="the transactional id, {tag} substituted (e.g. '{tag}.txp-0')")
+    to_epoch: int = Field(32765, ge=1, le=32765)
+    process: str | None = None
+    limit_s: float = Field(300.0, gt=0, le=1800)
+
+
 FAULT_KINDS: dict[str, type[Params]] = {
     "kill-broker": KillBrokerParams,
     "stop-broker": StopBrokerParams,
@@ -176,6 +193,7 @@ FAULT_KINDS: dict[str, type[Params]] = {
     "hanging-transaction": HangingTransactionParams,
     "storm": StormParams,
     "set-feature": SetFeatureParams,
+    "climb-epoch": ClimbEpochParams,
 }
 
 

@@ -42,7 +42,8 @@ from kafka.structs import TopicPartition
 
 from chaos.nemesis.backends import HEAL_TIMEOUT_S, ISOLATE_TOXIC, Backend
 from chaos.nemesis.fault_kinds import TARGET_FORMS, TARGET_RE, Params, parse_params, with_tag
-from chaos.nemesis.inject_hanging import InjectedHanging, inject_hanging
+from chaos.nemesis.epoch_climb import EpochClimbError, climb_epoch  # noqa: F401 - EpochClimbError: the start's error
+from chaos.nemesis.inject_hanging import InjectedHanging, inject_hanging, transaction_timeout_ms
 from chaos.workloads import TRANSACTIONAL_WORKLOADS
 from chaos.workloads.plans import option_value, without_option
 from chaos.nemesis.request_hold import API_KEYS, HoldPolicy, RequestHold
@@ -400,7 +401,7 @@ class HoldRequests(NodeFault):
     def act(self, env: FaultEnv, node: int) -> dict:
         policy = HoldPolicy(frozenset(API_KEYS[name] for name in self.params.apis),   # shared: one hold per every_ms
                             tuple(with_tag(c, env.tag) for c in self.params.clients),
-                            self.params.hold_ms / 1000, self.params.every_ms / 1000)
+                            self.params.hold_ms / 1000, self.params.every_ms / 1000, self.params.min_epoch)
         links = self._links(env.backend.layout, node)
         try:
             for to, src, port, listener in links:
@@ -415,7 +416,8 @@ class HoldRequests(NodeFault):
         relays = {f"{LOOPBACK}:{port}": (f"n{to}-client" if src is None else f"n{to}-repl-from-{src}")
                   for to, src, port, _ in links}
         return {"relay": next(iter(relays)) if self.params.link == "client" else None, "relays": relays,
-                "apis": list(self.params.apis), "clients": list(policy.clients)}
+                "apis": list(self.params.apis), "clients": list(policy.clients),
+                **({"min_epoch": policy.min_epoch} if policy.min_epoch is not None else {})}
 
     def undo(self, env: FaultEnv, node: int) -> dict:
         for to, src, _, _ in self._links(env.backend.layout, node):
@@ -717,10 +719,44 @@ class SetFeature(Fault):
                                                 "level": self.before, "expected": self.params.level}]
 
 
+class ClimbEpoch(Fault):
+    """chaos.nemesis.epoch_climb.climb_epoch on the transactional id, its process paused meanwhile (resumed once the
+    epoch is reached, or at the heal when the climb failed)."""
+    kind = "climb-epoch"
+
+    def __init__(self, params: Params):
+        super().__init__(params)
+        self.paused = False
+
+    def start(self, env: FaultEnv) -> dict:
+        txn_id, process = with_tag(self.params.txn_id, env.tag), self.params.process
+        if process is not None:
+            self.paused = True
+            if not env.require_run().pause(process):
+                raise FaultError(f"workload process {process} is not running")
+        progress = env.run.progress if env.run is not None else None
+        with env.admin(env.conn) as admin:
+            climbed = climb_epoch(admin, txn_id, self.params.to_epoch, transaction_timeout_ms(None),
+                                  self.params.limit_s, progress)
+        if process is not None:
+            self.paused = not env.require_run().resume(process)
+        return {**climbed, "process": process}
+
+    def heal(self, env: FaultEnv) -> dict:
+        if not self.paused:
+            return {"process": self.params.process, "resumed": False}
+        self.paused = False
+        return {"process": self.params.process, "signal": "SIGCONT", "resumed": env.require_run().resume(
+            self.params.process)}
+
+    def undo_steps(self, env: FaultEnv) -> list[dict]:
+        return process_step("resume-process", env.run, self.params.process)
+
+
 # ---- construction ---------------------------------------------------------------------------------------
 FAULT_CLASSES: dict[str, type[Fault]] = {cls.kind: cls for cls in (
     KillBroker, StopBroker, PauseBroker, RollingRestart, PauseWorkload, KillWorkload, ZombieProducer, Network, IsolateBroker,
-    HoldRequests, HangingTransaction, Storm, SetFeature)}
+    HoldRequests, HangingTransaction, Storm, SetFeature, ClimbEpoch)}
 
 
 def make_fault(kind: str, params: dict | None = None) -> Fault:

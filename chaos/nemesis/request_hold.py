@@ -13,12 +13,16 @@ id); a request whose api key is one of `apis` from a client whose client id matc
 patterns) is held `hold_ms` before it is forwarded (the connection's later requests wait behind it, as on
 a stalled TCP stream), at most one hold per `every_ms` across all connections (the client's retry of the
 held request, on a new connection, is not held). A held request is still delivered after its client has
-given up and closed the connection: that late arrival is the fault. Broker -> client: bytes copied.
+given up and closed the connection: that late arrival is the fault. With `min_epoch` only EndTxn requests whose
+producer epoch is at least that are held: the one place the relay reads past the header (EndTxn's transactional
+id, producer id, epoch and result, every version): a hold at the edge of epoch exhaustion. Broker -> client: bytes
+copied.
 `stop()` releases every held request at once and closes everything; the report says how long each one
 was held (`held_s`: less than the hold when the fault healed first).
 
 The bytes are the client's own: nothing is rewritten, dropped or invented. Binds 127.0.0.1 only.
-Must not: parse anything past the header, or hold requests of clients not named.
+Must not: parse anything past the header but an EndTxn's fields for min_epoch, or hold requests of clients
+not named.
 """
 from __future__ import annotations
 
@@ -36,6 +40,8 @@ MAX_FRAME = 100 * 1024 * 1024            # a Kafka request larger than this is n
 # the request types a hold may name (Kafka's api keys)
 API_KEYS = {"Produce": 0, "FindCoordinator": 10, "InitProducerId": 22, "AddPartitionsToTxn": 24,
             "AddOffsetsToTxn": 25, "EndTxn": 26, "WriteTxnMarkers": 27, "TxnOffsetCommit": 28}
+END_TXN = API_KEYS["EndTxn"]
+END_TXN_FIRST_FLEXIBLE = 3          # EndTxn v3+: request header v2 (tagged fields) and compact strings
 
 
 @dataclass(frozen=True)
@@ -58,6 +64,54 @@ def parse_header(frame: bytes) -> RequestHeader:
     return RequestHeader(api_key, api_version, correlation_id, frame[10:10 + length].decode("utf-8", "replace"))
 
 
+@dataclass(frozen=True)
+class EndTxnFields:
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    committed: bool
+
+
+def _uvarint(frame: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if pos >= len(frame) or shift > 28:
+            raise ValueError("a varint runs past the frame")
+        byte = frame[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
+
+
+def parse_end_txn(frame: bytes) -> EndTxnFields:
+    """An EndTxn request's fields (the frame after its size); ValueError when it is none or cut short."""
+    api_key, api_version, _, id_length = struct.unpack(">hhih", frame[:10]) if len(frame) >= 10 else (None,) * 4
+    if api_key != END_TXN:
+        raise ValueError("not an EndTxn request")
+    pos = 10 + max(id_length, 0)
+    flexible = api_version >= END_TXN_FIRST_FLEXIBLE
+    if flexible:                                 # the header's tagged fields
+        count, pos = _uvarint(frame, pos)
+        for _ in range(count):
+            _, pos = _uvarint(frame, pos)
+            size, pos = _uvarint(frame, pos)
+            pos += size
+        length, pos = _uvarint(frame, pos)
+        length -= 1
+    else:
+        if len(frame) < pos + 2:
+            raise ValueError("EndTxn cut short")
+        length = struct.unpack(">h", frame[pos:pos + 2])[0]
+        pos += 2
+    if length < 0 or len(frame) < pos + length + 11:
+        raise ValueError("EndTxn cut short")
+    txn_id = frame[pos:pos + length].decode("utf-8", "replace")
+    producer_id, epoch, committed = struct.unpack(">qhb", frame[pos + length:pos + length + 11])
+    return EndTxnFields(txn_id, producer_id, epoch, bool(committed))
+
+
 @dataclass
 class HoldPolicy:
     """Which requests to hold and when: the pure part of the relay (time passed in)."""
@@ -65,20 +119,31 @@ class HoldPolicy:
     clients: tuple[str, ...]
     hold_s: float
     every_s: float
+    min_epoch: int | None = None        # hold only EndTxn requests at this producer epoch or above
     last_hold: float | None = None
     held: list[dict] = field(default_factory=list)
 
-    def decide(self, header: RequestHeader, now: float) -> float:
+    def decide(self, header: RequestHeader, now: float, frame: bytes = b"") -> float:
         """Seconds to hold this request (0: forward now); a hold is recorded."""
         if header.api_key not in self.apis or header.client_id is None:
             return 0.0
         if not any(fnmatch.fnmatchcase(header.client_id, pattern) for pattern in self.clients):
             return 0.0
+        fields: dict = {}
+        if self.min_epoch is not None:
+            try:
+                end = parse_end_txn(frame)
+            except ValueError:
+                return 0.0
+            if end.producer_epoch < self.min_epoch:
+                return 0.0
+            fields = {"producer_id": end.producer_id, "producer_epoch": end.producer_epoch,
+                      "result": "commit" if end.committed else "abort"}
         if self.last_hold is not None and now - self.last_hold < self.every_s:
             return 0.0
         self.last_hold = now
         self.held.append({"api_key": header.api_key, "client_id": header.client_id,
-                          "correlation_id": header.correlation_id, "at": now})
+                          "correlation_id": header.correlation_id, "at": now, **fields})
         return self.hold_s
 
 
@@ -153,7 +218,7 @@ class RequestHold:
                 except ValueError:
                     break
                 with self._lock:
-                    hold = self.policy.decide(header, time.monotonic())
+                    hold = self.policy.decide(header, time.monotonic(), frame)
                     entry = self.policy.held[-1] if hold else None
                 if entry is not None:
                     full = not self._released.wait(hold)     # False: released early, when the fault healed

@@ -59,11 +59,28 @@ UNOBSERVED_S = 1.0         # a heal this close to the horizon leaves nothing to 
 SAMPLE_GAP_S = 6.0         # group offsets last sampled longer before the horizon: the rest is not seen
 
 
+DELIBERATE_ABORT = "deliberate abort"    # the error every client's workload records for a transaction it aborted on
+#                                         purpose and whose abort completed (with "after" when the abort itself failed)
+
+
 def is_commit(op: dict) -> bool:
     if op["type"] != "ok" or op["f"] not in COMMIT_F:
         return False
     value = op.get("value") or {}
     return op["f"] != "copy" or (isinstance(value, dict) and (value.get("copied") or 0) > 0)
+
+
+def is_deliberate_abort(op: dict) -> bool:
+    """A transaction its producer aborted on purpose, the abort completed: the producer did what it meant to."""
+    value = op.get("value")
+    return (op["type"] == "fail" and op["f"] in COMMIT_F and isinstance(value, dict)
+            and value.get("error") == DELIBERATE_ABORT and "after" not in value)
+
+
+def ends_as_meant(op: dict) -> bool:
+    """A commit, or a deliberate abort that completed: what shows a producer at work (one that aborts every
+    transaction on purpose, an experiment's choice, shows it by its aborts)."""
+    return is_commit(op) or is_deliberate_abort(op)
 
 
 def ended_at(ops: list[dict]) -> dict[str, int]:
@@ -288,6 +305,8 @@ def recovery(ops: list[dict]) -> dict:
         if op["f"] in COMMIT_F and not op["process"].startswith("nemesis"):
             commits[op["process"]].append(op)
     commit_times = {p: sorted(op["time"] for op in found if is_commit(op)) for p, found in commits.items()}
+    # a producer's work: its commits and its completed deliberate aborts (the zombie's return counts commits only)
+    work_times = {p: sorted(op["time"] for op in found if ends_as_meant(op)) for p, found in commits.items()}
     init_times: dict[str, list[int]] = defaultdict(list)
     for op in ops:
         if op["f"] == INIT_F and op["type"] == "ok":
@@ -307,22 +326,22 @@ def recovery(ops: list[dict]) -> dict:
                 if owner == n]
         reference = heal if heal is not None else start
         late = heal is not None and heal > horizon - UNOBSERVED_S * NS
-        processes = {p: _process_entry(commit_times[p], start, heal, horizon, ended.get(p, horizon + 1) <= horizon,
+        processes = {p: _process_entry(work_times[p], start, heal, horizon, ended.get(p, horizon + 1) <= horizon,
                                        last_op[p], late)
-                     for p in sorted(commit_times)
+                     for p in sorted(work_times)
                      if first_seen[p] <= reference and ended.get(p, horizon + 1) >= start}  # there, not gone before
         by_group = {}
         for g in groups:
             members = group_members(g, commits)
             gone = bool(members) and all(ended.get(m, horizon + 1) <= horizon for m in members)
             by_group[g] = _group_entry(g, samples, failed, start, heal, horizon, gone, late)
-        restarted = _restarted_first(processes, commit_times, mine, heal, horizon)
+        restarted = _restarted_first(processes, work_times, mine, heal, horizon)
         found = {"process": fault["process"], "kind": fault["kind"], "started": fault["started"],
                  "start_s": _seconds(start, 0), "heal_s": _seconds(heal, 0), "heal_ok": fault["heal_ok"],
                  "processes": processes, "groups": by_group, "stalls": mine, "restarted": restarted,
                  "zombie_returned": _zombie_returned(fault["victim"], commit_times, init_times, heal, horizon)}
         out.append({**found, **_verdict(found)})
-    last = {p: _last_commit(times, horizon) for p, times in sorted(commit_times.items())}
+    last = {p: _last_commit(times, horizon) for p, times in sorted(work_times.items())}
     verdicts = {f["recovered"] for f in out}
     return {"horizon_s": _seconds(horizon, 0), "faults": out,
             "stalls": [_stall_entry(st, ops, horizon) for st in stalls],

@@ -13,7 +13,7 @@ from typing import Callable
 
 from chaos.record.annotations import windows_of
 from chaos.record.history import HistoryError, read_history, whole_history
-from chaos.record.recovery import COMMIT_F, ended_at, faults_of, horizon_of, is_commit, recovery
+from chaos.record.recovery import COMMIT_F, INIT_F, ended_at, ends_as_meant, faults_of, horizon_of, recovery
 
 STUCK_TRIES = 3          # failed transactions, none committed, with no fault active: a producer that cannot go on
 STUCK_S = 5.0
@@ -62,26 +62,31 @@ def zombie_revived(ops: list[dict]) -> list[str]:
 
 
 def stuck_producers(ops: list[dict]) -> list[str]:
-    """A transactional process that, once every fault was healed, failed every transaction it tried (STUCK_TRIES or
-    more, over STUCK_S or more) and committed none until quiescence, and never said it ended: a producer its client
-    keeps trying with a producer id the coordinator no longer maps (a KafkaJS producer whose transactional id expired
-    while it was paused, or idle), not a fault's passing effect."""
+    """A transactional process that, once every fault was healed, failed every transaction or initialisation it tried
+    (STUCK_TRIES or more, over STUCK_S or more), ended none as it meant to (a commit, a deliberate abort) until
+    quiescence, and never said it ended: a producer its client keeps trying with a producer id the coordinator no
+    longer maps (a KafkaJS producer whose transactional id expired while it was paused, or idle), or one whose every
+    InitProducerId the coordinator refuses (KAFKA-20090: its transaction stuck at the last epoch), not a fault's
+    passing effect."""
     horizon = horizon_of(ops)
     ended = ended_at(ops)
     since = max((f["heal"] for f in faults_of(ops) if f["heal"] is not None), default=0)
     tried: dict[str, list[dict]] = {}
     for op in ops:
-        if (op["f"] in COMMIT_F and op["type"] != "invoke" and since < op["time"] < horizon
+        if ((op["f"] in COMMIT_F or op["f"] == INIT_F) and op["type"] != "invoke" and since < op["time"] < horizon
                 and not op["process"].startswith("nemesis")):
             tried.setdefault(op["process"], []).append(op)
     found = []
     for process, attempts in sorted(tried.items()):
-        failed = [op for op in attempts if op["type"] == "fail"]
-        if (len(failed) < STUCK_TRIES or any(is_commit(op) for op in attempts)
+        failed = [op for op in attempts if op["type"] == "fail" and not ends_as_meant(op)]
+        if (len(failed) < STUCK_TRIES or any(ends_as_meant(op) for op in attempts)
                 or failed[-1]["time"] - failed[0]["time"] < STUCK_S * 1e9 or ended.get(process, horizon + 1) <= horizon):
             continue
         last = str((failed[-1].get("value") or {}).get("error", ""))[:120]
-        found.append(f"{process}: {len(failed)} transaction(s) failed from {_s(failed[0]['time'])} to quiescence "
+        inits = {op["f"] == INIT_F for op in failed}
+        what = ("initialisation(s)" if inits == {True} else "transaction(s)" if inits == {False}
+                else "transaction(s) and initialisation(s)")
+        found.append(f"{process}: {len(failed)} {what} failed from {_s(failed[0]['time'])} to quiescence "
                      f"({_s(horizon)}), none committed, no fault active; the last: {last}")
     return found
 

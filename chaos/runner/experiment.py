@@ -334,7 +334,10 @@ class Experiment:
     def _start_fault(self, scheduled: ScheduledFault, run: Run, env: FaultEnv, started: float) -> None:
         fault = make_fault(scheduled.kind, scheduled.params)
         process = f"{NEMESIS}-{len(self.active)}"
-        active = ActiveFault(scheduled, fault, {}, started + scheduled.at_s + scheduled.duration_s, process,
+        # a fault started late (an earlier fault's start blocked the schedule: climb-epoch, rolling-restart) still
+        # lasts its duration_s, from when it starts
+        heal_at = max(started + scheduled.at_s, time.monotonic()) + scheduled.duration_s
+        active = ActiveFault(scheduled, fault, {}, heal_at, process,
                              entry=f"{run.info.run_tag}-{process}")
         self.active.append(active)           # before the start: a signal inside it still gets it healed
         fault.prepare(env)

@@ -153,6 +153,43 @@ def test_hold_an_endtxn_of_one_client_on_the_wire_and_heal(env, conn, topic):
     assert make_fault("hold-requests", {"clients": ["x"]}).undo_steps(env) == [{"step": "remove-all-toxics"}]
 
 
+def test_an_epoch_climb_reaches_its_epoch_and_a_min_epoch_hold_holds_only_the_endtxn_from_there(env, conn, admin,
+                                                                                                 topic):
+    """climb-epoch's InitProducerIds bring a transactional id to its epoch (as the coordinator then reports it); a
+    real librdkafka producer initialises one above; a hold with min_epoch two above lets its commit through, then
+    holds the commit of the next producer of the id (initialised one epoch higher), reading the epoch from its
+    real EndTxn."""
+    from confluent_kafka import Producer
+    climb = make_fault("climb-epoch", {"txn_id": "{tag}.climb-0", "to_epoch": 200})
+    climbed = climb.start(env)
+    assert (climbed["txn_id"], climbed["epoch"], climbed["process"]) == (f"{env.tag}.climb-0", 200, None)
+    assert admin.client.describe_transactions([climbed["txn_id"]])[climbed["txn_id"]].producer_epoch == 200
+    assert climb.heal(env)["resumed"] is False
+    hold = make_fault("hold-requests", {"target": "coordinator:{tag}.climb-0", "apis": ["EndTxn"],
+                                        "clients": ["{tag}.climb-*"], "hold_ms": 2500, "every_ms": 0, "min_epoch": 202})
+
+    def commit_seconds(value: str) -> float:
+        p = Producer({**conn.confluent(), "client.id": f"{env.tag}.climb-producer", "transactional.id": climbed["txn_id"]})
+        p.init_transactions(30)
+        p.begin_transaction()
+        p.produce(topic, value=value.encode(), partition=0)
+        started = time.monotonic()
+        p.commit_transaction(30)
+        took = time.monotonic() - started
+        p.flush(5)
+        return took
+
+    hold.start(env)
+    try:
+        assert commit_seconds("at-201") < 2.0                  # epoch 201: below min_epoch, not held
+        assert commit_seconds("at-202") >= 2.4                 # the next producer, epoch 202: held 2.5 s
+    finally:
+        healed = hold.heal(env)
+    assert [(h["producer_epoch"], h["result"], h["producer_id"]) for h in healed["held"]] == [
+        (202, "commit", climbed["producer_id"])]
+    assert sorted(r.value.decode() for r in read_to_end(conn, topic, committed=True)) == ["at-201", "at-202"]
+
+
 def test_hold_the_markers_a_coordinator_sends_and_heal(env, conn, admin, topic):
     """A real commit whose markers to a partition led by another node are held on the coordinator's link to it:
     the producer is told committed at once, read_committed sees nothing of it until the markers arrive (the last

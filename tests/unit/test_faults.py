@@ -34,7 +34,21 @@ EXAMPLE_PARAMS = {
     "storm": {"topic": "{tag}-storm", "rate": 5},
     "hold-requests": {"target": "node:2", "apis": ["EndTxn"], "clients": ["{tag}.streams-*-producer"]},
     "set-feature": {"feature": "transaction.version", "level": 1},
+    "climb-epoch": {"txn_id": "{tag}.txp-0", "to_epoch": 100, "process": "txp-0"},
 }
+
+
+@pytest.fixture(autouse=True)
+def fake_climb(monkeypatch):
+    """climb_epoch replaced (tests/unit/test_epoch_climb.py has the loop): the calls it got."""
+    calls = []
+
+    def climb(admin, txn_id, to_epoch, timeout_ms, limit_s, progress=None):
+        calls.append((txn_id, to_epoch))
+        return {"txn_id": txn_id, "producer_id": 7, "from_epoch": 1, "epoch": to_epoch, "inits": to_epoch,
+                "retries": 0, "seconds": 0.1}
+    monkeypatch.setattr(faults, "climb_epoch", climb)
+    return calls
 
 
 @pytest.fixture(autouse=True)
@@ -96,6 +110,7 @@ class FakeRun:
         self.info = SimpleNamespace(run_tag=TAG, seed=7, specs=[dict(s) for s in specs])
         self.running = {s["process"] for s in specs}
         self.paused, self.calls = set(), []
+        self.progress = lambda message: None
 
     def start(self, spec, duration=0.0):
         self.calls.append(("start", spec))
@@ -397,6 +412,37 @@ def test_a_zombie_resumes_anyway_when_the_id_does_not_expire_and_the_heal_says_s
     healed = fault.heal(env)       # an unanswered question is not "expired"
     assert healed["txn_id_expired"] is None and "KafkaTimeoutError" in healed["expiry_error"]
     assert env.run.paused == set()
+
+
+def test_climb_epoch_pauses_its_process_climbs_the_tagged_id_then_resumes_it(fake_climb):
+    env = make_env(FakeAdmin(), run=FakeRun([TXP_SPEC]))
+    fault = make_fault("climb-epoch", EXAMPLE_PARAMS["climb-epoch"])
+    started = fault.start(env)
+    assert fake_climb == [("r1.txp-0", 100)] and started["epoch"] == 100 and started["process"] == "txp-0"
+    assert env.run.calls == [("pause", "txp-0"), ("resume", "txp-0")]
+    assert fault.heal(env) == {"process": "txp-0", "resumed": False}     # nothing left to undo
+
+
+def test_a_climb_that_fails_half_way_leaves_its_process_to_the_heal(monkeypatch):
+    def fails(*args, **kwargs):
+        raise faults.EpochClimbError("reached epoch 900 of 32765 in 1 s")
+    monkeypatch.setattr(faults, "climb_epoch", fails)
+    env = make_env(FakeAdmin(), run=FakeRun([TXP_SPEC]))
+    fault = make_fault("climb-epoch", EXAMPLE_PARAMS["climb-epoch"])
+    with pytest.raises(faults.EpochClimbError):
+        fault.start(env)
+    assert env.run.paused == {"txp-0"}
+    assert fault.heal(env)["resumed"] is True and env.run.paused == set()
+    assert make_fault("climb-epoch", {"txn_id": "x"}).undo_steps(env) == []       # no process: nothing to undo
+
+
+def test_climb_epoch_params_stop_below_the_rotation_and_min_epoch_reads_only_end_txn():
+    with pytest.raises(ValidationError, match="32765"):
+        make_fault("climb-epoch", {"txn_id": "x", "to_epoch": 32766})
+    with pytest.raises(ValidationError, match="min_epoch"):
+        make_fault("hold-requests", {"apis": ["EndTxn", "Produce"], "clients": ["x"], "min_epoch": 32766})
+    assert make_fault("hold-requests", {"apis": ["EndTxn"], "clients": ["x"], "min_epoch": 32766}).params.min_epoch \
+        == 32766
 
 
 def test_zombie_producer_keeps_an_explicit_txn_id():

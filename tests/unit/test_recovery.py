@@ -363,3 +363,12 @@ def test_a_group_seen_once_is_asked_for_even_when_a_listing_leaves_it_out(tmp_pa
     assert run._group_offsets(admin) == {"r1.eos": {"r1-in-a": {"0": 7}}}      # not listed this time
     assert asked == [["r1.eos"], ["r1.eos"]]
     run.history.close()
+
+
+def test_a_producer_that_aborts_every_transaction_on_purpose_recovers_by_its_completed_aborts():
+    def aborted(t, process, **extra):
+        return [op(t - 0.1, process, "invoke", "txn"), op(t, process, "fail", "txn", error="deliberate abort", **extra)]
+    back = recovery(run(aborted(1, "txp-0"), fault(10, 20), aborted(24, "txp-0"), quiescence(40)))
+    assert back["faults"][0]["recovered"] is True and back["faults"][0]["seconds_to_commit_after_heal"] == 4.0
+    refused = recovery(run(aborted(1, "txp-0"), fault(10, 20), aborted(24, "txp-0", after="x"), quiescence(40)))
+    assert refused["faults"][0]["recovered"] is False     # its abort failed: a deliberate abort that did not complete

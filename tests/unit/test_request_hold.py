@@ -9,7 +9,10 @@ import time
 
 import pytest
 
-from chaos.nemesis.request_hold import API_KEYS, HoldPolicy, RequestHeader, RequestHold, parse_header
+from kafka.protocol.producer.transaction import EndTxnRequest
+
+from chaos.nemesis.request_hold import (API_KEYS, EndTxnFields, HoldPolicy, RequestHeader, RequestHold, parse_end_txn,
+                                        parse_header)
 
 
 def request(api_key: int, correlation_id: int, client_id: str | None, body: bytes = b"\x00\x01") -> bytes:
@@ -38,6 +41,37 @@ def test_the_policy_holds_named_requests_of_named_clients_at_most_once_per_perio
     assert policy.decide(end_txn, 4.0) == 0                                        # the retry goes through
     assert policy.decide(end_txn, 9.0) == 6.0
     assert [h["at"] for h in policy.held] == [1.0, 9.0]
+
+
+def end_txn(version: int, epoch: int, committed: bool, client_id: str = "r1.txp-0", txn_id: str = "r1.txp-0") -> bytes:
+    """An EndTxn frame (after its size) as kafka-python encodes it: header v1 up to v2, v2 (tagged fields) from v3."""
+    req = EndTxnRequest(transactional_id=txn_id, producer_id=4001, producer_epoch=epoch, committed=committed,
+                        version=version)
+    req.with_header(correlation_id=11, client_id=client_id)
+    return bytes(req.encode(version=version, header=True))
+
+
+@pytest.mark.parametrize("version", [0, 2, 3, 5])
+def test_parse_end_txn_reads_the_producer_epoch_and_result_of_every_version(version):
+    frame = end_txn(version, 32766, committed=False)
+    assert parse_header(frame) == RequestHeader(26, version, 11, "r1.txp-0")
+    assert parse_end_txn(frame) == EndTxnFields("r1.txp-0", 4001, 32766, False)
+    assert parse_end_txn(end_txn(version, -32768, committed=True)).producer_epoch == -32768
+    with pytest.raises(ValueError):
+        parse_end_txn(frame[:-3])                                    # cut short
+    with pytest.raises(ValueError):
+        parse_end_txn(request(0, 1, "r1.txp-0")[4:])                 # a Produce
+
+
+def test_a_min_epoch_policy_holds_only_the_end_txn_at_or_above_that_epoch_and_records_it():
+    policy = HoldPolicy(frozenset({API_KEYS["EndTxn"]}), ("r1.txp-0",), 16.0, 0.0, min_epoch=32766)
+    header = parse_header(end_txn(5, 32765, committed=True))
+    assert policy.decide(header, 1.0, end_txn(5, 32765, committed=True)) == 0        # below: goes through
+    assert policy.decide(header, 2.0, b"") == 0                                       # unreadable: never held
+    assert policy.decide(header, 3.0, end_txn(5, 32766, committed=False)) == 16.0
+    assert policy.decide(header, 4.0, end_txn(3, 32767, committed=True)) == 16.0
+    assert [(h["producer_epoch"], h["result"], h["producer_id"]) for h in policy.held] == [
+        (32766, "abort", 4001), (32767, "commit", 4001)]
 
 
 class Upstream:

@@ -162,3 +162,19 @@ def test_an_error_a_reference_process_recorded_names_the_reference_clients_bug_a
     (run / "spec.json").write_text(json.dumps({"specs": [{"workload": "txn-producer", "process": "txp-0",
                                                           "args": ["--client", "franz-go"]}]}))
     assert build.shape_bugs(run) == []              # franz-go's INVALID_TXN_STATE is not librdkafka's
+
+
+def test_a_producer_whose_every_init_is_refused_is_stuck_and_one_aborting_on_purpose_is_not():
+    """KAFKA-20090's producer: after the heal every InitProducerId is refused (its transaction stuck at the last
+    epoch); a producer that aborts every transaction on purpose (abort-share 1) and whose aborts complete is at work."""
+    refusals = [o for n in range(6) for o in (op("txp-0", "invoke", "init", 31.0 + n),
+                                              op("txp-0", "fail", "init", 31.1 + n, error="UnknownServerException"))]
+    stuck = zombie_run([op("txp-0", "ok", "init", 30.2), *refusals])
+    assert stuck_producers(stuck) == ["txp-0: 6 initialisation(s) failed from 31.10 s to quiescence (40.00 s), none "
+                                      "committed, no fault active; the last: UnknownServerException"]
+    aborting = zombie_run([o for n in range(1, 7) for o in txn("txp-0", n, 30 + n, 30.1 + n, "fail",
+                                                               error="deliberate abort")])
+    assert stuck_producers(aborting) == []
+    failed_abort = zombie_run([o for n in range(1, 7) for o in txn("txp-0", n, 30 + n, 30.1 + n, "fail",
+                                                                   error="KafkaException: x", after="deliberate abort")])
+    assert stuck_producers(failed_abort)[0].startswith("txp-0: 6 transaction(s) failed")   # the aborts themselves failed
