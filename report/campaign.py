@@ -288,11 +288,15 @@ FULL_MODE = {"flink-abandoned-job": "its job is back ~80 s into the run, after t
 
 
 def run_experiments(campaign: Campaign, cells: list[dict]) -> None:
-    """Per client, its pending experiments as demo suites of SUITE_CELLS (their own clusters, every run verified, a
+    """Per client (and set of broker settings an experiment asks for), its pending experiments as demo suites of
+    SUITE_CELLS (their own clusters, every run verified, a
     report each; short mode, but FULL_MODE's); each run's verdict, recovery and named findings to its cell. A run that did not happen is an error cell
     (run again on resume)."""
-    from report.demo import Demo, DemoOptions
-    groups = [[c for c in cells if c["client"] == client] for client in dict.fromkeys(c["client"] for c in cells)]
+    from report.demo import Demo, DemoOptions, own_broker_settings
+    # one suite per client and set of broker settings (a suite's `own` cluster takes one set: DemoOptions.check)
+    settings = {c["experiment"]: own_broker_settings(c["experiment"]) for c in cells}
+    keys = dict.fromkeys((c["client"], settings[c["experiment"]]) for c in cells)
+    groups = [[c for c in cells if (c["client"], settings[c["experiment"]]) == key] for key in keys]
     for mine in (group[i:i + SUITE_CELLS] for group in groups for i in range(0, len(group), SUITE_CELLS)):
         if not campaign.in_time():
             return

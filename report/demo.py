@@ -72,11 +72,7 @@ class DemoOptions:
         strange = [c for c in self.clients if c not in clients()]
         if strange or not self.clients or len(set(self.clients)) != len(self.clients):
             raise DemoError(f"clients must be distinct ones of {', '.join(clients())}, got {list(self.clients)}")
-        own: dict[str, dict[str, str]] = {}
-        for name in self.experiments:
-            local = load_spec(name, short=True).cluster.local   # a SpecError names the experiment before anything starts
-            if local is not None and local.broker_config and not local.hanging_drill:
-                own[name] = {k: str(v) for k, v in local.broker_overrides().items()}
+        own = {name: dict(settings) for name in self.experiments if (settings := own_broker_settings(name))}
         if len({tuple(sorted(c.items())) for c in own.values()}) > 1:
             raise DemoError("experiments asking for broker settings of their own must ask for the same ones in one "
                             f"suite (a level's clusters stay up until its runs are verified): {own}")
@@ -94,6 +90,16 @@ class DemoOptions:
 
     def subdir(self, tv: int, client: str) -> str:
         return f"tv{tv}" if self.clients == (REFERENCE,) else f"tv{tv}-{client}"
+
+
+def own_broker_settings(experiment: str) -> tuple[tuple[str, str], ...]:
+    """The broker settings a built-in asks its cluster for (sorted; none: it runs on the level's main cluster): a suite
+    runs the experiments that ask for settings on one `own` cluster, so they must ask for the same. A SpecError names
+    the experiment before anything starts."""
+    local = load_spec(experiment, short=True).cluster.local
+    if local is None or not local.broker_config or local.hanging_drill:
+        return ()
+    return tuple(sorted((k, str(v)) for k, v in local.broker_overrides().items()))
 
 
 class DemoError(TxnlabError, ValueError):

@@ -165,6 +165,31 @@ def test_a_slice_records_its_command_as_a_user_types_it():
     assert _command(["scripts/other.py", "x y"]) == "scripts/other.py 'x y'"
 
 
+def test_experiments_asking_for_different_broker_settings_run_in_suites_of_their_own(tmp_path, monkeypatch):
+    """A suite's `own` cluster takes one set of broker settings (DemoOptions.check refuses two): the campaign splits a
+    client's cells by the settings their experiments ask for."""
+    import report.demo as demo
+    monkeypatch.setenv("TXNLAB_HOME", str(tmp_path / "home"))
+    seen = []
+
+    class Recorded:
+        def __init__(self, options, progress):
+            options.check()
+            seen.append(options.experiments)
+
+        def run(self):
+            return {"runs": [], "errors": ["recorded, not run"], "directory": str(tmp_path)}
+    monkeypatch.setattr(demo, "Demo", Recorded)
+    options = c.CampaignOptions(tmp_path / "campaign", parts=("experiments",), clients=(c.REFERENCE,),
+                                experiments=("zombie-returns-after-expiry", "epoch-exhaustion-timeout",
+                                             "coordinator-kill"))
+    c.Campaign(options, progress=lambda m: None).run()
+    assert sorted(seen) == [("coordinator-kill",), ("epoch-exhaustion-timeout",), ("zombie-returns-after-expiry",)]
+    assert demo.own_broker_settings("coordinator-kill") == ()
+    assert dict(demo.own_broker_settings("epoch-exhaustion-timeout")) == {
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000"}
+
+
 def test_an_experiment_whose_cell_needs_its_full_mode_runs_it_and_the_others_run_short(tmp_path, monkeypatch):
     """FULL_MODE's built-ins (their graded recovery comes after the short run's end) reach the demo as its `full`
     experiments, and the demo loads them in their full mode: the others of the same suite stay short."""
