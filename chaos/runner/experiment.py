@@ -63,6 +63,13 @@ class NotReadyError(TxnlabError, RuntimeError):
     injected."""
 
 
+def heal_deadline(run_started: float, at_s: float, duration_s: float, now: float) -> float:
+    """When a fault starting now heals (monotonic seconds): duration_s after its scheduled start, or after now when it
+    starts late (an earlier fault's start blocked the schedule: climb-epoch, rolling-restart): it still lasts its
+    duration_s."""
+    return max(run_started + at_s, now) + duration_s
+
+
 @dataclass
 class ActiveFault:
     scheduled: ScheduledFault
@@ -334,9 +341,7 @@ class Experiment:
     def _start_fault(self, scheduled: ScheduledFault, run: Run, env: FaultEnv, started: float) -> None:
         fault = make_fault(scheduled.kind, scheduled.params)
         process = f"{NEMESIS}-{len(self.active)}"
-        # a fault started late (an earlier fault's start blocked the schedule: climb-epoch, rolling-restart) still
-        # lasts its duration_s, from when it starts
-        heal_at = max(started + scheduled.at_s, time.monotonic()) + scheduled.duration_s
+        heal_at = heal_deadline(started, scheduled.at_s, scheduled.duration_s, time.monotonic())
         active = ActiveFault(scheduled, fault, {}, heal_at, process,
                              entry=f"{run.info.run_tag}-{process}")
         self.active.append(active)           # before the start: a signal inside it still gets it healed

@@ -109,3 +109,10 @@ def test_describe_gives_one_line_per_fault():
     assert len(lines) == len(faults) == 4
     assert lines[0].split() == ["20.0s", "->", "30.0s", "kill-broker", "explicit", "target=coordinator:{tag}.eos-0"]
 
+
+
+def test_a_fault_started_late_still_lasts_its_duration_from_its_start():
+    from chaos.runner.experiment import heal_deadline
+    assert heal_deadline(100.0, 6, 60, now=106.0) == 166.0          # on time: its scheduled heal
+    assert heal_deadline(100.0, 6, 60, now=230.0) == 290.0          # after a 124 s climb-epoch: 60 s from its start
+    assert heal_deadline(100.0, 5, 0, now=105.0) == 105.0
