@@ -252,19 +252,20 @@ def anomaly_bugs(run_dir: Path, verified: dict) -> list[dict]:
 
 def shape_bugs(run_dir: Path) -> list[dict]:
     """The catalogued findings that show in a run's history, not as anomalies (exactly-once may hold): the bug's
-    affected client is one the run's workloads ran on and one of its history shapes (chaos/record/shapes.py)
-    occurred, or the run is on one of its affected sides and a workload recorded one of its errors (`expect.errors`,
+    affected client is one the run's workloads ran on (or, a broker's bug, the run's cluster is its affected side) and
+    one of its history shapes (chaos/record/shapes.py) occurred, or the run is on one of its affected sides and a workload recorded one of its errors (`expect.errors`,
     shapes.errors_seen): [{id, url, title, occurrences}] (none when the history cannot say: the page's other sections
     say why)."""
     reference = {REFERENCE_CLIENT} if REFERENCE in process_clients(run_dir).values() else set()
-    bugs = shape_candidates(run_clients(run_dir) | reference)
+    cluster = _json(run_dir / "cluster.json") or {}
+    bugs = shape_candidates(run_clients(run_dir) | reference, cluster)
     found = shapes.shapes_in(run_dir, tuple({name for bug in bugs for name in bug.expect.shapes})) if bugs else {}
     shown = [] if isinstance(found, str) else [
         {"id": bug.id, "url": bug.url, "title": bug.title,
          "occurrences": [seen for name in bug.expect.shapes for seen in found[name]],
          "shapes": [name for name in bug.expect.shapes if found[name]]}
         for bug in bugs if any(found[name] for name in bug.expect.shapes)]
-    erring = error_candidates(run_clients(run_dir) | reference, _json(run_dir / "cluster.json") or {})
+    erring = error_candidates(run_clients(run_dir) | reference, cluster)
     clients = process_clients(run_dir)
     for bug in erring:
         mine = None if not bug.expect.error_clients else \

@@ -323,13 +323,15 @@ def _settings(options: list[str]) -> list[tuple[str, ...]]:
     return found
 
 
-def shape_candidates(clients: frozenset[str]) -> list[BugSpec]:
+def shape_candidates(clients: frozenset[str], cluster: dict | None = None) -> list[BugSpec]:
     """The catalogued bugs shown by history shapes (`expect.shapes`) whose affected client, on its natural sides or a
-    variant's, is one a run's workloads ran on (`clients`: the bug files' client names): the bugs its history may
-    show."""
-    return [bug for bug in catalog() if bug.expect.shapes and any(
+    variant's, is one a run's workloads ran on (`clients`: the bug files' client names), or that are a broker's bug
+    whose affected side the run's cluster is (`cluster`: cluster.json; broker_side_of: KAFKA-20090's stuck producer on
+    4.2.2): the bugs its history may show."""
+    return [bug for bug in catalog() if bug.expect.shapes and (any(
         side.client is not None and side.client.name in clients
-        for side in (bug.affected, *(variant.affected for variant in bug.variants.values())))]
+        for side in (bug.affected, *(variant.affected for variant in bug.variants.values())))
+        or (cluster is not None and broker_side_of(bug, cluster)))]
 
 
 def error_candidates(clients: frozenset[str], cluster: dict) -> list[BugSpec]:

@@ -178,3 +178,12 @@ def test_a_producer_whose_every_init_is_refused_is_stuck_and_one_aborting_on_pur
     failed_abort = zombie_run([o for n in range(1, 7) for o in txn("txp-0", n, 30 + n, 30.1 + n, "fail",
                                                                    error="KafkaException: x", after="deliberate abort")])
     assert stuck_producers(failed_abort)[0].startswith("txp-0: 6 transaction(s) failed")   # the aborts themselves failed
+
+
+def test_a_brokers_bug_shown_by_a_shape_is_a_candidate_on_its_affected_cluster_only():
+    from chaos.catalog.bugs import shape_candidates
+    affected = {"kafka_version": "4.2.2", "features": {"transaction.version": "2"},
+                "broker_config": {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000"}}
+    assert "KAFKA-20090" in {b.id for b in shape_candidates(frozenset({"java"}), affected)}
+    assert "KAFKA-20090" not in {b.id for b in shape_candidates(frozenset({"java"}), {**affected, "kafka_version": "4.3.1"})}
+    assert "KAFKA-20090" not in {b.id for b in shape_candidates(frozenset({"java"}))}
