@@ -131,7 +131,8 @@ def experiment_outcome(run: dict) -> dict:
     named (what went wrong is a catalogued finding: its anomalies match one, or a workload recovered only after a
     restart of a stall that matches one, or a fault was not recovered from and the history shows a finding whose shape
     is a process that cannot go on: shapes.LIVENESS_SHAPES), invalid (an anomaly or a fault not recovered that no finding names),
-    unknown (the evidence is incomplete: the verdict or the recovery is unknown, with the reasons)."""
+    unknown (the evidence is incomplete: the verdict or the recovery is unknown, with the reasons, or a run that looks
+    clean although one of its faults failed to start: what it was to test did not happen)."""
     from report.build import recovered_cell, stall_bugs
     verdict, recovered = run["verify"].get("valid"), recovered_cell(run)
     stalls = [st for f in run["recovery"].get("faults", []) for st in f.get("stalls") or []]
@@ -142,7 +143,11 @@ def experiment_outcome(run: dict) -> dict:
     stuck = sorted({b["id"] for b in run.get("shown", []) if set(b.get("shapes") or ()) & set(LIVENESS_SHAPES)})
     verdict_named = verdict is True or (verdict is False and bool(catalogued))
     recovery_named = recovered is True or (restarted and bool(stalled)) or (recovered is False and bool(stuck))
-    if verdict is True and recovered is True:
+    # a fault whose start failed was never tested: a clean run says nothing about it (silence is no evidence)
+    unstarted = [f["kind"] for f in run["recovery"].get("faults", []) if f.get("started") is False]
+    if verdict is True and recovered is True and unstarted:
+        grade = "unknown"
+    elif verdict is True and recovered is True:
         grade = "valid"
     elif verdict_named and recovery_named:
         grade = "named"
@@ -152,7 +157,8 @@ def experiment_outcome(run: dict) -> dict:
         grade = "unknown"
     gaps = "; ".join(run["verify"].get("gaps") or [])
     detail = f"verdict {_word(verdict)}, recovered {_word(recovered)}, {anomalies} anomalies" + \
-        (f"; {gaps}" if gaps and grade == "unknown" else "")
+        (f"; {gaps}" if gaps and grade == "unknown" else "") + \
+        (f"; did not start: {', '.join(unstarted)}" if unstarted else "")
     return {"grade": grade, "verdict": verdict, "recovered": recovered, "anomalies": anomalies,
             "causes": sorted({*catalogued, *stalled, *(b["id"] for b in run.get("shown", []))}), "detail": detail,
             "where": run["run_dir"]}

@@ -103,6 +103,11 @@ def test_grades_read_the_verdict_the_recovery_and_the_catalogue():
         ("named", ["kafkajs-expired-id-stuck"])
     waits = {**run_entry(True, recovered=False), "shown": [{"id": "franz-go-tv2-wait", "shapes": ["commit-waits"]}]}
     assert c.experiment_outcome(waits)["grade"] == "invalid"
+    # a clean-looking run one of whose faults failed to start tested nothing of it: unknown, and says which
+    unstarted = run_entry(True)
+    unstarted["recovery"]["faults"].append({"kind": "climb-epoch", "started": False, "recovered": True})
+    assert (c.experiment_outcome(unstarted)["grade"], c.experiment_outcome(unstarted)["detail"]) == \
+        ("unknown", "verdict yes, recovered yes, 0 anomalies; did not start: climb-epoch")
 
 
 def test_junit_outcomes_and_bug_outcomes():
