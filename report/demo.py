@@ -72,8 +72,8 @@ class DemoOptions:
         strange = [c for c in self.clients if c not in clients()]
         if strange or not self.clients or len(set(self.clients)) != len(self.clients):
             raise DemoError(f"clients must be distinct ones of {', '.join(clients())}, got {list(self.clients)}")
-        own = {name: dict(settings) for name in self.experiments if (settings := own_broker_settings(name))}
-        if len({tuple(sorted(c.items())) for c in own.values()}) > 1:
+        own = {name: settings for name in self.experiments if (settings := own_broker_settings(name))}
+        if len(set(own.values())) > 1:
             raise DemoError("experiments asking for broker settings of their own must ask for the same ones in one "
                             f"suite (a level's clusters stay up until its runs are verified): {own}")
 

@@ -42,7 +42,7 @@ from kafka.structs import TopicPartition
 
 from chaos.nemesis.backends import HEAL_TIMEOUT_S, ISOLATE_TOXIC, Backend
 from chaos.nemesis.fault_kinds import TARGET_FORMS, TARGET_RE, Params, parse_params, with_tag
-from chaos.nemesis.epoch_climb import EpochClimbError, climb_epoch  # noqa: F401 - EpochClimbError: the start's error
+from chaos.nemesis.epoch_climb import climb_epoch
 from chaos.nemesis.inject_hanging import InjectedHanging, inject_hanging, transaction_timeout_ms
 from chaos.workloads import TRANSACTIONAL_WORKLOADS
 from chaos.workloads.plans import option_value, without_option

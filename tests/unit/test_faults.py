@@ -17,6 +17,7 @@ from tests.unit.fakes import FakeBackend
 from chaos.nemesis import backends, faults
 from cluster.access.errors import TxnlabError
 from chaos.nemesis.backends import Backend, BackendError, DockerBackend, LocalBackend
+from chaos.nemesis.epoch_climb import EpochClimbError
 from chaos.nemesis.fault_kinds import FAULT_KINDS, parse_params
 from chaos.workloads.run import Run
 from chaos.nemesis.faults import FaultEnv, FaultError, make_fault, network_toxic, parse_target, resolve_target
@@ -425,11 +426,11 @@ def test_climb_epoch_pauses_its_process_climbs_the_tagged_id_then_resumes_it(fak
 
 def test_a_climb_that_fails_half_way_leaves_its_process_to_the_heal(monkeypatch):
     def fails(*args, **kwargs):
-        raise faults.EpochClimbError("reached epoch 900 of 32765 in 1 s")
+        raise EpochClimbError("reached epoch 900 of 32765 in 1 s")
     monkeypatch.setattr(faults, "climb_epoch", fails)
     env = make_env(FakeAdmin(), run=FakeRun([TXP_SPEC]))
     fault = make_fault("climb-epoch", EXAMPLE_PARAMS["climb-epoch"])
-    with pytest.raises(faults.EpochClimbError):
+    with pytest.raises(EpochClimbError):
         fault.start(env)
     assert env.run.paused == {"txp-0"}
     assert fault.heal(env)["resumed"] is True and env.run.paused == set()
