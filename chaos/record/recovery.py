@@ -29,8 +29,8 @@ committing again is not recovered, and why names the stalled call.
 A fault is recovered (True) when every process commits again after its heal (or ended: a fenced zombie, a
 copier done with its input) and every group advances (or all its members ended) before the horizon; False
 when one did not though the run went on for UNOBSERVED_S or more after the heal and the history shows it
-(the process recorded operations after the heal; the group's offsets were sampled after the heal and
-until SAMPLE_GAP_S before the horizon), or the fault was never healed; "unknown", with why, when the heal
+(the process recorded operations after the heal; the group's offsets were sampled after the heal, until
+SAMPLE_GAP_S before the horizon, and after its members' first commit after the heal), or the fault was never healed; "unknown", with why, when the heal
 came so late (within UNOBSERVED_S of the horizon) that nothing could be seen after it, or the evidence
 after the heal is missing (a process silent after it, group samples that failed or stopped): silence is
 never evidence. A heal that failed still counts as the heal's time (the workloads may route around a
@@ -170,8 +170,10 @@ def _first_advance(samples: list[tuple[int, dict]], group: str, after: int | Non
     return None
 
 
-def _group_gap(group: str, samples: list[tuple[int, dict]], failed: list[int], heal: int, horizon: int) -> str | None:
-    """Why the samples cannot show that the group's offsets stayed put from the heal to the horizon."""
+def _group_gap(group: str, samples: list[tuple[int, dict]], failed: list[int], heal: int, horizon: int,
+               moved: int | None) -> str | None:
+    """Why the samples cannot show that the group's offsets stayed put from the heal to the horizon (`moved`: its
+    members' first commit after the heal, None when none committed: no sample before it can show its offsets)."""
     seen = [t for t, offsets in samples if heal < t <= horizon and offsets.get(group)]
     errors = sum(1 for t in failed if heal < t <= horizon)
     failures = f" ({errors} sample(s) failed)" if errors else ""
@@ -179,6 +181,9 @@ def _group_gap(group: str, samples: list[tuple[int, dict]], failed: list[int], h
         return "no sample of its offsets after the heal" + failures
     if horizon - seen[-1] > SAMPLE_GAP_S * NS:
         return f"its offsets were last sampled {_seconds(horizon, seen[-1])} s before quiescence" + failures
+    if moved is not None and seen[-1] < moved:
+        return (f"its members first committed again {_seconds(moved, heal)} s after the heal, after its last sample "
+                f"before quiescence ({_seconds(horizon, seen[-1])} s before it)") + failures
     return None
 
 
@@ -193,12 +198,12 @@ def _process_entry(times: list[int], start: int, heal: int | None, horizon: int,
 
 
 def _group_entry(group: str, samples: list[tuple[int, dict]], failed: list[int], start: int, heal: int | None,
-                 horizon: int, gone: bool, late: bool) -> dict:
+                 horizon: int, gone: bool, late: bool, moved: int | None) -> dict:
     advanced = _first_advance(samples, group, heal, horizon)
     entry = {"seconds_to_advance_after_start": _seconds(_first_advance(samples, group, start, horizon), start),
              "seconds_to_advance_after_heal": _seconds(advanced, heal), "status": _status(advanced, gone, late)}
     if entry["status"] == "not recovered" and heal is not None:
-        if gap := _group_gap(group, samples, failed, heal, horizon):
+        if gap := _group_gap(group, samples, failed, heal, horizon, moved):
             entry.update(status="unknown", why=gap)
     return entry
 
@@ -334,7 +339,8 @@ def recovery(ops: list[dict]) -> dict:
         for g in groups:
             members = group_members(g, commits)
             gone = bool(members) and all(ended.get(m, horizon + 1) <= horizon for m in members)
-            by_group[g] = _group_entry(g, samples, failed, start, heal, horizon, gone, late)
+            moved = [t for m in members if (t := _first_commit(work_times.get(m, []), heal, horizon)) is not None]
+            by_group[g] = _group_entry(g, samples, failed, start, heal, horizon, gone, late, min(moved, default=None))
         restarted = _restarted_first(processes, work_times, mine, heal, horizon)
         found = {"process": fault["process"], "kind": fault["kind"], "started": fault["started"],
                  "start_s": _seconds(start, 0), "heal_s": _seconds(heal, 0), "heal_ok": fault["heal_ok"],

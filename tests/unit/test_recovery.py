@@ -201,6 +201,23 @@ def test_group_samples_that_stop_long_before_quiescence_leave_the_rest_unseen_so
     assert found["faults"][0]["recovered"] == "unknown"
 
 
+def test_a_group_whose_members_first_commit_after_the_heal_came_after_its_last_sample_is_unknown_not_stuck():
+    """The docker gate's franz-go run (CI of 9900880): the processor committed again 4.6 s after a broker's
+    heal, 0.3 s before quiescence, after the last sample (taken 1.2 s before it): no sample could show it."""
+    late = recovery(run(commit(1, "eos-0", "process", group="r1.eos"), groups(38.9, 10), fault(19.4, 39.4),
+                        groups(41, 10), groups(43.1, 10), commit(44.0, "eos-0", "process"), quiescence(44.3),
+                        groups(45.2, 30)))
+    [f] = late["faults"]
+    assert f["processes"]["eos-0"]["status"] == "recovered"
+    assert f["groups"]["r1.eos"]["status"] == "unknown"
+    assert f["groups"]["r1.eos"]["why"] == ("its members first committed again 4.6 s after the heal, after its last "
+                                            "sample before quiescence (1.2 s before it)")
+    assert f["recovered"] == "unknown"
+    seen = recovery(run(commit(1, "eos-0", "process", group="r1.eos"), groups(38.9, 10), fault(19.4, 39.4),
+                        commit(40.0, "eos-0", "process"), groups(41, 10), groups(43.1, 10), quiescence(44.3)))
+    assert seen["faults"][0]["groups"]["r1.eos"]["status"] == "not recovered"   # sampled after it: it stayed
+
+
 def test_a_process_that_recorded_nothing_after_the_heal_is_unknown_one_that_kept_failing_is_not_recovered():
     silent = recovery(run(commit(1, "eos-0", "process"), fault(10, 20), quiescence(40)))
     assert silent["faults"][0]["processes"]["eos-0"] == {
