@@ -140,6 +140,16 @@ def test_describe_transactions_unknown_id_does_not_hide_the_others():
     assert result.descriptions["a"].state == "Ongoing" and result.descriptions["a"].producer_id == 7
     assert result.unknown_ids == {"gone"}
     assert [e.item for e in result.errors] == ["gone"]
+    assert not result.coordinators_failed                 # an id that ended since its listing misses nothing
+
+
+def test_an_id_its_coordinator_could_not_describe_leaves_that_coordinator_s_counts_incomplete():
+    access = ScriptedAccess({1: [describe_response((0, "a", "Ongoing", 7), (LOADING, "moving", "", -1))],
+                             2: [describe_response((0, "b", "Ongoing", 8))]})
+    result = TransactionsResult()
+    drive(access.transaction_requests._describe_transactions(None, {1: ["a", "moving"], 2: ["b"]}, result))
+    assert sorted(result.descriptions) == ["a", "b"] and result.coordinators_failed == {1}
+    assert [(e.broker, e.item, e.error) for e in result.errors] == [(1, "moving", "COORDINATOR_LOAD_IN_PROGRESS")]
 
 
 def test_many_batches_to_one_broker_go_in_waves_and_none_is_lost():

@@ -217,8 +217,11 @@ class Processor extends TransactionalClient {
       const offset = at.get(`${topic}|${partition}`)
       positions.push({ topic, partition, offset: offset >= 0 ? offset : null })
     }
-    this.seeked('rewind', positions)
-    for (const { topic, partition, offset } of positions) {
+    // recorded once the seeks are stored (they take effect at the next fetch), and only those that were: a seek
+    // that failed (the consumer between a crash and KafkaJS's restart of it, or being replaced) moves nothing
+    const sought = []
+    for (const position of positions) {
+      const { topic, partition, offset } = position
       let to = offset
       if (to == null) {
         try {
@@ -229,13 +232,19 @@ class Processor extends TransactionalClient {
           to = 0
         }
       }
+      if (!this.consumer) { // stopped for a restart: the next consumer starts at the group's committed offsets
+        logf(`seek ${topic}-${partition}: no consumer (it is being replaced)`)
+        continue
+      }
       try {
         this.consumer.seek({ topic, partition, offset: String(to) })
-      } catch (err) { // e.g. the consumer is between a crash and KafkaJS's restart of it
+        sought.push(position)
+      } catch (err) {
         logf(`seek ${topic}-${partition}: ${describe(err)}`)
         this.requestRestart(`the rewind's seek failed: ${describe(err)}`)
       }
     }
+    if (sought.length) this.seeked('rewind', sought)
   }
 }
 
