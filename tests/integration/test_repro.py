@@ -15,14 +15,15 @@ from tests.integration.conftest import CAMPAIGN
 REPRO = BUGS_DIR / "repro"
 
 
-def node_repro(bug: str, cluster, tries: int) -> subprocess.CompletedProcess:
+def node_repro(bug: str, cluster, tries: int | None = None) -> subprocess.CompletedProcess:
     """A Node.js reproduction run as its maintainers would: `npm ci` (its one dependency, the client at its pinned
     release, from the npm registry), then `node repro.js` against the cluster; it must have seen the symptom."""
     source = REPRO / bug
     done = subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=source,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    proc = subprocess.run(["node", "repro.js", "--brokers", cluster.connection().bootstrap, "--tries", str(tries)],
+    proc = subprocess.run(["node", "repro.js", "--brokers", cluster.connection().bootstrap,
+                           *(["--tries", str(tries)] if tries is not None else [])],
                           cwd=source, capture_output=True, text=True, timeout=300)
     print(proc.stdout)
     assert proc.returncode == 1 and "SYMPTOM:" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-2000:]
@@ -64,3 +65,19 @@ def test_kafkajs_s_sequence_rollback_is_seen_by_its_standalone_reproduction(clus
     proc = node_repro("kafkajs-sequence-rollback", cluster, tries=3)
     assert re.findall(r"record (t\d+-committed) of a committed transaction is missing", proc.stdout)
     assert "and all 3 control records of partition 1" in proc.stdout
+
+
+@CAMPAIGN
+def test_kafkajs_s_stale_seek_is_seen_by_its_standalone_reproduction_and_not_without_the_seek(cluster):
+    """kafkajs-stale-seek's reproduction (a Node.js script on KafkaJS 2.2.4 alone, plain consumers of one group): A
+    seeks its partition to the log start and, before its batch returns, B joins and is given the partition; B reads
+    every record and commits, then leaves; given the partition back, A reads from the stale seek every record the
+    group had committed. Its control (--control: the same steps without the seek) reads nothing."""
+    proc = node_repro("kafkajs-stale-seek", cluster)
+    assert re.search(r"B read every record and committed offset (\d+)", proc.stdout), proc.stdout[-3000:]
+    assert "A was given the partition back and read offsets 0-19 again, below the committed offset 20" in proc.stdout
+    control = subprocess.run(["node", "repro.js", "--brokers", cluster.connection().bootstrap, "--control"],
+                             cwd=REPRO / "kafkajs-stale-seek", capture_output=True, text=True, timeout=300)
+    print(control.stdout)
+    assert control.returncode == 0, control.stdout[-3000:] + control.stderr[-2000:]
+    assert "read 0 records, none below the committed offset 20" in control.stdout
