@@ -8,9 +8,11 @@ from __future__ import annotations
 import re
 import subprocess
 
+import pytest
+
 from chaos.catalog.bugs import BUGS_DIR
 from cluster.lab.clients import go_build
-from tests.integration.conftest import CAMPAIGN
+from tests.integration.conftest import CAMPAIGN, TEST_BASE_PORT, _session_cluster
 
 REPRO = BUGS_DIR / "repro"
 
@@ -81,3 +83,21 @@ def test_kafkajs_s_stale_seek_is_seen_by_its_standalone_reproduction_and_not_wit
     print(control.stdout)
     assert control.returncode == 0, control.stdout[-3000:] + control.stderr[-2000:]
     assert "read 0 records, none below the committed offset 20" in control.stdout
+
+
+@pytest.fixture(scope="module")
+def expiring_cluster():
+    """One node whose coordinator forgets an idle transactional id after 10 s (checked every 0.5 s), as Kafka's own
+    TransactionsExpirationTest sets it: what kafkajs-expired-id-stuck's reproduction asks of the cluster."""
+    yield from _session_cluster("test-repro-expiry", nodes=1, base_port=TEST_BASE_PORT + 2000, broker_overrides={
+        "transactional.id.expiration.ms": "10000", "transaction.remove.expired.transaction.cleanup.interval.ms": "500"})
+
+
+@CAMPAIGN
+def test_kafkajs_s_expired_id_stuck_is_seen_by_its_standalone_reproduction(expiring_cluster):
+    """kafkajs-expired-id-stuck's reproduction (a Node.js script on KafkaJS 2.2.4 alone): a transactional producer
+    idle past its id's expiry fails every transaction after it INVALID_PRODUCER_ID_MAPPING, never re-initialised,
+    while a new producer with the same transactional id commits at once."""
+    proc = node_repro("kafkajs-expired-id-stuck", expiring_cluster, tries=5)
+    assert len(re.findall(r"transaction \d after the expiry: failed INVALID_PRODUCER_ID_MAPPING", proc.stdout)) == 5
+    assert "control: a new producer with the same transactional id: committed" in proc.stdout
