@@ -239,7 +239,9 @@ def test_kafkajs_s_stale_member_signatures_hold_for_their_recorded_runs_and_not_
     coordinator-kill run's offline report and history hold a stale member's commit for every example, and a
     kafkajs-kip-447 try that met both explains each of its examples by one of them (the report names both); the
     same runs with the stale member told of its revocation before it committed, with the rewind recorded after
-    the partition came back, or with both outputs of an input one processor's, do not."""
+    the partition came back, or with both outputs of an input one processor's, do not. A rewind to the log start
+    (offset null: the group had committed nothing) reaches back to every input; made a rewind past them, it does
+    not."""
     import copy
     from chaos.record.signatures import explained
     from tests.integration.test_clients import not_kafkajs_findings
@@ -271,6 +273,17 @@ def test_kafkajs_s_stale_member_signatures_hold_for_their_recorded_runs_and_not_
     late.sort(key=lambda op: op["time"])
     assert explained(processing, late, ("stale-seek",)).counts["stale-seek"] == 0
     assert "no rewind" in not_kafkajs_findings(both.live, late)
+
+    start = replayed[0]["kafkajs-coordinator-kill-stale-seek-log-start"]   # a rewind to the log start (offset null)
+    ops, processing = read_history(start.run_dir).ops, start.offline["checks"]["exactly_once_processing"]
+    assert not_kafkajs_findings(start.offline, ops) is None
+    assert explained(processing, ops, ("stale-seek",)).counts["stale-seek"] == len(processing["examples"])
+    beyond = copy.deepcopy(ops)         # the same rewinds to an offset past every input: they reach back to none
+    for op in beyond:
+        if op["f"] == "seek" and op["value"].get("reason") == "rewind":
+            for position in op["value"]["positions"]:
+                position["offset"] = 10 ** 9
+    assert "does not reach back" in not_kafkajs_findings(start.offline, beyond)
 
 
 def test_franz_go_s_commit_waits_hold_for_their_recorded_tries_and_not_for_variations_of_them(replayed):
