@@ -30,8 +30,8 @@ A fault is recovered (True) when every process commits again after its heal (or 
 copier done with its input) and every group advances (or all its members ended) before the horizon; False
 when one did not though the run went on for UNOBSERVED_S or more after the heal and the history shows it
 (the process recorded operations after the heal; the group's offsets were sampled after the heal, until
-SAMPLE_GAP_S before the horizon, and after its members' first commit after the heal), or the fault was never healed; "unknown", with why, when the heal
-came so late (within UNOBSERVED_S of the horizon) that nothing could be seen after it, or the evidence
+SAMPLE_GAP_S before the horizon, and after its members' first commit after the heal), or the fault was never
+healed; "unknown", with why, when the heal came so late (within UNOBSERVED_S of the horizon) that nothing could be seen after it, or the evidence
 after the heal is missing (a process silent after it, group samples that failed or stopped): silence is
 never evidence. A heal that failed still counts as the heal's time (the workloads may route around a
 broker that stayed down). A run is recovered when all its faults are (so a run without faults is), not

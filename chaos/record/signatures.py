@@ -99,8 +99,9 @@ def stale_seek(history: ProcessingHistory, example: dict) -> str | None:
     """kafkajs-stale-seek: the later of the two processors read the input again after it was given the partition
     (its last word on it before its commit an assignment that came after the other's commit of the input), from a
     rewind it had recorded before that assignment (its last rewind of the partition before it, none after) to an
-    offset at or below the input's, or to the log start (offset null: the group had none committed), while the other's commit had moved the group's offset past the input: the
-    seek made before the rebalance, not the committed offset, set where it read. None when the example shows it."""
+    offset at or below the input's, or to the log start (offset null: the group had none committed), while the
+    other's commit had moved the group's offset past the input: the seek made before the rebalance, not the
+    committed offset, set where it read. None when the example shows it."""
     found = history.committed_twice(example)
     if isinstance(found, str):
         return found
@@ -117,7 +118,7 @@ def stale_seek(history: ProcessingHistory, example: dict) -> str | None:
     if (to is not None and to > offset) or committed is None or committed <= offset:
         return f"{example}: the rewind's offset {to} of {partition} does not reach back to the input's {offset} " \
                f"that {first['process']} committed past ({committed})"
-    return None             # (a rewind's offset null: the group had none committed, so the log start: every input)
+    return None
 
 
 SIGNATURES: dict[str, Callable[[ProcessingHistory, dict], str | None]] = {

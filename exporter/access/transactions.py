@@ -88,11 +88,11 @@ class TransactionRequests:
     @staticmethod
     def _parse_description(broker: int, txn: Any, result: TransactionsResult) -> None:
         err = item_error(txn.error_code)
-        if err == error_name(Errors.TransactionalIdNotFoundError):
-            result.unknown_ids.add(txn.transactional_id)     # ended and expired since the listing: nothing missed
-        elif err:
-            result.coordinators_failed.add(broker)  # an id it listed went undescribed: its counts are incomplete
         if err:
+            if err == error_name(Errors.TransactionalIdNotFoundError):
+                result.unknown_ids.add(txn.transactional_id)    # ended and expired since the listing: nothing missed
+            else:
+                result.coordinators_failed.add(broker)     # an id it listed went undescribed: its counts incomplete
             result.errors.append(ItemError(err, broker=broker, item=txn.transactional_id))
             return
         partitions = frozenset((t.topic, p) for t in txn.topics for p in t.partitions)
