@@ -96,6 +96,14 @@ def transaction_alerts() -> list[dict]:
               "coordinator reload).",
               "txnlab txn list (state Prepare*: their transactional ids and partitions); the coordinator's "
               "server.log (TransactionMarkerChannelManager); the partitions' leaders (txnlab cluster status)"),
+        alert("GroupCommitsFailing", "kafkatxn_consumergroup_commits_failing == 1", "1m", "critical",
+              "Consumer group {{ $labels.group }}: its exactly-once commits keep failing",
+              "The group has members and records to read, its transactions keep carrying its offsets, and its "
+              "committed offsets have not moved for collection.group_commit_stall_seconds: its transactions abort "
+              "or never end. The pipeline reads, writes and aborts in a loop: no output becomes visible to "
+              "read_committed readers and the work is done again after every abort.",
+              "txnlab txn list --all (its producers' transactional ids: their state and epoch); the application's "
+              "log (fenced, INVALID_TXN_STATE, timeouts); TransactionStuckInPrepare, HangingTransaction"),
         alert("TransactionMarkerQueue",
               "max by (instance) (kafka_coordinator_transaction_transactionmarkerchannelmanager_unknowndestinationqueuesize"
               " + kafka_coordinator_transaction_transactionmarkerchannelmanager_logappendretryqueuesize) > 0",

@@ -16,6 +16,7 @@ from typing import Iterable, Iterator
 from prometheus_client.core import Metric
 
 from exporter.exposition import Family, Part, PartCache
+from exporter.group_commits import GroupCommits
 from exporter.hanging_verdicts import EVIDENCE_REASONS, Evidence, OpenTransaction, Verdict
 from exporter.kafka_access import (ConfigsResult, FeaturesResult, GroupOffsetsResult, Partition, ProducersResult,
                                    ReadableLagResult, TransactionsResult)
@@ -92,6 +93,7 @@ class TxnCollector:
             Part("hanging", (bg,), lambda: hanging_families(bg, metrics.hanging_info_limit)),
             Part("configs", (bg.configs,), lambda: config_families(bg.configs)),
             Part("groups", (bg.groups, view), lambda: group_families(bg.groups, view, per_partition)),
+            Part("group_commits", (bg.group_commits,), lambda: group_commit_families(bg.group_commits)),
             Part("features", (bg.features, bg.readable_lag),
                  lambda: feature_and_readable_lag_families(bg, per_partition)),
         ]
@@ -464,6 +466,29 @@ def group_families(res: GroupOffsetsResult | None, view: OffsetsView, per_partit
     for (group, name), parts in sorted(lso_lag.items()):
         topic.add_metric([group, name], sum(parts.values()))
     yield topic
+
+
+def group_commit_families(commits: dict[str, GroupCommits]) -> Iterator[Family]:
+    """exporter/group_commits.py's verdicts and the evidence they rest on; absent where it is unknown."""
+    since = _gauge("consumergroup_offsets_last_advance_timestamp_seconds", "Unix time the group's committed "
+                   "offsets last moved, or were last seen with nothing readable past them (or the exporter first "
+                   "saw the group)" + CACHED, ["group"])
+    pending = _gauge("consumergroup_pending_offset_partitions", "Partitions whose offsets a transaction carries "
+                     "and has not ended: OffsetFetch with require_stable answered UNSTABLE_OFFSET_COMMIT (only "
+                     "partitions the group committed before)" + CACHED, ["group"])
+    members = _gauge("consumergroup_active", "1: the group has members (ListGroups: neither Empty nor Dead)"
+                     + CACHED, ["group"])
+    verdict = _gauge("consumergroup_commits_failing", "1: the group has members and records to read, its "
+                     "transactions carried its offsets in two collections or more, and its committed offsets have "
+                     "not moved for collection.group_commit_stall_seconds: its exactly-once commits abort or never "
+                     "end; 0: not so; absent: unknown (state, readable lag or a pending read missing)" + CACHED,
+                     ["group"])
+    for group, c in sorted(commits.items()):
+        since.add_metric([group], c.since)
+        for family, value in ((pending, c.pending_partitions), (members, c.active), (verdict, c.failing)):
+            if value is not None:
+                family.add_metric([group], float(value))
+    yield from (since, pending, members, verdict)
 
 
 def _group_partition_family(name: str, doc: str, values: dict[tuple[str, str], dict[int, int]]) -> Family:

@@ -78,6 +78,7 @@ class CollectionSection(_Strict):
     consumer_groups: bool = True
     readable_lag_max_bytes: int = Field(1024 * 1024, ge=0, le=64 * 1024 * 1024)
     hanging_confirm_seconds: float = Field(5.0, ge=0, le=600)
+    group_commit_stall_seconds: float = Field(300.0, gt=0, le=86400)
     scrape_timeout_seconds: float = Field(5.0, gt=0, le=60)
     offsets_cache_seconds: float = Field(1.0, ge=0, le=60)
     metadata_min_refresh_seconds: float = Field(5.0, ge=0, le=3600)

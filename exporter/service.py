@@ -5,7 +5,8 @@ collection; a result younger than collection.offsets_cache_seconds is reused; on
 collection.scrape_timeout_seconds, per collection; per broker, when its offsets were last good), the
 background loop that refreshes the expensive cached collections (producer state, coordinators, broker
 configs, consumer-group offsets) every interval and survives any exception, per-collector health, the
-exporter's own error counters, and the two trackers (LSO advance, hanging confirmation).
+exporter's own error counters, and the three trackers (LSO advance, hanging confirmation, groups whose
+exactly-once commits keep failing).
 Must not: build metric families (collectors.py does) or send requests itself (kafka_access.py does).
 A failed collection never raises out of here: it is recorded in health and errors, and the last
 good cached result keeps being served.
@@ -23,6 +24,7 @@ from typing import Any, Callable
 from prometheus_client import CollectorRegistry, Counter
 
 from exporter.config import ExporterConfig
+from exporter.group_commits import GroupCommits, GroupCommitTracker, GroupSeen
 from exporter.hanging_verdicts import (ID_ACL, Evidence, HangingTracker, OpenTransaction, Verdict, classify, evidence_of, late,
                               open_transactions)
 from exporter.kafka_access import (ConfigsResult, FeaturesResult, GroupOffsetsResult, ItemError, KafkaAccess,
@@ -65,6 +67,7 @@ class Background:
     evidence: Evidence | None = None
     features: FeaturesResult | None = None
     readable_lag: ReadableLagResult | None = None
+    group_commits: dict[str, GroupCommits] = field(default_factory=dict)
     collected_at: float | None = None
 
 
@@ -90,6 +93,20 @@ def broker_failed(errors: list[ItemError]) -> bool:
     return any(e.whole_request for e in errors)
 
 
+def group_evidence(groups: GroupOffsetsResult, readable: ReadableLagResult | None) -> dict[str, GroupSeen]:
+    """Per group, one collection's evidence for exporter/group_commits.py: the readable lag of this collection
+    only (None when it failed or is off), exact values only (an upper bound proves no record)."""
+    seen = {}
+    for group, committed in groups.committed.items():
+        exact, complete = None, False
+        if readable is not None and group in readable.groups.lag:
+            inexact = readable.groups.estimated.get(group, set()) | readable.groups.unknown.get(group, set())
+            exact = {tp: v for tp, v in readable.groups.lag[group].items() if tp not in inexact}
+            complete = not inexact and set(committed) <= set(exact)
+        seen[group] = GroupSeen(committed, exact, complete, groups.pending.get(group), groups.states.get(group))
+    return seen
+
+
 class ExporterService:
     """Collections for one cluster; start() runs the background loop, stop() ends it."""
 
@@ -105,6 +122,7 @@ class ExporterService:
                               registry=registry)
         self._lso = LsoAdvanceTracker()
         self._hanging = HangingTracker()
+        self._group_commits = GroupCommitTracker()
         self._broker_last_good: dict[int, float] = {}
         self._last_view: OffsetsView | None = None
         self._acl_warned = False
@@ -228,10 +246,15 @@ class ExporterService:
         new = dataclasses.replace(bg, producers=producers or bg.producers, transactions=transactions or bg.transactions,
                                   configs=configs or bg.configs, groups=groups or bg.groups, collected_at=self.clock())
         new.features = self._timed("features", self.access.finalized_features) or bg.features
-        if groups is not None and self.config.collection.readable_lag_max_bytes:   # against the LSO of now
-            new.readable_lag = self._timed("readable_lag", lambda: self.access.readable_lag(
-                groups.committed, self.offsets().result.last_stable,
-                self.config.collection.readable_lag_max_bytes)) or bg.readable_lag
+        if groups is not None:
+            readable = None
+            if self.config.collection.readable_lag_max_bytes:     # against the LSO of now
+                readable = self._timed("readable_lag", lambda: self.access.readable_lag(
+                    groups.committed, self.offsets().result.last_stable,
+                    self.config.collection.readable_lag_max_bytes))
+            new.readable_lag = readable or bg.readable_lag
+            new.group_commits = self._group_commits.update(group_evidence(groups, readable), self.clock(),
+                                                           self.config.collection.group_commit_stall_seconds)
         if producers is not None and transactions is not None:
             self._classify(new, producers, transactions)
         self.background = new

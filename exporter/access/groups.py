@@ -1,7 +1,11 @@
 """The committed offsets of consumer groups, through kafka-python's admin helpers on the background lane.
 
-Owns: listing the groups, their committed offsets in one batched OffsetFetch (one group at a time after a
-batch failed, so one bad group costs only itself), allowed topics only, each failure kept as an ItemError.
+Owns: listing the groups (with the state ListGroups tells), their committed offsets in one batched OffsetFetch
+(one group at a time after a batch failed, so one bad group costs only itself), allowed topics only, and the
+partitions whose transactional offsets are pending: a second OffsetFetch per coordinator with require_stable
+(KIP-447), whose UNSTABLE_OFFSET_COMMIT marks a TxnOffsetCommit whose transaction has not ended. That answer
+covers the partitions a group has committed before (Kafka lists a group's offsets from its committed ones).
+Each failure kept as an ItemError.
 Must not: read what the groups could still read (fetches.py does) or hold results between calls.
 """
 from __future__ import annotations
@@ -10,6 +14,7 @@ from typing import Callable
 
 import kafka.errors as Errors
 from kafka.admin import KafkaAdminClient
+from kafka.protocol.consumer.group import OffsetFetchRequest
 
 from exporter.access.lanes import AdminLanes
 from exporter.access.results import GroupOffsetsResult, ItemError, error_name
@@ -35,10 +40,12 @@ class GroupOffsetRequests:
     def _fetch_group_offsets(self, admin: KafkaAdminClient, group_filter: Callable[[str], bool],
                              result: GroupOffsetsResult) -> None:
         try:
-            groups = sorted(g["group_id"] for g in admin.list_groups() if group_filter(g["group_id"]))
+            listed = [g for g in admin.list_groups() if group_filter(g["group_id"])]
         except Errors.KafkaError as exc:
             result.errors.append(ItemError(error_name(exc), whole_request=True))
             return
+        groups = sorted(g["group_id"] for g in listed)
+        result.states = {g["group_id"]: g.get("group_state") or None for g in listed}
         try:
             fetched = admin.list_group_offsets(groups) if groups else {}
         except Errors.KafkaError:
@@ -46,6 +53,38 @@ class GroupOffsetRequests:
         for group, offsets in fetched.items():
             result.committed[group] = {(tp.topic, tp.partition): meta.offset for tp, meta in offsets.items()
                                        if meta.offset >= 0 and self.topic_filter(tp.topic)}
+        if groups:
+            self._fetch_pending(admin, groups, result)
+
+    def _fetch_pending(self, admin: KafkaAdminClient, groups: list[str], result: GroupOffsetsResult) -> None:
+        """result.pending[group]: the partitions whose offsets a transaction carries and has not ended; a group
+        whose answer is missing (its coordinator failed) is left out of result.pending: unknown, not none."""
+        try:
+            responses = self.lanes.run(self._stable_fetches, admin, groups)
+        except Errors.KafkaError as exc:
+            result.errors.append(ItemError(error_name(exc), item="require_stable"))
+            return
+        for coordinator, response, failure in responses:
+            if failure is not None:
+                result.errors.append(ItemError(error_name(failure), broker=coordinator, item="require_stable"))
+                continue
+            for group in response.groups:
+                if group.error_code:
+                    result.errors.append(ItemError(error_name(Errors.for_code(group.error_code)()),
+                                                   item=group.group_id))
+                    continue
+                result.pending[group.group_id] = pending_partitions(group.topics, self.topic_filter)
+
+    async def _stable_fetches(self, manager, admin: KafkaAdminClient, groups: list[str]) -> list:
+        by_coordinator: dict[int, list[str]] = {}
+        for group, coordinator in (await admin._find_coordinator_ids(groups)).items():
+            by_coordinator.setdefault(coordinator, []).append(group)
+        request = OffsetFetchRequest.OffsetFetchRequestGroup
+        sends = [(c, self.lanes.send(manager, OffsetFetchRequest(
+            groups=[request(group_id=g, topics=None) for g in ids], require_stable=True, min_version=8,
+            max_version=8), c))   # v10 names topics by id only
+            for c, ids in sorted(by_coordinator.items())]
+        return await self.lanes.gather(manager, sends)
 
     @staticmethod
     def _group_offsets_one_by_one(admin: KafkaAdminClient, groups: list[str], result: GroupOffsetsResult) -> dict:
@@ -57,3 +96,10 @@ class GroupOffsetRequests:
             except Errors.KafkaError as exc:
                 result.errors.append(ItemError(error_name(exc), item=group))
         return fetched
+
+
+def pending_partitions(topics, topic_filter: Callable[[str], bool]) -> frozenset[tuple[str, int]]:
+    """The partitions of one group's require_stable OffsetFetch answer marked UNSTABLE_OFFSET_COMMIT."""
+    unstable = Errors.UnstableOffsetCommitError.errno
+    return frozenset((t.name, p.partition_index) for t in topics if topic_filter(t.name)
+                     for p in t.partitions if p.error_code == unstable)

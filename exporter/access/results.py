@@ -138,6 +138,8 @@ class ConfigsResult:
 @dataclass
 class GroupOffsetsResult:
     committed: dict[str, dict[Partition, int]] = field(default_factory=dict)
+    states: dict[str, str | None] = field(default_factory=dict)       # ListGroups' state (None: not told)
+    pending: dict[str, frozenset[Partition]] = field(default_factory=dict)   # UNSTABLE_OFFSET_COMMIT (absent: unread)
     errors: list[ItemError] = field(default_factory=list)
 
 

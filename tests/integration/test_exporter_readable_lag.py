@@ -1,7 +1,10 @@
-"""Readable lag of exactly-once consumer groups and the cluster's finalized features, through /metrics of an
-in-process exporter on the shared cluster. The oracle for readable lag is a real read_committed consumer;
-for the features, Kafka's own kafka-features tool."""
+"""Readable lag of exactly-once consumer groups, a group whose exactly-once commits keep failing, and the
+cluster's finalized features, through /metrics of an in-process exporter on the shared cluster. The oracle for
+readable lag is a real read_committed consumer; for the features, Kafka's own kafka-features tool; for the
+failing commits, a real member and transactions that carry its offsets and abort."""
 from __future__ import annotations
+
+import threading
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
@@ -128,3 +131,57 @@ def test_a_byte_budget_too_small_for_the_range_gives_a_flagged_upper_bound(conn,
         assert value(samples, "kafkatxn_consumergroup_readable_lag_estimated_partitions", group=behind) >= 1
         assert value(samples, READABLE, group=caught_up, topic=topic, partition=0) == 0     # one marker: exact
         assert value(samples, "kafkatxn_consumergroup_readable_lag_estimated_partitions", group=caught_up) == 0
+
+
+FAILING = "kafkatxn_consumergroup_commits_failing"
+
+
+def _abort_loop(producer: Producer, offsets: list[TopicPartition], metadata, stop: threading.Event) -> None:
+    """The failing exactly-once loop: each transaction carries the group's offsets and aborts 2.5 s later."""
+    while not stop.is_set():
+        producer.begin_transaction()
+        producer.send_offsets_to_transaction(offsets, metadata, 30)
+        stop.wait(2.5)
+        producer.abort_transaction(30)
+
+
+def test_a_group_whose_transactions_keep_aborting_their_offsets_is_failing_until_a_commit_lands(conn, topic):
+    _write_transactions(conn, topic)
+    group = f"aborting-{topic}"
+    _commit_in_transaction(conn, topic, group, {0: 3, 1: 0})    # require_stable covers partitions committed before
+    member = Consumer(conn.confluent(**{"group.id": group, "enable.auto.commit": False, "log_level": 3}))
+    member.subscribe([topic])
+    wait_until(lambda: member.poll(0.2) is None and member.assignment(), 30, "the member's assignment")
+    metadata = member.consumer_group_metadata()
+    producer = Producer(conn.confluent(**{"transactional.id": f"aborting-{topic}", "log_level": 3}))
+    producer.init_transactions(30)
+    stop = threading.Event()
+    loop = threading.Thread(target=_abort_loop, daemon=True,
+                            args=(producer, [TopicPartition(topic, 0, 5), TopicPartition(topic, 1, 1)], metadata, stop))
+    flags = _exporter_flags(topic, **{"collection.group_commit_stall_seconds": 5})
+    with running_exporter(conn, INTERVAL, **flags) as url:
+        loop.start()
+        try:
+            seen: list[Samples] = []
+            wait_until(lambda: seen.append(scrape(url)) or value(seen[-1], FAILING, group=group) == 1, 60,
+                       "the verdict: commits failing")
+        finally:
+            stop.set()
+            loop.join(30)
+        pending = [value(s, "kafkatxn_consumergroup_pending_offset_partitions", group=group) for s in seen]
+        assert max(p for p in pending if p is not None) == 2              # both partitions carried, never landed
+        last = seen[-1]
+        assert value(last, "kafkatxn_consumergroup_active", group=group) == 1
+        assert value(last, READABLE, group=group, topic=topic, partition=0) == 4
+        stalled_since = value(last, "kafkatxn_consumergroup_offsets_last_advance_timestamp_seconds", group=group)
+        assert {value(s, "kafkatxn_consumergroup_offsets_last_advance_timestamp_seconds", group=group)
+                for s in seen} - {None} == {stalled_since}                 # never moved while the verdict grew
+        producer.begin_transaction()                                        # now a commit lands: caught up
+        producer.send_offsets_to_transaction([TopicPartition(topic, 0, 11), TopicPartition(topic, 1, 3)],
+                                             metadata, 30)
+        producer.commit_transaction(30)
+        after = wait_until(lambda: (lambda s: s if value(s, FAILING, group=group) == 0 else None)(scrape(url)), 30,
+                           "the verdict cleared by the commit")
+        assert value(after, READABLE, group=group, topic=topic, partition=0) == 0
+        assert value(after, "kafkatxn_consumergroup_offsets_last_advance_timestamp_seconds", group=group) > stalled_since
+    member.close()

@@ -44,7 +44,7 @@ def test_every_alert_has_a_firing_and_a_silent_case():
     silent = {c["alertname"] for t in cases for c in t["alert_rule_test"] if not c["exp_alerts"]}
     assert alerts == {"HangingTransaction", "LSOStuck", "OpenTransactionTooOld", "ProducerStateGrowth",
                       "CoordinatorTransactionsOverTimeout", "TransactionNearTimeout", "TransactionMarkerQueue", "ExporterDown", "ExporterStale",
-                      "ProducerEpochNearExhaustion", "TransactionStuckInPrepare"}
+                      "ProducerEpochNearExhaustion", "TransactionStuckInPrepare", "GroupCommitsFailing"}
     assert fired == alerts and silent == alerts
 
 

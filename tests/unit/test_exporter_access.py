@@ -13,7 +13,7 @@ from kafka.protocol.metadata.metadata import MetadataResponse
 
 import kafka.errors as Errors
 from cluster.access.connection import ConnectionSettings
-from exporter.kafka_access import ItemError, KafkaAccess, KafkaUnavailable, OffsetsResult, ProducersResult, TransactionsResult, chunks
+from exporter.kafka_access import GroupOffsetsResult, ItemError, KafkaAccess, KafkaUnavailable, OffsetsResult, ProducersResult, TransactionsResult, chunks
 
 NOT_LEADER = Errors.NotLeaderForPartitionError.errno
 UNKNOWN_TP = Errors.UnknownTopicOrPartitionError.errno
@@ -292,3 +292,31 @@ def test_a_first_metadata_request_that_reached_no_broker_is_asked_again_until_it
     with pytest.raises(KafkaUnavailable, match="KafkaConnectionError"):
         always_down.metadata()
     assert 2 <= always_down.fetches <= 5 and time.monotonic() - begun < 1.5      # within one request timeout
+
+
+def test_pending_partitions_are_those_require_stable_marks_unstable_of_allowed_topics():
+    from exporter.access.groups import pending_partitions
+    NS, unstable = SimpleNamespace, Errors.UnstableOffsetCommitError.errno      # 88
+    topics = [NS(name="in", partitions=[NS(partition_index=0, error_code=unstable),
+                                        NS(partition_index=1, error_code=0)]),
+              NS(name="hidden", partitions=[NS(partition_index=0, error_code=unstable)])]
+    assert pending_partitions(topics, lambda t: t != "hidden") == frozenset({("in", 0)})
+
+
+def test_a_group_whose_require_stable_answer_is_missing_is_left_out_of_pending_not_said_empty():
+    NS = SimpleNamespace
+
+    class Admin:
+        async def _find_coordinator_ids(self, groups):
+            return {"a": 1, "b": 1, "c": 2}
+
+    unstable = NS(name="in", partitions=[NS(partition_index=0, error_code=Errors.UnstableOffsetCommitError.errno)])
+    answer = NS(groups=[NS(group_id="a", error_code=0, topics=[unstable]), NS(group_id="b", error_code=0, topics=[]),
+                        NS(group_id="c?", error_code=Errors.GroupAuthorizationFailedError.errno, topics=[])])
+    access = ScriptedAccess({1: [answer], 2: [Errors.KafkaConnectionError("coordinator down")]})
+    access.lanes.run = lambda fn, *args: drive(fn(None, *args))
+    result = GroupOffsetsResult()
+    access.group_requests._fetch_pending(Admin(), ["a", "b", "c"], result)
+    assert result.pending == {"a": frozenset({("in", 0)}), "b": frozenset()}        # c: unknown, not none
+    assert [(e.broker, e.item) for e in result.errors] == [(None, "c?"), (2, "require_stable")]
+    assert all(r.require_stable and (r._min_version, r._max_version) == (8, 8) for _, r in access.sent)   # v10: ids

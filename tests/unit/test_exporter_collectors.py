@@ -279,6 +279,18 @@ def test_consumer_group_lag_against_lso_and_hwm():
     assert get("kafkatxn_consumergroup_topic_lso_lag", group="billing", topic="orders") == 10
 
 
+def test_group_commit_verdicts_and_their_evidence_absent_where_unknown():
+    from exporter.group_commits import GroupCommits
+    commits = {"billing": GroupCommits(900.0, 2, True, True), "reports": GroupCommits(950.0, None, None, None)}
+    get, _ = scrape(FakeService(offsets_view(), Background(group_commits=commits)))
+    assert get("kafkatxn_consumergroup_commits_failing", group="billing") == 1
+    assert get("kafkatxn_consumergroup_pending_offset_partitions", group="billing") == 2
+    assert get("kafkatxn_consumergroup_active", group="billing") == 1
+    assert get("kafkatxn_consumergroup_offsets_last_advance_timestamp_seconds", group="reports") == 950
+    for name in ("commits_failing", "pending_offset_partitions", "active"):
+        assert get(f"kafkatxn_consumergroup_{name}", group="reports") is None
+
+
 def test_unreachable_cluster_still_renders_health():
     view = OffsetsView(OffsetsResult(), {}, reachable=False)
     service = FakeService(view, Background())
@@ -289,6 +301,7 @@ def test_unreachable_cluster_still_renders_health():
 
 
 def test_every_emitted_family_is_in_the_documented_catalog():
+    from exporter.group_commits import GroupCommits
     from cluster.lab.versions import REPO_ROOT
     catalog = (REPO_ROOT / "docs" / "exporter.md").read_text()
     producers = ProducersResult(producers={("t", 0): [entry(1, start=3)]}, leaders={("t", 0): 1}, requested=1)
@@ -300,7 +313,8 @@ def test_every_emitted_family_is_in_the_documented_catalog():
                     groups=GroupOffsetsResult(committed={"g": {("orders", 0): 1}}),
                     verdicts=[Verdict(txn, None, PARTITION_NOT_IN_TRANSACTION)],
                     hanging=[Verdict(txn, None, PARTITION_NOT_IN_TRANSACTION)], late=[txn],
-                    features=FeaturesResult({"transaction.version": 2}), readable_lag=readable_lag_result())
+                    features=FeaturesResult({"transaction.version": 2}), readable_lag=readable_lag_result(),
+                    group_commits={"g": GroupCommits(1.0, 1, True, False)})
     _, registry = scrape(FakeService(offsets_view(), bg))
     names = {m.name + ("_info" if m.type == "info" else "") for m in registry.collect()}
     assert len(names) >= 45

@@ -256,3 +256,38 @@ def test_why_kafka_is_unavailable_is_logged_once_per_change(caplog):
         svc.collect_background()
     said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("cannot use Kafka")]
     assert said == ["cannot use Kafka: down", "cannot use Kafka: authentication failed: x"]
+
+
+def test_group_commits_rest_on_this_collections_readable_lag_only():
+    """A group with records to read whose transactions carry offsets that never land is failing after the stall;
+    a readable lag that failed in a collection is not taken from the last good one."""
+    from exporter.readable_lag import GroupReadable
+
+    class Failing(GroupsAccess):
+        lag_ok = True
+
+        def group_offsets(self, _filter):
+            return GroupOffsetsResult(committed={"g": {TP: 4}}, states={"g": "Stable"},
+                                      pending={"g": frozenset({TP})})
+
+        def readable_lag(self, committed, last_stable, max_bytes):
+            if not self.lag_ok:
+                raise KafkaUnavailable("down")
+            return ReadableLagResult(groups=GroupReadable(lag={"g": {TP: 1}}, estimated={"g": set()},
+                                                          unknown={"g": set()}))
+
+    access, now = Failing(), [1000.0]
+    config = load_config(env={}, flags={"collection.group_commit_stall_seconds": 60})
+    svc = ExporterService(access, config, CollectorRegistry(), clock=lambda: now[0])
+    svc.collect_background()
+    now[0] = 1061.0
+    commits = svc.collect_background().group_commits["g"]
+    assert (commits.failing, commits.since, commits.pending_partitions, commits.active) == (True, 1000.0, 1, True)
+    access.lag_ok = False
+    now[0] = 1070.0
+    bg = svc.collect_background()
+    assert bg.readable_lag is not None                    # the last good one still served
+    assert bg.group_commits["g"].failing is None          # but no verdict rests on it
+    access.lag_ok = True
+    for now[0], verdict in ((1080.0, None), (1131.0, True)):      # a stall of complete evidence after it
+        assert svc.collect_background().group_commits["g"].failing is verdict
