@@ -100,6 +100,15 @@ def transactions() -> gd.Dashboard:
                                                         "past half their timeout", "C"),
                                                   query(f"sum(kafkatxn_transactions_prepare_over_timeout{{{SEL}}})",
                                                         "in Prepare past their timeout", "D")]),
+        series("Consumer groups with members: seconds since their committed offsets last moved",
+               [query(f"(time() - kafkatxn_consumergroup_offsets_last_advance_timestamp_seconds{{{SEL}}}) "
+                      f"and on(group) (kafkatxn_consumergroup_active{{{SEL}}} == 1)", "{{group}}")], unit="s",
+               description="Back to 0 whenever the offsets move or nothing is readable past them."),
+        series("Consumer groups: offsets carried by unended transactions, and failing commits",
+               [query(f"kafkatxn_consumergroup_pending_offset_partitions{{{SEL}}} > 0", "{{group}} pending partitions"),
+                query(f"kafkatxn_consumergroup_commits_failing{{{SEL}}} == 1", "{{group}} commits failing", "B")],
+               description="Offsets that transactions keep carrying and that never land, while the offsets stand "
+                           "still: the group's exactly-once commits keep failing (GroupCommitsFailing)."),
     ])
 
 
