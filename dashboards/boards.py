@@ -105,8 +105,8 @@ def transactions() -> gd.Dashboard:
                       f"and on(group) (kafkatxn_consumergroup_active{{{SEL}}} == 1)", "{{group}}")], unit="s",
                description="Back to 0 whenever the offsets move or nothing is readable past them."),
         series("Consumer groups: offsets carried by unended transactions, and failing commits",
-               [query(f"kafkatxn_consumergroup_pending_offset_partitions{{{SEL}}} > 0", "{{group}} pending partitions"),
-                query(f"kafkatxn_consumergroup_commits_failing{{{SEL}}} == 1", "{{group}} commits failing", "B")],
+               [query(f"kafkatxn_consumergroup_pending_offset_partitions{{{SEL}}}", "{{group}} pending partitions"),
+                query(f"kafkatxn_consumergroup_commits_failing{{{SEL}}}", "{{group}} commits failing", "B")],
                description="Offsets that transactions keep carrying and that never land, while the offsets stand "
                            "still: the group's exactly-once commits keep failing (GroupCommitsFailing)."),
     ])

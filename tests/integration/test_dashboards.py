@@ -11,7 +11,7 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from cluster.lab.prometheus import Prometheus, PrometheusError
 from cluster.access.smoke import ensure_topic
@@ -25,15 +25,24 @@ ALERTS_WANTED = {"HangingTransaction", "LSOStuck"}
 
 
 def committing(conn, topic: str, stop: threading.Event) -> None:
+    """Transactions that also carry a consumer group's offsets (the group's panels need a member and commits)."""
     producer = Producer(conn.confluent(**{"transactional.id": f"dash-{uuid.uuid4().hex[:6]}", "linger.ms": 5,
                                           "transaction.timeout.ms": 10000}))
+    member = Consumer(conn.confluent(**{"group.id": f"dash-{topic}", "enable.auto.commit": False, "log_level": 3}))
+    member.subscribe([topic])
     producer.init_transactions(30)
+    done = 0
     while not stop.is_set():
+        member.poll(0)
         producer.begin_transaction()
         for p in (1, 2):
             producer.produce(topic, partition=p, value=b"x" * 50)
+        if member.assignment():
+            producer.send_offsets_to_transaction([TopicPartition(topic, 1, done)], member.consumer_group_metadata(), 30)
         producer.commit_transaction(30)
+        done += 1
         stop.wait(0.2)
+    member.close()
 
 
 def returns_data(prometheus: str, pq: PanelQuery, start: float, end: float) -> bool:
