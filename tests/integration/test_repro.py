@@ -85,6 +85,22 @@ def test_kafkajs_s_stale_seek_is_seen_by_its_standalone_reproduction_and_not_wit
     assert "read 0 records, none below the committed offset 20" in control.stdout
 
 
+@CAMPAIGN
+def test_kafkajs_s_missing_kip_447_fencing_is_seen_by_its_standalone_reproduction_and_not_without_the_stall(cluster):
+    """kafkajs-kip-447's reproduction (a Node.js script on KafkaJS 2.2.4 alone, two exactly-once processors of one
+    group): A sends its batch's offsets to its transaction and stalls past the session timeout; B is given the
+    partition, processes the same inputs and commits; A's commit is accepted after it left the group, so every input
+    of the batch has two committed outputs. Its control (--control: A's stall inside the session) has one each."""
+    proc = node_repro("kafkajs-kip-447", cluster)
+    assert "B: transaction committed (offsets 0-9)" in proc.stdout
+    assert "read 20 outputs for 10 inputs" in proc.stdout and "SYMPTOM: 10 inputs processed twice" in proc.stdout
+    control = subprocess.run(["node", "repro.js", "--brokers", cluster.connection().bootstrap, "--control"],
+                             cwd=REPRO / "kafkajs-kip-447", capture_output=True, text=True, timeout=300)
+    print(control.stdout)
+    assert control.returncode == 0, control.stdout[-3000:] + control.stderr[-2000:]
+    assert "read 10 outputs for 10 inputs" in control.stdout
+
+
 @pytest.fixture(scope="module")
 def expiring_cluster():
     """One node whose coordinator forgets an idle transactional id after 10 s (checked every 0.5 s), as Kafka's own
