@@ -12,6 +12,7 @@ only reads their verdicts.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -63,6 +64,7 @@ class CampaignOptions:
     again: bool = False                    # run the selected cells again even when done
     regrade: bool = False                  # run nothing: grade the selected bug cells done again from their suites
     minutes: float | None = None           # start no cell after this many minutes (the rest stay pending)
+    transaction_versions: tuple[int, ...] = (2,)   # the experiments' cells at each level (2: ids without a suffix)
 
     def resolved(self) -> "CampaignOptions":
         """The selection with its defaults filled in, each name checked: a CampaignError names what is unknown."""
@@ -73,13 +75,17 @@ class CampaignOptions:
             return tuple(given) or tuple(known)
         if self.tries < 1:
             raise CampaignError(f"tries must be >= 1, got {self.tries}")
+        strange_levels = [v for v in self.transaction_versions if v not in TRANSACTION_VERSIONS]
+        if strange_levels or not self.transaction_versions:
+            raise CampaignError(f"transaction.version levels are {', '.join(map(str, TRANSACTION_VERSIONS))}, got "
+                                f"{', '.join(map(str, self.transaction_versions)) or 'none'}")
         return CampaignOptions(Path(self.directory), chosen(self.parts, list(PARTS), "parts"),
                                chosen(self.clients, list(clients()), "clients"),
                                chosen(self.experiments, list(builtin_specs()), "experiments"),
                                chosen(self.versions, supported_kafka_versions(), "Kafka releases"),
                                chosen(self.bugs, list(bug_files()), "bugs"),
                                chosen(self.tests, campaign_test_modules(), "test modules"), self.tries, self.seed,
-                               self.again, self.regrade, self.minutes)
+                               self.again, self.regrade, self.minutes, tuple(dict.fromkeys(self.transaction_versions)))
 
 
 TEST_FOLDERS = ("integration", "corpus")    # tests/<folder>: where tests that left the gate live
@@ -98,20 +104,33 @@ def campaign_test_paths() -> dict[str, Path]:
 
 
 # ---- the plan ------------------------------------------------------------------------------------------------
+TRANSACTION_VERSIONS = (1, 2)        # the levels an experiment cell may run at (Kafka 4.0+; 2 is 4.x's default)
+
+
+def level_of(cell: dict) -> int:
+    """An experiment cell's transaction.version (cells of campaigns before the option ran at 2)."""
+    return int(cell.get("transaction_version", 2))
+
+
+def level_suffix(level: int) -> str:
+    """An experiment cell's id and row at a transaction.version other than the default's 2: `@tv1`."""
+    return "" if level == 2 else f"@tv{level}"
+
+
 def plan(options: CampaignOptions) -> list[dict]:
     """The selected cells in the order they run: {id, part, ...what names it}; an experiment a client has no
     workload of is planned as not applicable, with why."""
     cells: list[dict] = []
     if "experiments" in options.parts:
-        for client in options.clients:
-            for name in options.experiments:
-                cell = {"id": f"experiment/{name}/{client}", "part": "experiments", "experiment": name,
-                        "client": client}
-                try:
-                    load_spec(name, short=True, client=None if client == REFERENCE else client)
-                except SpecError:
-                    cell["not_applicable"] = f"{name} runs no txn-producer or processor, the roles {client} plays"
-                cells.append(cell)
+        for client, level, name in itertools.product(options.clients, options.transaction_versions,
+                                                     options.experiments):
+            cell = {"id": f"experiment/{name}/{client}{level_suffix(level)}", "part": "experiments",
+                    "experiment": name, "client": client, "transaction_version": level}
+            try:
+                load_spec(name, short=True, client=None if client == REFERENCE else client)
+            except SpecError:
+                cell["not_applicable"] = f"{name} runs no txn-producer or processor, the roles {client} plays"
+            cells.append(cell)
     if "releases" in options.parts:
         cells += [{"id": f"release/{v}", "part": "releases", "release": v} for v in options.versions]
     if "bugs" in options.parts:
@@ -301,16 +320,19 @@ def run_experiments(campaign: Campaign, cells: list[dict]) -> None:
     from report.demo import Demo, DemoOptions, own_broker_settings
     # one suite per client and set of broker settings (a suite's `own` cluster takes one set: DemoOptions.check)
     settings = {c["experiment"]: own_broker_settings(c["experiment"]) for c in cells}
-    keys = dict.fromkeys((c["client"], settings[c["experiment"]]) for c in cells)
-    groups = [[c for c in cells if (c["client"], settings[c["experiment"]]) == key] for key in keys]
+
+    def key(cell: dict) -> tuple:
+        return cell["client"], settings[cell["experiment"]], level_of(cell)
+    keys = dict.fromkeys(key(c) for c in cells)
+    groups = [[c for c in cells if key(c) == k] for k in keys]
     for mine in (group[i:i + SUITE_CELLS] for group in groups for i in range(0, len(group), SUITE_CELLS)):
         if not campaign.in_time():
             return
-        client, started = mine[0]["client"], time.time()
-        campaign.step(f"{client}: {', '.join(c['experiment'] for c in mine)} (one suite, verified)")
+        client, level, started = mine[0]["client"], level_of(mine[0]), time.time()
+        campaign.step(f"{client}{level_suffix(level)}: {', '.join(c['experiment'] for c in mine)} (one suite, verified)")
         options = DemoOptions(experiments=tuple(c["experiment"] for c in mine), clients=(client,),
                               full=tuple(c["experiment"] for c in mine if c["experiment"] in FULL_MODE),
-                              transaction_versions=(2,), runs_dir=campaign.dir / "suites", seed=campaign.options.seed,
+                              transaction_versions=(level,), runs_dir=campaign.dir / "suites", seed=campaign.options.seed,
                               base_port=CAMPAIGN_BASE_PORT, drill_base_port=CAMPAIGN_DRILL_BASE_PORT,
                               own_base_port=CAMPAIGN_OWN_BASE_PORT,
                               spark_base_port=CAMPAIGN_SPARK_BASE_PORT, state_root=txnlab_home() / "campaign")
@@ -490,10 +512,13 @@ COLOURS = {"valid": "#2da44e", "named": "#bf8700", "n/a": "#d0d7de", "unknown": 
 def grid(state: dict) -> tuple[list[str], list[str], dict[tuple[str, str], dict]]:
     """(experiments, clients, {(experiment, client): cell}) of the experiment cells."""
     cells = [c for c in state["cells"].values() if c["part"] == "experiments"]
-    experiments = sorted({c["experiment"] for c in cells})
+
+    def row(cell: dict) -> str:          # an experiment, and at transaction.version 1 a row of its own
+        return cell["experiment"] + level_suffix(level_of(cell))
+    experiments = sorted({row(c) for c in cells})
     order = list(clients())
     used = sorted({c["client"] for c in cells}, key=lambda c: order.index(c) if c in order else len(order))
-    return experiments, used, {(c["experiment"], c["client"]): c for c in cells}
+    return experiments, used, {(row(c), c["client"]): c for c in cells}
 
 
 def cell_text(cell: dict | None) -> str:

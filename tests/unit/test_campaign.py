@@ -278,3 +278,27 @@ def test_a_slice_with_minutes_starts_no_cell_after_them_and_leaves_the_rest_pend
     state = c.Campaign(options, progress=lambda m: None, runners={"releases": runner}).run()
     assert ran == ["release/3.9.1", "release/4.0.2"] and "release/4.4.0" not in state["cells"]
     assert [cell["id"] for cell in c.Campaign(options, progress=lambda m: None).pending()] == ["release/4.4.0"]
+
+
+def test_experiments_at_transaction_version_1_are_cells_and_rows_of_their_own_run_by_suites_at_that_level(
+        tmp_path, monkeypatch):
+    options = c.CampaignOptions(tmp_path, parts=("experiments",), clients=("java",),
+                                experiments=("epoch-exhaustion-timeout",), transaction_versions=(1, 2)).resolved()
+    cells = {cell["id"]: cell for cell in c.plan(options)}
+    assert list(cells) == ["experiment/epoch-exhaustion-timeout/java@tv1", "experiment/epoch-exhaustion-timeout/java"]
+    asked = []
+
+    class Demo:                          # report.demo's suite, as run_experiments calls it: what was it asked?
+        def __init__(self, demo_options, progress):
+            asked.append((demo_options.transaction_versions, demo_options.full))
+
+        def run(self):
+            return {"runs": [], "errors": ["not run here"], "directory": str(tmp_path)}
+    monkeypatch.setattr("report.demo.Demo", Demo)
+    state = c.Campaign(options, progress=lambda m: None).run()
+    assert sorted(asked) == [((1,), ("epoch-exhaustion-timeout",)), ((2,), ("epoch-exhaustion-timeout",))]
+    rows, _, grid = c.grid(state)
+    assert rows == ["epoch-exhaustion-timeout", "epoch-exhaustion-timeout@tv1"]
+    assert grid[("epoch-exhaustion-timeout@tv1", "java")]["id"] == "experiment/epoch-exhaustion-timeout/java@tv1"
+    with pytest.raises(c.CampaignError, match="transaction.version levels are 1, 2, got 3"):
+        c.CampaignOptions(tmp_path, transaction_versions=(3,)).resolved()

@@ -55,7 +55,7 @@ def cmd_campaign(args: argparse.Namespace) -> int:
     from report import campaign as c
     options = c.CampaignOptions(args.dir, tuple(args.parts), tuple(args.clients), tuple(args.experiments),
                                 tuple(args.versions), tuple(args.bugs), tuple(args.tests), args.tries, args.seed,
-                                args.again, args.regrade, args.minutes)
+                                args.again, args.regrade, args.minutes, tuple(args.transaction_versions))
     try:
         resolved = options.resolved()
         state = c.load_state(resolved.directory) if (args.list or args.markdown) else None
@@ -209,6 +209,9 @@ def add_commands(sub) -> None:
                       help="built-in experiments (default: every one)")
     camp.add_argument("--versions", type=_names, default=[], metavar="V[,V]",
                       help="Kafka releases (default: every one of KAFKA_VERSIONS)")
+    camp.add_argument("--transaction-versions", type=_versions, default=[2], metavar="N[,N]",
+                      help="the experiments at these transaction.version levels (default 2; a cell at 1 is "
+                      "EXPERIMENT/CLIENT@tv1)")
     camp.add_argument("--bugs", type=_names, default=[], metavar="ID[,ID]", help="catalogued bugs (default: all)")
     camp.add_argument("--tests", type=_names, default=[], metavar="MODULE[,MODULE]",
                       help="test modules of the tests that left the gate (default: every one, e.g. test_flink)")
