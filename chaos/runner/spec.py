@@ -516,7 +516,7 @@ def _reference_problems(params: Params, refs: _Refs) -> list[Problem]:
         found.append(("target", _target_problem(params.target, refs)))
     if hasattr(params, "topic"):
         found.append(("topic", refs.topic(params.topic, getattr(params, "partition", None))))
-    if hasattr(params, "process"):
+    if getattr(params, "process", None) is not None:        # climb-epoch's is optional
         found.append(("process", _process_problem(params, refs)))
     return [(path, message) for path, message in found if message]
 

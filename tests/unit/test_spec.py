@@ -169,6 +169,8 @@ def test_references_the_workloads_do_create_pass():
         parse_spec(minimal_spec(**processor, **fault("kill-broker", **params)))
     parse_spec(minimal_spec(**processor, **fault("zombie-producer", process="feeder")))
     parse_spec(minimal_spec(**processor, **fault("hanging-transaction", topic="{tag}-in-a", partition=5)))
+    # climb-epoch's process is optional (epoch-rotation-coordinator-killed pauses it with a fault of its own)
+    parse_spec(minimal_spec(**processor, **fault("climb-epoch", duration_s=0, txn_id="{tag}.eos-0", to_epoch=100)))
 
 
 def random_schedule(**changes) -> dict:
