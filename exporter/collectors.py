@@ -466,6 +466,12 @@ def group_families(res: GroupOffsetsResult | None, view: OffsetsView, per_partit
     for (group, name), parts in sorted(lso_lag.items()):
         topic.add_metric([group, name], sum(parts.values()))
     yield topic
+    info = _gauge("consumergroup_info", "1 per listed group: its protocol as ListGroups tells it (type: classic, "
+                  "consumer for KIP-848, streams for KIP-1071; unknown before Kafka 4.0) and its state" + CACHED,
+                  ["group", "type", "state"])
+    for group in sorted(set(res.types) | set(res.states)):
+        info.add_metric([group, res.types.get(group) or "unknown", res.states.get(group) or "unknown"], 1.0)
+    yield info
 
 
 def group_commit_families(commits: dict[str, GroupCommits]) -> Iterator[Family]:

@@ -610,10 +610,11 @@ def builtin_specs() -> dict[str, Path]:
 
 
 def load_spec(path_or_name: str | Path, short: bool = False, client: str | None = None,
-              compose: str | None = None) -> ExperimentSpec:
+              compose: str | None = None, group_protocol: str | None = None) -> ExperimentSpec:
     """A spec file, or a built-in by name, validated in both modes; short=True returns the short one; a
     `client` runs its transactional workloads on that client (with_client); `compose` runs it on that compose
-    project's stack instead of its local cluster (with_compose)."""
+    project's stack instead of its local cluster (with_compose); `group_protocol` its processors' groups on that
+    protocol (with_group_protocol)."""
     path = Path(path_or_name)
     if not path.is_file():
         builtins = builtin_specs()
@@ -623,6 +624,7 @@ def load_spec(path_or_name: str | Path, short: bool = False, client: str | None 
         path = builtins[str(path_or_name)]
     data = _read_yaml(path)
     data = with_client(data, client) if client else data
+    data = with_group_protocol(data, group_protocol) if group_protocol else data
     return parse_spec(with_compose(data, compose) if compose else data, str(path), short)
 
 
@@ -659,6 +661,24 @@ def with_client(data: dict[str, Any], client: str) -> dict[str, Any]:
                                                           f"workload to run on {client}")])
     for entry in entries:
         entry["client"] = client
+    return data
+
+
+GROUP_PROTOCOL_WORKLOADS = ("processor",)     # the workloads whose consumer group takes --group-protocol
+
+
+def with_group_protocol(data: dict[str, Any], protocol: str) -> dict[str, Any]:
+    """The spec document with every processor's group (its short mode's too) on `protocol` (classic, or consumer:
+    KIP-848), after its own options (the last of a flag wins); SpecError when it has none. A client without the
+    protocol is refused by the spec's validation (the processor's check_args)."""
+    data = copy.deepcopy(data)
+    entries = [e for doc in (data, data.get("short") or {}) for e in (doc.get("workloads") or [])
+               if isinstance(e, dict) and e.get("workload") in GROUP_PROTOCOL_WORKLOADS]
+    if not entries:
+        raise SpecError(str(data.get("name", "<spec>")), [("workloads", "no processor workload whose group could "
+                                                          f"run on the {protocol} protocol")])
+    for entry in entries:
+        entry["options"] = [*(entry.get("options") or []), "--group-protocol", protocol]
     return data
 
 

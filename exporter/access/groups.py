@@ -1,6 +1,7 @@
 """The committed offsets of consumer groups, through kafka-python's admin helpers on the background lane.
 
-Owns: listing the groups (with the state ListGroups tells), their committed offsets in one batched OffsetFetch
+Owns: listing the groups (with the state and the type, classic, consumer (KIP-848) or streams (KIP-1071), ListGroups
+tells), their committed offsets in one batched OffsetFetch
 (one group at a time after a batch failed, so one bad group costs only itself), allowed topics only, and the
 partitions whose transactional offsets are pending: a second OffsetFetch per coordinator with require_stable
 (KIP-447), whose UNSTABLE_OFFSET_COMMIT marks a TxnOffsetCommit whose transaction has not ended. That answer
@@ -46,6 +47,7 @@ class GroupOffsetRequests:
             return
         groups = sorted(g["group_id"] for g in listed)
         result.states = {g["group_id"]: g.get("group_state") or None for g in listed}
+        result.types = {g["group_id"]: g.get("group_type") or None for g in listed}
         try:
             fetched = admin.list_group_offsets(groups) if groups else {}
         except Errors.KafkaError:

@@ -139,6 +139,7 @@ class ConfigsResult:
 class GroupOffsetsResult:
     committed: dict[str, dict[Partition, int]] = field(default_factory=dict)
     states: dict[str, str | None] = field(default_factory=dict)       # ListGroups' state (None: not told)
+    types: dict[str, str | None] = field(default_factory=dict)        # classic, consumer, streams (None: not told)
     pending: dict[str, frozenset[Partition]] = field(default_factory=dict)   # UNSTABLE_OFFSET_COMMIT (absent: unread)
     errors: list[ItemError] = field(default_factory=list)
 

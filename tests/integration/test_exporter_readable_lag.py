@@ -146,10 +146,12 @@ def _abort_loop(producer: Producer, offsets: list[TopicPartition], metadata, sto
 
 
 def test_a_group_whose_transactions_keep_aborting_their_offsets_is_failing_until_a_commit_lands(conn, topic):
+    """On the KIP-848 consumer protocol (the exporter says so: consumergroup_info's type)."""
     _write_transactions(conn, topic)
     group = f"aborting-{topic}"
     _commit_in_transaction(conn, topic, group, {0: 3, 1: 0})    # require_stable covers partitions committed before
-    member = Consumer(conn.confluent(**{"group.id": group, "enable.auto.commit": False, "log_level": 3}))
+    member = Consumer(conn.confluent(**{"group.id": group, "enable.auto.commit": False, "log_level": 3,
+                                        "group.protocol": "consumer"}))      # KIP-848: its commits carry its epoch
     member.subscribe([topic])
     wait_until(lambda: member.poll(0.2) is None and member.assignment(), 30, "the member's assignment")
     metadata = member.consumer_group_metadata()
@@ -172,6 +174,7 @@ def test_a_group_whose_transactions_keep_aborting_their_offsets_is_failing_until
         assert max(p for p in pending if p is not None) == 2              # both partitions carried, never landed
         last = seen[-1]
         assert value(last, "kafkatxn_consumergroup_active", group=group) == 1
+        assert value(last, "kafkatxn_consumergroup_info", group=group, type="consumer", state="Stable") == 1
         assert value(last, READABLE, group=group, topic=topic, partition=0) == 4
         stalled_since = value(last, "kafkatxn_consumergroup_offsets_last_advance_timestamp_seconds", group=group)
         assert {value(s, "kafkatxn_consumergroup_offsets_last_advance_timestamp_seconds", group=group)

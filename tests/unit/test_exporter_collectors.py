@@ -272,8 +272,11 @@ def test_a_setting_or_feature_the_release_lacks_is_served_as_absent_not_left_out
 
 
 def test_consumer_group_lag_against_lso_and_hwm():
-    groups = GroupOffsetsResult(committed={"billing": {("orders", 0): 80, ("orders", 1): 50}})
+    groups = GroupOffsetsResult(committed={"billing": {("orders", 0): 80, ("orders", 1): 50}},
+                                states={"billing": "Stable", "old": "Empty"}, types={"billing": "consumer"})
     get, _ = scrape(FakeService(offsets_view(), Background(groups=groups)))
+    assert get("kafkatxn_consumergroup_info", group="billing", type="consumer", state="Stable") == 1
+    assert get("kafkatxn_consumergroup_info", group="old", type="unknown", state="Empty") == 1
     assert get("kafkatxn_consumergroup_lso_lag", group="billing", topic="orders", partition="0") == 10
     assert get("kafkatxn_consumergroup_hwm_lag", group="billing", topic="orders", partition="0") == 20
     assert get("kafkatxn_consumergroup_topic_lso_lag", group="billing", topic="orders") == 10

@@ -456,3 +456,21 @@ def test_the_workloads_java_clients_are_made_before_the_method_once_per_release(
     made.clear()
     experiment.prepare_workloads(spec, None, progress=lambda m: None)      # the pin's: made at set-up, checked
     assert made == [("streams", None)]
+
+
+def test_the_group_protocol_of_every_processor_is_chosen_per_run_and_refused_where_the_client_has_none():
+    from chaos.runner.spec import with_group_protocol
+    spec = load_spec("coordinator-kill", group_protocol="consumer")
+    processors = [w for w in spec.workloads if w.workload == "processor"]
+    assert processors and all(w.run_options[-2:] == ["--group-protocol", "consumer"] for w in processors)
+    short = load_spec("coordinator-kill", short=True, group_protocol="consumer")
+    assert all(w.run_options[-2:] == ["--group-protocol", "consumer"] for w in short.workloads
+               if w.workload == "processor")
+    assert all("--group-protocol" not in w.run_options for w in load_spec("coordinator-kill").workloads)
+    with pytest.raises(SpecError, match="KafkaJS 2.2.4, its last release, speaks JoinGroup and SyncGroup only"):
+        load_spec("coordinator-kill", client="kafkajs", group_protocol="consumer")
+    with pytest.raises(SpecError, match="no processor workload"):
+        with_group_protocol(minimal_spec(), "consumer")
+    with pytest.raises(SpecError, match="group-protocol"):       # the reference's parser knows only the two
+        parse_spec(minimal_spec(workloads=[{"workload": "processor", "instances": 1,
+                                            "options": ["--group-protocol", "streams"]}]))

@@ -41,7 +41,8 @@ def cmd_chaos_list(args: argparse.Namespace) -> int:
 def cmd_chaos_run(args: argparse.Namespace) -> int:
     from chaos.runner.experiment import Experiment, dry_run
     from chaos.runner.spec import load_spec
-    spec = load_spec(args.spec, short=args.short, client=args.client, compose=args.compose)
+    spec = load_spec(args.spec, short=args.short, client=args.client, compose=args.compose,
+                     group_protocol=args.group_protocol)
     if args.dry_run:
         print("\n".join(dry_run(spec, args.seed)))
         return 0
@@ -125,6 +126,9 @@ def add_commands(sub) -> None:
     run.add_argument("--dry-run", action="store_true", help="validate and print the schedule; start nothing")
     run.add_argument("--client", choices=clients(), help="run every txn-producer and processor of the spec on this "
                      "Kafka client (default: as the spec says; docs/clients.md)")
+    run.add_argument("--group-protocol", choices=("classic", "consumer"), default=None,
+                     help="every processor's consumer group on this protocol: classic, or consumer (KIP-848; not "
+                     "KafkaJS) (default: as the spec says)")
     run.add_argument("--compose", metavar="PROJECT", help="run it on that compose project's stack (`txnlab docker "
                      "up`, docs/docker.md) instead of the spec's local cluster")
     run.add_argument("--runs-dir", type=Path, default=Path("runs"))

@@ -27,10 +27,12 @@ from chaos.record.ids import attempt_id, record_id
 from chaos.workloads.base import WorkloadContext, error_text
 from chaos.workloads.confluent.observer import SEEK, record_id_of
 from chaos.workloads.topics import LIST_TIMEOUT_S, partition_counts
-from chaos.workloads.confluent.transactional import (TransactionalClient, add_transactional_arguments,
-                                           check_transactional_arguments as check_args)  # noqa: F401 - the hook
+from chaos.workloads.confluent.transactional import (TransactionalArgumentsError, TransactionalClient,
+                                                     add_transactional_arguments, check_transactional_arguments)
 
 F = "process"
+GROUP_PROTOCOLS = ("classic", "consumer")
+NO_CONSUMER_PROTOCOL = {"kafkajs": "KafkaJS 2.2.4, its last release, speaks JoinGroup and SyncGroup only"}
 REWIND_TRIES = 3              # reads of the committed offsets before a rewind gives up and rejoins the group
 REWIND_PAUSE_S = 1.0
 POLL_S = 0.5
@@ -42,7 +44,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--group", default=None, help="consumer group (default <run tag>.eos)")
     p.add_argument("--batch", type=int, default=50, help="input records per transaction at most")
     p.add_argument("--size", type=int, default=100)
+    p.add_argument("--group-protocol", choices=GROUP_PROTOCOLS, default="classic",
+                   help="the consumer group protocol: classic, or consumer (KIP-848; its session and heartbeat "
+                   "are the broker's group.consumer.* settings)")
     add_transactional_arguments(p)
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """The hook spec validation runs with `args.client`: the transactional rules, and KIP-848 only where the client
+    has it."""
+    check_transactional_arguments(args)
+    if args.group_protocol == "consumer" and getattr(args, "client", None) in NO_CONSUMER_PROTOCOL:
+        raise TransactionalArgumentsError(f"--group-protocol consumer: {args.client} has no KIP-848 consumer "
+                                          f"protocol ({NO_CONSUMER_PROTOCOL[args.client]})")
+
+
+def consumer_protocol_config(protocol: str) -> dict:
+    """librdkafka's settings of the group protocol: the classic one's 10 s session (every workload's), or KIP-848,
+    whose session.timeout.ms librdkafka refuses (the broker's group.consumer.session.timeout.ms rules)."""
+    return {"group.protocol": "consumer"} if protocol == "consumer" else {"session.timeout.ms": 10000}
 
 
 class Processor(TransactionalClient):
@@ -55,7 +75,7 @@ class Processor(TransactionalClient):
         with self.call("Consumer"):
             self.consumer = Consumer(ctx.conn.confluent(**{
                 "group.id": self.group, "isolation.level": "read_committed", "enable.auto.commit": False,
-                "auto.offset.reset": "earliest", "log_level": 3, "session.timeout.ms": 10000,
+                "auto.offset.reset": "earliest", "log_level": 3, **consumer_protocol_config(args.group_protocol),
                 "socket.timeout.ms": int(args.request_timeout_s * 1000)}))
             self.subscribe()
 

@@ -28,6 +28,7 @@ type Processor struct {
 	group         string
 	batch         int
 	attemptNo     int64
+	serverSide    bool // --group-protocol consumer: KIP-848 (kgo.ServerSideBalancer; the broker's session)
 }
 
 func runProcessor(a Args) {
@@ -36,8 +37,13 @@ func runProcessor(a Args) {
 	if len(a.list("--inputs")) == 0 || a.str("--output", "") == "" {
 		usage("the following arguments are required: --inputs, --output")
 	}
+	protocol := a.str("--group-protocol", "classic")
+	if protocol != "classic" && protocol != "consumer" {
+		usage("argument --group-protocol: classic or consumer, not %q", protocol)
+	}
 	p := &Processor{c: c, t: txnArgs(a, c), inputs: a.list("--inputs"), output: a.str("--output", ""),
-		group: a.str("--group", c.RunTag+".eos"), batch: a.integer("--batch", 50), attemptNo: c.FirstAttempt}
+		group: a.str("--group", c.RunTag+".eos"), batch: a.integer("--batch", 50), attemptNo: c.FirstAttempt,
+		serverSide: protocol == "consumer"}
 	p.outPartitions = partitionCounts(c, []string{p.output})[p.output]
 	for !c.Stopping() {
 		if !p.ensureSession() {
@@ -90,13 +96,17 @@ func (p *Processor) ensureSession() bool {
 		return true
 	}
 	p.c.History.Invoke("init", map[string]any{"txn_id": p.t.TxnID})
+	group := []kgo.Opt{kgo.SessionTimeout(10 * time.Second)}
+	if p.serverSide { // KIP-848: the balancer is the broker's (franz-go asks a sticky or range one first)
+		group = []kgo.Opt{kgo.ServerSideBalancer(), kgo.Balancers(kgo.CooperativeStickyBalancer())}
+	}
 	opts := append(p.t.clientOpts(), kgo.ConsumerGroup(p.group), kgo.ConsumeTopics(p.inputs...),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.RequireStableFetchOffsets(),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.SessionTimeout(10*time.Second),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { p.seek("assigned", m) }),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { p.seek("revoked", m) }),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { p.seek("revoked", m) }))
-	sess, err := kgo.NewGroupTransactSession(opts...)
+	sess, err := kgo.NewGroupTransactSession(append(opts, group...)...)
 	if err == nil {
 		p.c.Bounded("init_transactions", 3*p.t.Request, func(ctx context.Context) { _, _, err = sess.Client().ProducerID(ctx) })
 		if err != nil {

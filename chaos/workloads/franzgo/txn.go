@@ -22,7 +22,8 @@ import (
 
 var producerArgs = map[string]int{"--topics": 2, "--records": 1, "--abort-share": 1, "--rate": 1, "--size": 1,
 	"--keys": 1}
-var processorArgs = map[string]int{"--inputs": -1, "--output": 1, "--group": 1, "--batch": 1, "--size": 1}
+var processorArgs = map[string]int{"--inputs": -1, "--output": 1, "--group": 1, "--batch": 1, "--size": 1,
+	"--group-protocol": 1}
 
 type TxnArgs struct {
 	c            *Ctx

@@ -20,7 +20,7 @@ const COMMON = { '--socket': 1, '--run-start-ns': 1, '--run-tag': 1, '--process'
 const TRANSACTIONAL = { '--transaction-timeout-ms': 1, '--request-timeout-s': 1, '--txn-id': 1, '--on-fenced': 1 }
 const WORKLOAD_OPTIONS = {
   'txn-producer': { '--topics': 2, '--records': 1, '--abort-share': 1, '--rate': 1, '--size': 1, '--keys': 1 },
-  processor: { '--inputs': -1, '--output': 1, '--group': 1, '--batch': 1, '--size': 1 },
+  processor: { '--inputs': -1, '--output': 1, '--group': 1, '--batch': 1, '--size': 1, '--group-protocol': 1 },
 }
 
 // Args are the options as given; a workload reads its own with the typed getters (a bad value: exit 2).

@@ -255,6 +255,10 @@ async function runProcessor(a) {
   const opts = { inputs: a.list('--inputs'), output: a.str('--output'), group: a.str('--group', `${a.str('--run-tag')}.eos`),
     batch: a.integer('--batch', 50) }
   if (opts.batch < 1) usage(`argument --batch: ${opts.batch}: at least 1`)
+  const protocol = a.str('--group-protocol', 'classic')
+  if (protocol !== 'classic') { // the spec's validation refuses it first (processor.py check_args)
+    usage(`argument --group-protocol: ${protocol}: KafkaJS 2.2.4 has no KIP-848 consumer protocol (classic only)`)
+  }
   const ctx = await newCtx(a)
   const kafka = newKafka(t.requestMs, `${ctx.runTag}.${ctx.process}`)
   const p = new Processor(ctx, t, kafka, opts)

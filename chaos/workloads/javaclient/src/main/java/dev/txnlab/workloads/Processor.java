@@ -42,7 +42,7 @@ import dev.txnlab.workloads.Main.Ctx;
 
 final class Processor extends Txn.Client {
     static final Map<String, Integer> ARGS = Map.of("--inputs", -1, "--output", 1, "--group", 1, "--batch", 1,
-            "--size", 1);
+            "--size", 1, "--group-protocol", 1);
     static final String F = "process";
     static final double POLL_S = 0.5;          // processor.py POLL_S
     static final int REWIND_TRIES = 3;         // reads of the committed offsets before a rewind rejoins the group
@@ -52,16 +52,19 @@ final class Processor extends Txn.Client {
     private final String output;
     private final String group;
     private final int batch;
+    private final boolean consumerProtocol;   // --group-protocol consumer: KIP-848 (session and heartbeat: the broker's)
     private int outPartitions;
     private long attemptNo;
     private KafkaConsumer<byte[], byte[]> consumer;
 
-    private Processor(Ctx c, Txn.Options t, Properties conn, List<String> inputs, String output, String group, int batch) {
+    private Processor(Ctx c, Txn.Options t, Properties conn, List<String> inputs, String output, String group, int batch,
+                      boolean consumerProtocol) {
         super(c, t, conn);
         this.inputs = inputs;
         this.output = output;
         this.group = group;
         this.batch = batch;
+        this.consumerProtocol = consumerProtocol;
         this.attemptNo = c.firstAttempt;
     }
 
@@ -74,10 +77,15 @@ final class Processor extends Txn.Client {
             Main.usage("argument --batch: a positive number of records");
         }
         String group = a.str("--group", a.str("--run-tag", "") + ".eos");
+        String protocol = a.str("--group-protocol", "classic");
+        if (!protocol.equals("classic") && !protocol.equals("consumer")) {
+            Main.usage("argument --group-protocol: classic or consumer, not " + protocol);
+        }
         Txn.Options t = new Txn.Options(a);
         Properties conn = Txn.connection(a);
         Ctx c = Ctx.open(a);
-        Processor p = new Processor(c, t, conn, a.list("--inputs"), a.str("--output", ""), group, batch);
+        Processor p = new Processor(c, t, conn, a.list("--inputs"), a.str("--output", ""), group, batch,
+                                    protocol.equals("consumer"));
         int code = 0;
         try {
             p.outPartitions = Conn.partitionCounts(c, conn, List.of(p.output)).get(p.output);
@@ -127,7 +135,11 @@ final class Processor extends Txn.Client {
         p.put("isolation.level", "read_committed");
         p.put("enable.auto.commit", "false");
         p.put("auto.offset.reset", "earliest");
-        p.put("session.timeout.ms", "10000");
+        if (consumerProtocol) {
+            p.put("group.protocol", "consumer");
+        } else {
+            p.put("session.timeout.ms", "10000");
+        }
         p.put("max.poll.records", String.valueOf(batch));
         p.put("request.timeout.ms", String.valueOf(t.requestMs()));
         p.put("default.api.timeout.ms", String.valueOf(t.requestMs()));
