@@ -65,6 +65,7 @@ class CampaignOptions:
     regrade: bool = False                  # run nothing: grade the selected bug cells done again from their suites
     minutes: float | None = None           # start no cell after this many minutes (the rest stay pending)
     transaction_versions: tuple[int, ...] = (2,)   # the experiments' cells at each level (2: ids without a suffix)
+    group_protocols: tuple[str, ...] = ("classic",)   # the processors' group protocols (classic: ids without a suffix)
 
     def resolved(self) -> "CampaignOptions":
         """The selection with its defaults filled in, each name checked: a CampaignError names what is unknown."""
@@ -75,6 +76,10 @@ class CampaignOptions:
             return tuple(given) or tuple(known)
         if self.tries < 1:
             raise CampaignError(f"tries must be >= 1, got {self.tries}")
+        strange_protocols = [p for p in self.group_protocols if p not in GROUP_PROTOCOLS]
+        if strange_protocols or not self.group_protocols:
+            raise CampaignError(f"group protocols are {', '.join(GROUP_PROTOCOLS)}, got "
+                                f"{', '.join(self.group_protocols) or 'none'}")
         strange_levels = [v for v in self.transaction_versions if v not in TRANSACTION_VERSIONS]
         if strange_levels or not self.transaction_versions:
             raise CampaignError(f"transaction.version levels are {', '.join(map(str, TRANSACTION_VERSIONS))}, got "
@@ -85,7 +90,8 @@ class CampaignOptions:
                                chosen(self.versions, supported_kafka_versions(), "Kafka releases"),
                                chosen(self.bugs, list(bug_files()), "bugs"),
                                chosen(self.tests, campaign_test_modules(), "test modules"), self.tries, self.seed,
-                               self.again, self.regrade, self.minutes, tuple(dict.fromkeys(self.transaction_versions)))
+                               self.again, self.regrade, self.minutes, tuple(dict.fromkeys(self.transaction_versions)),
+                               tuple(dict.fromkeys(self.group_protocols)))
 
 
 TEST_FOLDERS = ("integration", "corpus")    # tests/<folder>: where tests that left the gate live
@@ -105,6 +111,7 @@ def campaign_test_paths() -> dict[str, Path]:
 
 # ---- the plan ------------------------------------------------------------------------------------------------
 TRANSACTION_VERSIONS = (1, 2)        # the levels an experiment cell may run at (Kafka 4.0+; 2 is 4.x's default)
+GROUP_PROTOCOLS = ("classic", "consumer")    # the processors' group protocols (consumer: KIP-848)
 
 
 def level_of(cell: dict) -> int:
@@ -112,9 +119,19 @@ def level_of(cell: dict) -> int:
     return int(cell.get("transaction_version", 2))
 
 
-def level_suffix(level: int) -> str:
-    """An experiment cell's id and row at a transaction.version other than the default's 2: `@tv1`."""
-    return "" if level == 2 else f"@tv{level}"
+def protocol_of(cell: dict) -> str:
+    """An experiment cell's group protocol (cells of campaigns before the option ran classic)."""
+    return str(cell.get("group_protocol", "classic"))
+
+
+def level_suffix(level: int, protocol: str = "classic") -> str:
+    """An experiment cell's id and row at a transaction.version other than the default's 2 (`@tv1`) and on a group
+    protocol other than classic (`@consumer`)."""
+    return ("" if level == 2 else f"@tv{level}") + ("" if protocol == "classic" else f"@{protocol}")
+
+
+def cell_suffix(cell: dict) -> str:
+    return level_suffix(level_of(cell), protocol_of(cell))
 
 
 def plan(options: CampaignOptions) -> list[dict]:
@@ -122,14 +139,16 @@ def plan(options: CampaignOptions) -> list[dict]:
     workload of is planned as not applicable, with why."""
     cells: list[dict] = []
     if "experiments" in options.parts:
-        for client, level, name in itertools.product(options.clients, options.transaction_versions,
-                                                     options.experiments):
-            cell = {"id": f"experiment/{name}/{client}{level_suffix(level)}", "part": "experiments",
-                    "experiment": name, "client": client, "transaction_version": level}
+        from report.demo import not_applicable
+        for client, protocol, level, name in itertools.product(options.clients, options.group_protocols,
+                                                               options.transaction_versions, options.experiments):
+            cell = {"id": f"experiment/{name}/{client}{level_suffix(level, protocol)}", "part": "experiments",
+                    "experiment": name, "client": client, "transaction_version": level, "group_protocol": protocol}
             try:
-                load_spec(name, short=True, client=None if client == REFERENCE else client)
-            except SpecError:
-                cell["not_applicable"] = f"{name} runs no txn-producer or processor, the roles {client} plays"
+                load_spec(name, short=True, client=None if client == REFERENCE else client,
+                          group_protocol=None if protocol == "classic" else protocol)
+            except SpecError as exc:
+                cell["not_applicable"] = not_applicable(name, client, protocol, exc)
             cells.append(cell)
     if "releases" in options.parts:
         cells += [{"id": f"release/{v}", "part": "releases", "release": v} for v in options.versions]
@@ -322,17 +341,19 @@ def run_experiments(campaign: Campaign, cells: list[dict]) -> None:
     settings = {c["experiment"]: own_broker_settings(c["experiment"]) for c in cells}
 
     def key(cell: dict) -> tuple:
-        return cell["client"], settings[cell["experiment"]], level_of(cell)
+        return cell["client"], settings[cell["experiment"]], level_of(cell), protocol_of(cell)
     keys = dict.fromkeys(key(c) for c in cells)
     groups = [[c for c in cells if key(c) == k] for k in keys]
     for mine in (group[i:i + SUITE_CELLS] for group in groups for i in range(0, len(group), SUITE_CELLS)):
         if not campaign.in_time():
             return
-        client, level, started = mine[0]["client"], level_of(mine[0]), time.time()
-        campaign.step(f"{client}{level_suffix(level)}: {', '.join(c['experiment'] for c in mine)} (one suite, verified)")
+        client, level, protocol, started = mine[0]["client"], level_of(mine[0]), protocol_of(mine[0]), time.time()
+        campaign.step(f"{client}{cell_suffix(mine[0])}: {', '.join(c['experiment'] for c in mine)} (one suite, "
+                      "verified)")
         options = DemoOptions(experiments=tuple(c["experiment"] for c in mine), clients=(client,),
                               full=tuple(c["experiment"] for c in mine if c["experiment"] in FULL_MODE),
-                              transaction_versions=(level,), runs_dir=campaign.dir / "suites", seed=campaign.options.seed,
+                              transaction_versions=(level,), group_protocol=protocol, runs_dir=campaign.dir / "suites",
+                              seed=campaign.options.seed,
                               base_port=CAMPAIGN_BASE_PORT, drill_base_port=CAMPAIGN_DRILL_BASE_PORT,
                               own_base_port=CAMPAIGN_OWN_BASE_PORT,
                               spark_base_port=CAMPAIGN_SPARK_BASE_PORT, state_root=txnlab_home() / "campaign")
@@ -513,8 +534,8 @@ def grid(state: dict) -> tuple[list[str], list[str], dict[tuple[str, str], dict]
     """(experiments, clients, {(experiment, client): cell}) of the experiment cells."""
     cells = [c for c in state["cells"].values() if c["part"] == "experiments"]
 
-    def row(cell: dict) -> str:          # an experiment, and at transaction.version 1 a row of its own
-        return cell["experiment"] + level_suffix(level_of(cell))
+    def row(cell: dict) -> str:          # an experiment; at transaction.version 1, on KIP-848, a row of its own
+        return cell["experiment"] + cell_suffix(cell)
     experiments = sorted({row(c) for c in cells})
     order = list(clients())
     used = sorted({c["client"] for c in cells}, key=lambda c: order.index(c) if c in order else len(order))

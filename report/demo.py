@@ -64,6 +64,7 @@ class DemoOptions:
     state_root: Path = field(default_factory=lambda: txnlab_home() / "demo")
     clients: tuple[str, ...] = (REFERENCE,)           # each experiment once per client (chaos/workloads/native.py)
     full: tuple[str, ...] = ()                        # experiments run in their full mode (the others short)
+    group_protocol: str = "classic"                   # the processors' groups (consumer: KIP-848; spec.with_group_protocol)
 
     def check(self) -> None:
         unknown = [v for v in self.transaction_versions if v not in TRANSACTION_VERSIONS]
@@ -92,6 +93,16 @@ class DemoOptions:
         return f"tv{tv}" if self.clients == (REFERENCE,) else f"tv{tv}-{client}"
 
 
+def not_applicable(name: str, client: str, protocol: str, exc: SpecError) -> str:
+    """Why an experiment does not run on a client (or on a group protocol), from the spec's refusal."""
+    if protocol != "classic" and not any(p == "workloads" for p, _ in exc.problems):
+        return "; ".join(m for _, m in exc.problems)          # e.g. KafkaJS has no KIP-848
+    if protocol != "classic" and any("no processor workload" in m for _, m in exc.problems):
+        return f"{name} runs no processor, whose group the {protocol} protocol is about"
+    return (f"{name} runs no txn-producer or processor, the roles a client's workloads play: nothing of {client} "
+            "to test")
+
+
 def own_broker_settings(experiment: str) -> tuple[tuple[str, str], ...]:
     """The broker settings a built-in asks its cluster for (sorted; none: it runs on the level's main cluster): a suite
     runs the experiments that ask for settings on one `own` cluster, so they must ask for the same. A SpecError names
@@ -118,7 +129,7 @@ class Demo:
                       "kafka_version": kafka_version(), "experiments": list(options.experiments),
                       "transaction_versions": list(options.transaction_versions), "clients": list(options.clients),
                       "levels": [options.level(tv, c) for tv, c in options.levels()], "runs": [], "verify_exit": {},
-                      "errors": []}
+                      "errors": [], "group_protocol": options.group_protocol}
         if options.clients != (REFERENCE,):
             self.suite["comparison"] = CLIENTS_COMPARISON
         self.clusters: dict[str, LocalCluster] = {}
@@ -216,12 +227,13 @@ class Demo:
         entry = {"experiment": name, "transaction_version": tv, "client": client,
                  "level": self.options.level(tv, client), "cluster": None, "run_dir": None, "error": None}
         self.suite["runs"].append(entry)
+        protocol = self.options.group_protocol
         try:
             spec = load_spec(name, short=name not in self.options.full,
-                             client=None if client == REFERENCE else client)
-        except SpecError:            # no workload of a client's: the cell says so, nothing runs
-            entry["not_applicable"] = (f"{name} runs no txn-producer or processor, the roles a client's workloads "
-                                       f"play: nothing of {client} to test")
+                             client=None if client == REFERENCE else client,
+                             group_protocol=None if protocol == "classic" else protocol)
+        except SpecError as exc:     # no workload of a client's, or a protocol it lacks: the cell says so, nothing runs
+            entry["not_applicable"] = not_applicable(name, client, protocol, exc)
             self._step(f"experiment {index}/{self.total}: {name} ({what}): not applicable")
             self._save()
             return None

@@ -302,3 +302,31 @@ def test_experiments_at_transaction_version_1_are_cells_and_rows_of_their_own_ru
     assert grid[("epoch-exhaustion-timeout@tv1", "java")]["id"] == "experiment/epoch-exhaustion-timeout/java@tv1"
     with pytest.raises(c.CampaignError, match="transaction.version levels are 1, 2, got 3"):
         c.CampaignOptions(tmp_path, transaction_versions=(3,)).resolved()
+
+
+def test_experiments_on_the_consumer_group_protocol_are_cells_of_their_own_and_not_applicable_where_named(
+        tmp_path, monkeypatch):
+    options = c.CampaignOptions(tmp_path, parts=("experiments",), clients=("confluent", "kafkajs"),
+                                experiments=("coordinator-kill", "streams-zombie"),
+                                group_protocols=("classic", "consumer")).resolved()
+    cells = {cell["id"]: cell for cell in c.plan(options)}
+    assert "experiment/coordinator-kill/confluent@consumer" in cells
+    assert "not_applicable" not in cells["experiment/coordinator-kill/confluent@consumer"]
+    assert "KafkaJS 2.2.4" in cells["experiment/coordinator-kill/kafkajs@consumer"]["not_applicable"]
+    assert "not_applicable" not in cells["experiment/coordinator-kill/kafkajs"]
+    assert "runs no processor" in cells["experiment/streams-zombie/confluent@consumer"]["not_applicable"]
+    asked = []
+
+    class Demo:
+        def __init__(self, demo_options, progress):
+            asked.append((demo_options.clients, demo_options.group_protocol, demo_options.experiments))
+
+        def run(self):
+            return {"runs": [], "errors": ["not run here"], "directory": str(tmp_path)}
+    monkeypatch.setattr("report.demo.Demo", Demo)
+    c.Campaign(c.CampaignOptions(**{**vars(options), "clients": ("confluent",), "experiments": ("coordinator-kill",)}),
+               progress=lambda m: None).run()
+    assert sorted(asked) == [(("confluent",), "classic", ("coordinator-kill",)),
+                             (("confluent",), "consumer", ("coordinator-kill",))]
+    with pytest.raises(c.CampaignError, match="group protocols are classic, consumer, got streams"):
+        c.CampaignOptions(tmp_path, group_protocols=("streams",)).resolved()

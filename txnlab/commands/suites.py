@@ -37,7 +37,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         experiments += (FLINK_DEMO,)
     options = DemoOptions(experiments=experiments, clients=tuple(args.clients),
                           transaction_versions=tuple(args.transaction_versions), runs_dir=args.runs_dir,
-                          keep=args.keep, seed=args.seed, verify=not args.no_verify)
+                          keep=args.keep, seed=args.seed, verify=not args.no_verify,
+                          group_protocol=args.group_protocol)
     try:
         options.check()
     except TxnlabError as exc:
@@ -55,7 +56,8 @@ def cmd_campaign(args: argparse.Namespace) -> int:
     from report import campaign as c
     options = c.CampaignOptions(args.dir, tuple(args.parts), tuple(args.clients), tuple(args.experiments),
                                 tuple(args.versions), tuple(args.bugs), tuple(args.tests), args.tries, args.seed,
-                                args.again, args.regrade, args.minutes, tuple(args.transaction_versions))
+                                args.again, args.regrade, args.minutes, tuple(args.transaction_versions),
+                                tuple(args.group_protocols))
     try:
         resolved = options.resolved()
         state = c.load_state(resolved.directory) if (args.list or args.markdown) else None
@@ -157,6 +159,8 @@ def add_commands(sub) -> None:
                           "hanging-transaction drill, producer-state storm), verified with Spark, then a report")
     demo.add_argument("--transaction-versions", type=_versions, default=[2], metavar="N[,N]",
                       help="run the suite under these transaction.version levels (1,2 puts them side by side)")
+    demo.add_argument("--group-protocol", choices=("classic", "consumer"), default="classic",
+                      help="the processors' consumer groups on this protocol (consumer: KIP-848; not KafkaJS)")
     demo.add_argument("--experiments", type=lambda t: [e for e in t.split(",") if e], default=None,
                       metavar="NAME[,NAME]", help="built-in experiments to run (default: the demo suite)")
     demo.add_argument("--with-flink", action="store_true",
@@ -212,6 +216,9 @@ def add_commands(sub) -> None:
     camp.add_argument("--transaction-versions", type=_versions, default=[2], metavar="N[,N]",
                       help="the experiments at these transaction.version levels (default 2; a cell at 1 is "
                       "EXPERIMENT/CLIENT@tv1)")
+    camp.add_argument("--group-protocols", type=_names, default=["classic"], metavar="P[,P]",
+                      help="the experiments with their processors' groups on these protocols: classic, consumer "
+                      "(KIP-848) (default classic; a cell on consumer is EXPERIMENT/CLIENT@consumer)")
     camp.add_argument("--bugs", type=_names, default=[], metavar="ID[,ID]", help="catalogued bugs (default: all)")
     camp.add_argument("--tests", type=_names, default=[], metavar="MODULE[,MODULE]",
                       help="test modules of the tests that left the gate (default: every one, e.g. test_flink)")
