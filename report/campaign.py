@@ -27,6 +27,7 @@ from typing import Callable
 from chaos.runner.spec import SpecError, builtin_specs, load_spec
 from chaos.record.shapes import LIVENESS_SHAPES
 from chaos.catalog.bugs import bug_files, load_bug
+from chaos.workloads import GROUP_PROTOCOLS
 from chaos.workloads.native import REFERENCE, clients
 from cluster.access.errors import TxnlabError
 from cluster.access.progress import Progress
@@ -65,7 +66,7 @@ class CampaignOptions:
     regrade: bool = False                  # run nothing: grade the selected bug cells done again from their suites
     minutes: float | None = None           # start no cell after this many minutes (the rest stay pending)
     transaction_versions: tuple[int, ...] = (2,)   # the experiments' cells at each level (2: ids without a suffix)
-    group_protocols: tuple[str, ...] = ("classic",)   # the processors' group protocols (classic: ids without a suffix)
+    group_protocols: tuple[str, ...] = ("classic",)   # the groups' protocols (GROUP_PROTOCOLS; classic: ids without a suffix)
 
     def resolved(self) -> "CampaignOptions":
         """The selection with its defaults filled in, each name checked: a CampaignError names what is unknown."""
@@ -111,7 +112,6 @@ def campaign_test_paths() -> dict[str, Path]:
 
 # ---- the plan ------------------------------------------------------------------------------------------------
 TRANSACTION_VERSIONS = (1, 2)        # the levels an experiment cell may run at (Kafka 4.0+; 2 is 4.x's default)
-GROUP_PROTOCOLS = ("classic", "consumer")    # the processors' group protocols (consumer: KIP-848)
 
 
 def level_of(cell: dict) -> int:

@@ -22,6 +22,7 @@ from chaos.nemesis.backends import LocalBackend
 from chaos.record.history import read_history
 from chaos.runner.experiment import Experiment
 from chaos.runner.spec import ExperimentSpec, SpecError, load_spec
+from chaos.workloads import GROUP_PROTOCOL_WORKLOADS
 from chaos.workloads.native import REFERENCE, clients
 from cluster.lab.layout import DRILL_BROKER_CONFIG
 from cluster.lab.local import LocalCluster
@@ -64,7 +65,7 @@ class DemoOptions:
     state_root: Path = field(default_factory=lambda: txnlab_home() / "demo")
     clients: tuple[str, ...] = (REFERENCE,)           # each experiment once per client (chaos/workloads/native.py)
     full: tuple[str, ...] = ()                        # experiments run in their full mode (the others short)
-    group_protocol: str = "classic"                   # the processors' groups (consumer: KIP-848; spec.with_group_protocol)
+    group_protocol: str = "classic"                   # the groups' (GROUP_PROTOCOLS; spec.with_group_protocol)
 
     def check(self) -> None:
         unknown = [v for v in self.transaction_versions if v not in TRANSACTION_VERSIONS]
@@ -97,8 +98,9 @@ def not_applicable(name: str, client: str, protocol: str, exc: SpecError) -> str
     """Why an experiment does not run on a client (or on a group protocol), from the spec's refusal."""
     if protocol != "classic" and not any(p == "workloads" for p, _ in exc.problems):
         return "; ".join(m for _, m in exc.problems)          # e.g. KafkaJS has no KIP-848
-    if protocol != "classic" and any("no processor workload" in m for _, m in exc.problems):
-        return f"{name} runs no processor, whose group the {protocol} protocol is about"
+    if protocol != "classic" and any("whose group could run" in m for _, m in exc.problems):
+        return f"{name} runs no {' or '.join(GROUP_PROTOCOL_WORKLOADS[protocol])}, whose group the {protocol} " \
+               "protocol is about"
     return (f"{name} runs no txn-producer or processor, the roles a client's workloads play: nothing of {client} "
             "to test")
 

@@ -66,7 +66,7 @@ from pydantic_core import PydanticCustomError
 from chaos.nemesis.fault_kinds import FAULT_KINDS, Params, ZombieProducerParams, parse_params
 from chaos.workloads.plans import WorkloadSpec
 from chaos.workloads.plans import option_value, plan
-from chaos.workloads import TRANSACTIONAL_WORKLOADS, WORKLOADS
+from chaos.workloads import GROUP_PROTOCOL_WORKLOADS, TRANSACTIONAL_WORKLOADS, WORKLOADS
 from chaos.workloads.base import add_common_arguments
 from chaos.workloads.native import REFERENCE, check_client, split_client
 from cluster.lab.layout import HANGING_DRILL_BROKER_CONFIG, HANGING_DRILL_FEATURES, MAX_NODES
@@ -664,19 +664,18 @@ def with_client(data: dict[str, Any], client: str) -> dict[str, Any]:
     return data
 
 
-GROUP_PROTOCOL_WORKLOADS = ("processor",)     # the workloads whose consumer group takes --group-protocol
-
-
 def with_group_protocol(data: dict[str, Any], protocol: str) -> dict[str, Any]:
-    """The spec document with every processor's group (its short mode's too) on `protocol` (classic, or consumer:
-    KIP-848), after its own options (the last of a flag wins); SpecError when it has none. A client without the
-    protocol is refused by the spec's validation (the processor's check_args)."""
+    """The spec document with the groups of every workload `protocol` is about (its short mode's too) on it (classic;
+    consumer: a processor's, KIP-848; streams: Kafka Streams', KIP-1071), after their own options (the last of a flag
+    wins); SpecError when it has none. A client without the protocol is refused by the spec's validation (the
+    processor's check_args)."""
     data = copy.deepcopy(data)
+    kinds = GROUP_PROTOCOL_WORKLOADS[protocol]
     entries = [e for doc in (data, data.get("short") or {}) for e in (doc.get("workloads") or [])
-               if isinstance(e, dict) and e.get("workload") in GROUP_PROTOCOL_WORKLOADS]
+               if isinstance(e, dict) and e.get("workload") in kinds]
     if not entries:
-        raise SpecError(str(data.get("name", "<spec>")), [("workloads", "no processor workload whose group could "
-                                                          f"run on the {protocol} protocol")])
+        raise SpecError(str(data.get("name", "<spec>")), [("workloads", f"no {' or '.join(kinds)} workload whose "
+                                                          f"group could run on the {protocol} protocol")])
     for entry in entries:
         entry["options"] = [*(entry.get("options") or []), "--group-protocol", protocol]
     return data

@@ -19,3 +19,7 @@ WORKLOADS = {
 }
 # The transactional roles: every client runs them (chaos/workloads/native.py), a zombie producer is one of them.
 TRANSACTIONAL_WORKLOADS = ("txn-producer", "processor")
+# The group protocols a run may put its groups on, each with the workloads whose group it is about: classic
+# (JoinGroup/SyncGroup), consumer (KIP-848: a processor's consumer group), streams (KIP-1071: Kafka Streams' group).
+GROUP_PROTOCOL_WORKLOADS = {"classic": ("processor", "streams"), "consumer": ("processor",), "streams": ("streams",)}
+GROUP_PROTOCOLS = tuple(GROUP_PROTOCOL_WORKLOADS)

@@ -58,7 +58,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--application-id", default=None, help="default <run tag>.streams (also the consumer group)")
     p.add_argument("--commit-interval-ms", type=int, default=100, help="Kafka Streams commit.interval.ms")
     p.add_argument("--transaction-timeout-ms", type=int, default=10000, help="the producers' transaction.timeout.ms")
-    p.add_argument("--session-timeout-ms", type=int, default=10000, help="the consumer's session.timeout.ms")
+    p.add_argument("--session-timeout-ms", type=int, default=10000, help="the consumer's session.timeout.ms (the "
+                   "classic protocol's; on streams the broker's group.streams.session.timeout.ms rules)")
+    p.add_argument("--group-protocol", choices=("classic", "streams"), default="classic",
+                   help="Kafka Streams' rebalance protocol: classic, or streams (KIP-1071, Kafka 4.2+ with the "
+                   "streams.version feature)")
     p.add_argument("--heap", default="384m", help="-Xmx of the JVM")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                    help="a Kafka Streams setting (repeatable; `producer.`/`consumer.` prefixes reach the clients), "
@@ -115,7 +119,8 @@ def settings(ctx: WorkloadContext, args: argparse.Namespace, state_dir: Path) ->
             "application.id": application_id(ctx.run_tag, args), "processing.guarantee": "exactly_once_v2",
             "state.dir": str(state_dir), "commit.interval.ms": str(args.commit_interval_ms),
             "producer.transaction.timeout.ms": str(args.transaction_timeout_ms),
-            "consumer.session.timeout.ms": str(args.session_timeout_ms),
+            **({"group.protocol": "streams"} if args.group_protocol == "streams" else
+               {"consumer.session.timeout.ms": str(args.session_timeout_ms)}),
             "txnlab.inputs": ",".join(args.inputs), "txnlab.output": args.output, "txnlab.counts": args.counts,
             "txnlab.instance": ctx.process, **extra_settings(args)}
 

@@ -45,6 +45,11 @@ BASE_BROKER_CONFIG: dict[str, str] = {
     "group.consumer.session.timeout.ms": "10000",
     "group.consumer.min.heartbeat.interval.ms": "1000",
     "group.consumer.heartbeat.interval.ms": "3000",
+    # and KIP-1071 Streams groups (group.protocol=streams) the same (unknown keys before 4.1: ignored)
+    "group.streams.min.session.timeout.ms": "6000",
+    "group.streams.session.timeout.ms": "10000",
+    "group.streams.min.heartbeat.interval.ms": "1000",
+    "group.streams.heartbeat.interval.ms": "3000",
     "replica.lag.time.max.ms": "10000",
     "broker.heartbeat.interval.ms": "1000",
     "broker.session.timeout.ms": "6000",

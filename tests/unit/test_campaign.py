@@ -314,7 +314,8 @@ def test_experiments_on_the_consumer_group_protocol_are_cells_of_their_own_and_n
     assert "not_applicable" not in cells["experiment/coordinator-kill/confluent@consumer"]
     assert "KafkaJS 2.2.4" in cells["experiment/coordinator-kill/kafkajs@consumer"]["not_applicable"]
     assert "not_applicable" not in cells["experiment/coordinator-kill/kafkajs"]
-    assert "runs no processor" in cells["experiment/streams-zombie/confluent@consumer"]["not_applicable"]
+    assert "runs no processor, whose group the consumer protocol is about" in \
+        cells["experiment/streams-zombie/confluent@consumer"]["not_applicable"]
     asked = []
 
     class Demo:
@@ -328,5 +329,11 @@ def test_experiments_on_the_consumer_group_protocol_are_cells_of_their_own_and_n
                progress=lambda m: None).run()
     assert sorted(asked) == [(("confluent",), "classic", ("coordinator-kill",)),
                              (("confluent",), "consumer", ("coordinator-kill",))]
-    with pytest.raises(c.CampaignError, match="group protocols are classic, consumer, got streams"):
-        c.CampaignOptions(tmp_path, group_protocols=("streams",)).resolved()
+    with pytest.raises(c.CampaignError, match="group protocols are classic, consumer, streams, got gossip"):
+        c.CampaignOptions(tmp_path, group_protocols=("gossip",)).resolved()
+    streams = c.plan(c.CampaignOptions(tmp_path, parts=("experiments",), clients=("confluent",),
+                                       experiments=("coordinator-kill", "streams-zombie"),
+                                       group_protocols=("streams",)).resolved())
+    applicable = {cell["id"]: "not_applicable" not in cell for cell in streams}
+    assert applicable == {"experiment/coordinator-kill/confluent@streams": False,
+                          "experiment/streams-zombie/confluent@streams": True}

@@ -471,6 +471,11 @@ def test_the_group_protocol_of_every_processor_is_chosen_per_run_and_refused_whe
         load_spec("coordinator-kill", client="kafkajs", group_protocol="consumer")
     with pytest.raises(SpecError, match="no processor workload"):
         with_group_protocol(minimal_spec(), "consumer")
+    kip1071 = load_spec("streams-zombie", group_protocol="streams")          # Kafka Streams' own protocol
+    assert all(w.run_options[-2:] == ["--group-protocol", "streams"] for w in kip1071.workloads
+               if w.workload == "streams")
+    with pytest.raises(SpecError, match="no streams workload"):
+        load_spec("coordinator-kill", group_protocol="streams")
     with pytest.raises(SpecError, match="group-protocol"):       # the reference's parser knows only the two
         parse_spec(minimal_spec(workloads=[{"workload": "processor", "instances": 1,
                                             "options": ["--group-protocol", "streams"]}]))

@@ -29,6 +29,10 @@ def test_settings_carry_the_options_and_extra_client_settings():
     assert got["producer.delivery.timeout.ms"] == "6000" and got["commit.interval.ms"] == "50"
     assert got["txnlab.inputs"] == "a,b" and got["txnlab.instance"] == "streams-0"
     assert got["sasl.jaas.config"] == "secret"           # into the 0600 properties file, never the argv
+    assert got["consumer.session.timeout.ms"] == "10000" and "group.protocol" not in got
+    kip1071 = streams.settings(ctx, parse("--group-protocol", "streams"), Path("/tmp/s"))
+    assert kip1071["group.protocol"] == "streams"       # its session is the broker's group.streams.session.timeout.ms
+    assert "consumer.session.timeout.ms" not in kip1071
 
 
 @pytest.mark.parametrize("bad, message", [

@@ -96,7 +96,7 @@ def cmd_chaos_annotate(args: argparse.Namespace) -> int:
 
 
 def add_commands(sub) -> None:
-    from chaos.workloads import WORKLOADS
+    from chaos.workloads import GROUP_PROTOCOLS, WORKLOADS
     from chaos.workloads.native import REFERENCE, clients
     chaos = sub.add_parser("chaos", help="workloads, faults and experiments against a real cluster")
     csub = chaos.add_subparsers(dest="action", required=True)
@@ -126,9 +126,9 @@ def add_commands(sub) -> None:
     run.add_argument("--dry-run", action="store_true", help="validate and print the schedule; start nothing")
     run.add_argument("--client", choices=clients(), help="run every txn-producer and processor of the spec on this "
                      "Kafka client (default: as the spec says; docs/clients.md)")
-    run.add_argument("--group-protocol", choices=("classic", "consumer"), default=None,
-                     help="every processor's consumer group on this protocol: classic, or consumer (KIP-848; not "
-                     "KafkaJS) (default: as the spec says)")
+    run.add_argument("--group-protocol", choices=GROUP_PROTOCOLS, default=None,
+                     help="the groups of the spec on this protocol: classic; consumer, a processor's (KIP-848; not "
+                     "KafkaJS); streams, Kafka Streams' (KIP-1071) (default: as the spec says)")
     run.add_argument("--compose", metavar="PROJECT", help="run it on that compose project's stack (`txnlab docker "
                      "up`, docs/docker.md) instead of the spec's local cluster")
     run.add_argument("--runs-dir", type=Path, default=Path("runs"))

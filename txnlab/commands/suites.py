@@ -155,12 +155,14 @@ def _versions(text: str) -> list[int]:
 
 
 def add_commands(sub) -> None:
+    from chaos.workloads import GROUP_PROTOCOLS
     demo = sub.add_parser("demo", help="the main job: a chaos suite on local clusters (coordinator kill, zombie, "
                           "hanging-transaction drill, producer-state storm), verified with Spark, then a report")
     demo.add_argument("--transaction-versions", type=_versions, default=[2], metavar="N[,N]",
                       help="run the suite under these transaction.version levels (1,2 puts them side by side)")
-    demo.add_argument("--group-protocol", choices=("classic", "consumer"), default="classic",
-                      help="the processors' consumer groups on this protocol (consumer: KIP-848; not KafkaJS)")
+    demo.add_argument("--group-protocol", choices=GROUP_PROTOCOLS, default="classic",
+                      help="the groups on this protocol: consumer, the processors' (KIP-848; not KafkaJS); streams, "
+                      "Kafka Streams' (KIP-1071)")
     demo.add_argument("--experiments", type=lambda t: [e for e in t.split(",") if e], default=None,
                       metavar="NAME[,NAME]", help="built-in experiments to run (default: the demo suite)")
     demo.add_argument("--with-flink", action="store_true",
@@ -217,8 +219,9 @@ def add_commands(sub) -> None:
                       help="the experiments at these transaction.version levels (default 2; a cell at 1 is "
                       "EXPERIMENT/CLIENT@tv1)")
     camp.add_argument("--group-protocols", type=_names, default=["classic"], metavar="P[,P]",
-                      help="the experiments with their processors' groups on these protocols: classic, consumer "
-                      "(KIP-848) (default classic; a cell on consumer is EXPERIMENT/CLIENT@consumer)")
+                      help="the experiments with their groups on these protocols: classic, consumer (a processor's, "
+                      "KIP-848), streams (Kafka Streams', KIP-1071) (default classic; a cell on consumer is "
+                      "EXPERIMENT/CLIENT@consumer)")
     camp.add_argument("--bugs", type=_names, default=[], metavar="ID[,ID]", help="catalogued bugs (default: all)")
     camp.add_argument("--tests", type=_names, default=[], metavar="MODULE[,MODULE]",
                       help="test modules of the tests that left the gate (default: every one, e.g. test_flink)")

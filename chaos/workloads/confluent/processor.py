@@ -31,7 +31,7 @@ from chaos.workloads.confluent.transactional import (TransactionalArgumentsError
                                                      add_transactional_arguments, check_transactional_arguments)
 
 F = "process"
-GROUP_PROTOCOLS = ("classic", "consumer")
+PROCESSOR_PROTOCOLS = ("classic", "consumer")     # a processor's consumer group: JoinGroup/SyncGroup, or KIP-848
 NO_CONSUMER_PROTOCOL = {"kafkajs": "KafkaJS 2.2.4, its last release, speaks JoinGroup and SyncGroup only"}
 REWIND_TRIES = 3              # reads of the committed offsets before a rewind gives up and rejoins the group
 REWIND_PAUSE_S = 1.0
@@ -44,7 +44,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--group", default=None, help="consumer group (default <run tag>.eos)")
     p.add_argument("--batch", type=int, default=50, help="input records per transaction at most")
     p.add_argument("--size", type=int, default=100)
-    p.add_argument("--group-protocol", choices=GROUP_PROTOCOLS, default="classic",
+    p.add_argument("--group-protocol", choices=PROCESSOR_PROTOCOLS, default="classic",
                    help="the consumer group protocol: classic, or consumer (KIP-848; its session and heartbeat "
                    "are the broker's group.consumer.* settings)")
     add_transactional_arguments(p)
