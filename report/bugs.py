@@ -134,6 +134,7 @@ class BugRun:
         self.dir = Path(options.runs_dir).resolve() / f"{time.strftime('%Y%m%d-%H%M%S')}-{self.bug.id.lower()}{variant}"
         self.dir.mkdir(parents=True, exist_ok=False)
         self.state_root = options.state_root or txnlab_home() / "bugs"
+        self.spark = None                    # the shared Spark Connect server while run() runs
         levels = [side_label(self.bug, side) for side in BUG_SIDES]
         self.suite = {"id": self.dir.name, "started": self.started, "ended": None, "seed": options.seed,
                       "kafka_version": ", ".join(sorted({getattr(self.bug, s).kafka_version or kafka_version()
@@ -174,31 +175,46 @@ class BugRun:
         return {**self.outcome, "report": report}
 
     def _side(self, side: str) -> None:
+        """The side's tries on one cluster, or each on a cluster of its own (the bug's cluster_per_try), then their
+        verification in one Spark session (from each run's archive: no cluster needed)."""
         state = self.state_root / side
+        runs: list[Path] = []
+        attempts = list(range(1, self.options.tries + 1))
+        for batch in ([[a] for a in attempts] if self.bug.cluster_per_try else [attempts]):
+            cluster = self._cluster_up(side, state, fresh_for=batch[0] if self.bug.cluster_per_try else None)
+            if cluster is None:
+                break
+            try:
+                runs += [run_dir for attempt in batch if (run_dir := self._try(side, attempt, cluster, state))]
+                if not self.bug.cluster_per_try:
+                    verify_runs(self.suite, side, f"the {side} side", runs, self.options.master, self._step, self.spark)
+            finally:
+                cluster.down(purge=True, progress=lambda m: None)
+        if self.bug.cluster_per_try:
+            verify_runs(self.suite, side, f"the {side} side", runs, self.options.master, self._step, self.spark)
+        self.outcome["sides"][side]["runs"] += [judge_by(self.bug, run_dir) for run_dir in runs]
+        self._save()
+
+    def _cluster_up(self, side: str, state: Path, fresh_for: int | None) -> LocalCluster | None:
+        """The side's 3-node cluster, purged first (a left-over of an earlier run or try) and up; None when it did not
+        come up (the outcome says so; the other side still runs)."""
         settings = getattr(self.bug, side)
-        LocalCluster.load(state).down(purge=True, progress=lambda m: None)   # a left-over of an earlier run
+        LocalCluster.load(state).down(purge=True, progress=lambda m: None)
         cluster = LocalCluster.load(state, nodes=3, base_port=self.options.base_port,
                                     broker_overrides=dict(settings.broker_config) or None,
                                     features=dict(settings.features) or None, kafka_version=settings.kafka_version,
                                     **local_stack())
-        runs: list[Path] = []
+        which = f" (a cluster of its own for try {fresh_for}: {self.bug.cluster_per_try})" if fresh_for == 1 else \
+            f" (try {fresh_for}'s own)" if fresh_for else ""
+        self._step(f"{side} side: {settings.label}: cluster coming up in {state}{which}")
         try:
-            self._step(f"{side} side: {settings.label}: cluster coming up in {state}")
-            try:
-                cluster.up(progress=lambda m: self._step(f"  {side}: {m}"), timeout=240)
-            except Exception as exc:  # noqa: BLE001 - the other side still runs; the outcome says this one did not
-                self.suite["errors"].append(f"{side} side: the cluster did not come up: {type(exc).__name__}: {exc}")
-                self._step(f"  {side} side: the cluster did not come up: {exc}")
-                return
-            for attempt in range(1, self.options.tries + 1):
-                run_dir = self._try(side, attempt, cluster, state)
-                if run_dir is not None:
-                    runs.append(run_dir)
-            verify_runs(self.suite, side, f"the {side} side", runs, self.options.master, self._step, self.spark)
-        finally:
+            cluster.up(progress=lambda m: self._step(f"  {side}: {m}"), timeout=240)
+        except Exception as exc:  # noqa: BLE001 - the other side still runs; the outcome says this one did not
+            self.suite["errors"].append(f"{side} side: the cluster did not come up: {type(exc).__name__}: {exc}")
+            self._step(f"  {side} side: the cluster did not come up: {exc}")
             cluster.down(purge=True, progress=lambda m: None)
-        self.outcome["sides"][side]["runs"] += [judge_by(self.bug, run_dir) for run_dir in runs]
-        self._save()
+            return None
+        return cluster
 
     def _try(self, side: str, attempt: int, cluster: LocalCluster, state: Path) -> Path | None:
         spec = bug_side_spec(self.bug, side, state, self.options.base_port, self.short)

@@ -184,6 +184,10 @@ class BugSpec(_Strict):
     # why its experiment runs in its full mode whatever the run asks (the short one cannot reach the bug: KAFKA-20090's
     # climb to the edge of epoch exhaustion alone takes longer than a short run may)
     full_only: str | None = None
+    # why each try needs a cluster of its own (purged, up, the try, purged) where a try leaves the cluster unlike a
+    # fresh one (KAFKA-20090: a reproduced try's transaction stays stuck at epoch 32767, and the coordinator's timeout
+    # sweep then throws on it every pass, so a later try on that broker cannot meet the bug): tries independent
+    cluster_per_try: str | None = None
 
     _releases_supported = field_validator("affects_java_clients")(
         lambda cls, versions: [_supported_release(v) for v in versions])

@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
+from chaos.catalog.bugs import load_bug
 from report import build
 from report.bugs import exit_code, judge
 from tests.unit.test_report import stored_run
@@ -286,3 +289,54 @@ def test_a_bug_told_by_its_history_signature_is_reproduced_only_where_the_histor
     told = judge(run, expected, history="stale-seek")
     assert told["reproduced"] is False and told["history"]["counts"] == {"stale-seek": 0}
     assert "not two committed outputs of two processors" in told["history"]["unexplained"][0]
+
+
+@pytest.mark.parametrize("per_try, ups", [(None, 2), ("a try leaves the coordinator broken", 6)])
+def test_a_bug_whose_tries_leave_the_cluster_changed_gives_each_try_a_cluster_of_its_own(tmp_path, monkeypatch, per_try,
+                                                                                     ups):
+    """KAFKA-20090's reproduced try leaves a transaction stuck at epoch 32767 whose coordinator's timeout sweep then
+    throws on every pass: a later try on that broker could not meet the bug. Its tries each get a purged cluster."""
+    import report.bugs as bugs
+    events: list[str] = []
+
+    class Cluster:
+        def __init__(self, state, **kwargs):
+            self.configured = bool(kwargs)
+
+        @classmethod
+        def load(cls, state, **kwargs):
+            return cls(state, **kwargs)
+
+        def up(self, **_):
+            events.append("up")
+
+        def down(self, purge=False, **_):
+            events.append("down" if self.configured else "purge-leftover")
+
+    def run_in_suite(spec, seed, directory, side, entry, backend, errors, what, step):
+        events.append(f"try {what}")
+        run = tmp_path / f"{side}-{seed}"
+        run.mkdir()
+        return run
+
+    monkeypatch.setattr(bugs, "LocalCluster", Cluster)
+    monkeypatch.setattr(bugs, "run_in_suite", run_in_suite)
+    monkeypatch.setattr(bugs, "verify_runs", lambda suite, key, what, runs, *a, **k: events.append(f"verify {len(runs)}"))
+    monkeypatch.setattr(bugs, "judge_by", lambda bug, run: {"run_dir": str(run), "reproduced": False, "clean": True,
+                                                           "valid": True})
+    monkeypatch.setattr(bugs, "local_stack", lambda: {})
+    monkeypatch.setattr(bugs, "save", lambda *args: None)
+    bug = load_bug("KAFKA-20090").model_copy(update={"cluster_per_try": per_try})
+    run = bugs.BugRun(bug, bugs.BugOptions(tries=3, runs_dir=tmp_path / "runs", state_root=tmp_path / "state"),
+                      progress=lambda m: None)
+    for side in bugs.BUG_SIDES:
+        run._side(side)
+    assert events.count("up") == ups and events.count("down") == ups
+    first = events[:events.index("verify 3") + 1]
+    if per_try:       # up, the try, down: each try alone on its cluster; the side's runs verified together after
+        assert first == ["purge-leftover", "up", "try affected try 1", "down", "purge-leftover", "up",
+                         "try affected try 2", "down", "purge-leftover", "up", "try affected try 3", "down", "verify 3"]
+    else:             # one cluster for the side's tries, verified while it is up
+        assert first == ["purge-leftover", "up", "try affected try 1", "try affected try 2", "try affected try 3",
+                         "verify 3"]
+    assert len(run.outcome["sides"]["affected"]["runs"]) == 3
