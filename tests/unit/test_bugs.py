@@ -340,3 +340,22 @@ def test_a_bug_whose_tries_leave_the_cluster_changed_gives_each_try_a_cluster_of
         assert first == ["purge-leftover", "up", "try affected try 1", "try affected try 2", "try affected try 3",
                          "verify 3"]
     assert len(run.outcome["sides"]["affected"]["runs"]) == 3
+
+
+def test_one_side_alone_runs_its_tries_and_is_judged_on_them_only(tmp_path, monkeypatch):
+    import report.bugs as bugs
+    ran = []
+    monkeypatch.setattr(bugs.BugRun, "_side", lambda self, side: ran.append(side))
+    monkeypatch.setattr(bugs, "shared_spark", lambda *a: None)
+    monkeypatch.setattr(bugs.build, "write", lambda d: {"directory": str(d)})
+    outcome = bugs.BugRun("KAFKA-20090", bugs.BugOptions(tries=2, runs_dir=tmp_path, state_root=tmp_path / "s",
+                                                          sides=("affected",)), progress=lambda m: None).run()
+    assert ran == ["affected"] and outcome["sides_run"] == ["affected"]
+    outcome["sides"]["affected"]["runs"] = [{"reproduced": True, "clean": False}] * 2
+    bugs.tally(outcome)
+    assert exit_code(outcome) == 0                # the fixed side was not asked: not "did not run"
+    outcome["sides"]["affected"]["runs"][1] = {"reproduced": False, "clean": False}
+    bugs.tally(outcome)
+    assert exit_code(outcome) == 1
+    with pytest.raises(bugs.BugRunError, match="sides are affected, fixed, got both"):
+        bugs.BugRun("KAFKA-20090", bugs.BugOptions(runs_dir=tmp_path, sides=("both",)))

@@ -105,7 +105,7 @@ def cmd_bugs_run(args: argparse.Namespace) -> int:
     every fixed one, 1 not so, 2 a try or a verification did not run."""
     from report.bugs import TRIES_FILE, BugOptions, BugRun, exit_code
     options = BugOptions(tries=args.tries, short=not args.full, seed=args.seed, runs_dir=args.runs_dir,
-                         base_port=args.base_port, variant=args.variant)
+                         base_port=args.base_port, variant=args.variant, sides=tuple(args.sides))
     outcome = BugRun(args.bug, options, progress=lambda msg: print(msg, file=sys.stderr, flush=True)).run()
     _print_summary(outcome["report"])
     print(Path(outcome["report"]["directory"]) / TRIES_FILE)
@@ -184,6 +184,8 @@ def add_commands(sub) -> None:
     brun.add_argument("bug", help="a catalogued bug id (e.g. KAFKA-14402, librdkafka-5456) or a bug file")
     brun.add_argument("--tries", type=int, default=1, help="runs per side (each verified)")
     brun.add_argument("--full", action="store_true", help="the experiment's full mode (default: short)")
+    brun.add_argument("--sides", type=_names, default=["affected", "fixed"], metavar="SIDE[,SIDE]",
+                      help="the sides to run (default both; one alone runs its tries again, the other left unrun)")
     brun.add_argument("--variant", help="another pair of sides the bug's file names (`txnlab bugs list`; default: "
                                         "its natural sides, the releases before and after its fix)")
     brun.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where the suite directory goes")
