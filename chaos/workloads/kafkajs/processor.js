@@ -274,6 +274,7 @@ async function runProcessor(a) {
     if (!p.restart) await ctx.wait(Infinity) // the consumer works in eachBatch until stopped or a restart is asked
     if (p.restart && !ctx.stopping()) {
       logf(`restarting the consumer: ${p.restart}`)
+      ctx.history.observe('consumer-restart', { reason: p.restart }) // a slow rejoin told from a stopped consumer
       await p.stopConsumer()
       p.restart = null
       await ctx.wait(1000)
