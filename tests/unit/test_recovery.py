@@ -339,7 +339,7 @@ def test_chaos_run_prints_one_recovery_line_per_fault_and_the_summary_in_its_jso
     monkeypatch.setattr(experiment, "Experiment", FakeExperiment)
     monkeypatch.setattr(stack, "local_stack", lambda: {})
     args = argparse.Namespace(spec="zombie-producer", short=True, dry_run=False, seed=1, runs_dir=tmp_path, client=None,
-                              compose=None)
+                              compose=None, group_protocol=None)
     assert cli.cmd_chaos_run(args) == 0
     out, err = capsys.readouterr()
     assert json.loads(out)["recovery"] == summary(found)
