@@ -181,23 +181,24 @@ class BugRun:
         return {**self.outcome, "report": report}
 
     def _side(self, side: str) -> None:
-        """The side's tries on one cluster, or each on a cluster of its own (the bug's cluster_per_try), then their
-        verification in one Spark session (from each run's archive: no cluster needed)."""
+        """The side's tries on one cluster, or each on a cluster of its own (the bug's cluster_per_try), each cluster's
+        runs verified in the shared Spark session while it is still up (verify reads the topics)."""
         state = self.state_root / side
         runs: list[Path] = []
+        per_try = bool(self.bug.cluster_per_try)
         attempts = list(range(1, self.options.tries + 1))
-        for batch in ([[a] for a in attempts] if self.bug.cluster_per_try else [attempts]):
-            cluster = self._cluster_up(side, state, fresh_for=batch[0] if self.bug.cluster_per_try else None)
+        for batch in ([[a] for a in attempts] if per_try else [attempts]):
+            cluster = self._cluster_up(side, state, fresh_for=batch[0] if per_try else None)
             if cluster is None:
                 break
             try:
-                runs += [run_dir for attempt in batch if (run_dir := self._try(side, attempt, cluster, state))]
-                if not self.bug.cluster_per_try:
-                    verify_runs(self.suite, side, f"the {side} side", runs, self.options.master, self._step, self.spark)
+                made = [run_dir for attempt in batch if (run_dir := self._try(side, attempt, cluster, state))]
+                runs += made
+                verify_runs(self.suite, f"{side} try {batch[0]}" if per_try else side,
+                            f"the {side} side" + (f", try {batch[0]}" if per_try else ""), made, self.options.master,
+                            self._step, self.spark)
             finally:
                 cluster.down(purge=True, progress=lambda m: None)
-        if self.bug.cluster_per_try:
-            verify_runs(self.suite, side, f"the {side} side", runs, self.options.master, self._step, self.spark)
         self.outcome["sides"][side]["runs"] += [judge_by(self.bug, run_dir) for run_dir in runs]
         self._save()
 

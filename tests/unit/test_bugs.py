@@ -322,6 +322,7 @@ def test_a_bug_whose_tries_leave_the_cluster_changed_gives_each_try_a_cluster_of
     monkeypatch.setattr(bugs, "LocalCluster", Cluster)
     monkeypatch.setattr(bugs, "run_in_suite", run_in_suite)
     monkeypatch.setattr(bugs, "verify_runs", lambda suite, key, what, runs, *a, **k: events.append(f"verify {len(runs)}"))
+    # verify reads the topics: each cluster's runs are verified before it goes
     monkeypatch.setattr(bugs, "judge_by", lambda bug, run: {"run_dir": str(run), "reproduced": False, "clean": True,
                                                            "valid": True})
     monkeypatch.setattr(bugs, "local_stack", lambda: {})
@@ -332,13 +333,12 @@ def test_a_bug_whose_tries_leave_the_cluster_changed_gives_each_try_a_cluster_of
     for side in bugs.BUG_SIDES:
         run._side(side)
     assert events.count("up") == ups and events.count("down") == ups
-    first = events[:events.index("verify 3") + 1]
-    if per_try:       # up, the try, down: each try alone on its cluster; the side's runs verified together after
-        assert first == ["purge-leftover", "up", "try affected try 1", "down", "purge-leftover", "up",
-                         "try affected try 2", "down", "purge-leftover", "up", "try affected try 3", "down", "verify 3"]
+    if per_try:       # up, the try, its verification, down: each try alone on its cluster
+        assert events[:12] == ["purge-leftover", "up", "try affected try 1", "verify 1", "down", "purge-leftover", "up",
+                               "try affected try 2", "verify 1", "down", "purge-leftover", "up"]
     else:             # one cluster for the side's tries, verified while it is up
-        assert first == ["purge-leftover", "up", "try affected try 1", "try affected try 2", "try affected try 3",
-                         "verify 3"]
+        assert events[:7] == ["purge-leftover", "up", "try affected try 1", "try affected try 2", "try affected try 3",
+                              "verify 3", "down"]
     assert len(run.outcome["sides"]["affected"]["runs"]) == 3
 
 
