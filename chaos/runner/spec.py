@@ -650,16 +650,21 @@ def with_compose(data: dict[str, Any], project: str) -> dict[str, Any]:
     return data
 
 
+def _entries_of(data: dict[str, Any], kinds: tuple[str, ...], why: str) -> list[dict[str, Any]]:
+    """The workload entries of `kinds` in a spec document and its short mode (to change in place); SpecError naming
+    `why` they were wanted when there is none."""
+    entries = [e for doc in (data, data.get("short") or {}) for e in (doc.get("workloads") or [])
+               if isinstance(e, dict) and e.get("workload") in kinds]
+    if not entries:
+        raise SpecError(str(data.get("name", "<spec>")), [("workloads", f"no {' or '.join(kinds)} workload {why}")])
+    return entries
+
+
 def with_client(data: dict[str, Any], client: str) -> dict[str, Any]:
     """The spec document with every transactional workload (TRANSACTIONAL_WORKLOADS, its short mode's too) on
     `client`; SpecError when it has none (the client would not be tested)."""
     data = copy.deepcopy(data)
-    entries = [e for doc in (data, data.get("short") or {}) for e in (doc.get("workloads") or [])
-               if isinstance(e, dict) and e.get("workload") in TRANSACTIONAL_WORKLOADS]
-    if not entries:
-        raise SpecError(str(data.get("name", "<spec>")), [("workloads", f"no {' or '.join(TRANSACTIONAL_WORKLOADS)} "
-                                                          f"workload to run on {client}")])
-    for entry in entries:
+    for entry in _entries_of(data, TRANSACTIONAL_WORKLOADS, f"to run on {client}"):
         entry["client"] = client
     return data
 
@@ -670,13 +675,8 @@ def with_group_protocol(data: dict[str, Any], protocol: str) -> dict[str, Any]:
     wins); SpecError when it has none. A client without the protocol is refused by the spec's validation (the
     processor's check_args)."""
     data = copy.deepcopy(data)
-    kinds = GROUP_PROTOCOL_WORKLOADS[protocol]
-    entries = [e for doc in (data, data.get("short") or {}) for e in (doc.get("workloads") or [])
-               if isinstance(e, dict) and e.get("workload") in kinds]
-    if not entries:
-        raise SpecError(str(data.get("name", "<spec>")), [("workloads", f"no {' or '.join(kinds)} workload whose "
-                                                          f"group could run on the {protocol} protocol")])
-    for entry in entries:
+    for entry in _entries_of(data, GROUP_PROTOCOL_WORKLOADS[protocol], f"whose group could run on the {protocol} "
+                             "protocol"):
         entry["options"] = [*(entry.get("options") or []), "--group-protocol", protocol]
     return data
 
