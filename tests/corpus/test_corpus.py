@@ -239,7 +239,7 @@ def test_kafkajs_s_stale_member_signatures_hold_for_their_recorded_runs_and_not_
     coordinator-kill run's offline report and history hold a stale member's commit for every example, and a
     kafkajs-kip-447 try that met both explains each of its examples by one of them (the report names both); the
     same runs with the stale member told of its revocation before it committed, with the rewind recorded after
-    the partition came back, or with both outputs of an input one processor's, do not. A rewind to the log start
+    the partition came back, or with both outputs of an input one attempt's, do not. A rewind to the log start
     (offset null: the group had committed nothing) reaches back to every input; made a rewind past them, it does
     not."""
     import copy

@@ -89,3 +89,18 @@ def test_a_bug_s_history_signature_must_be_known_and_tell_duplicate_outputs_apar
         BugExpect(checks=["exactly_once_processing:duplicate-output"], history="guess")
     with pytest.raises(ValidationError, match="tells duplicate outputs apart"):
         BugExpect(checks=["duplicate"], history="stale-seek")
+
+
+def test_a_stale_member_that_reads_the_input_again_itself_is_the_stale_member_s_commit_too():
+    """The CI run r208b36 (KafkaJS through coordinator-kill): eos-1, never told of its revocation, committed in-a 1
+    past offset 95 at 24.2 s while eos-0 had been given the partition at 23.9 s; eos-0 committed it at 92 at 25.1 s
+    (from the offset it was given, before the stale commit), moving the group's offset back below 95; given the
+    partition again at 32.2 s, eos-1 read 95 from there: both outputs eos-1's, the first a stale member's commit."""
+    ops = [seek(3, "eos-1", "assigned"), seek(24, "eos-0", "assigned"), process(24, "eos-1", 26, range(66, 96)),
+           process(25, "eos-0", 7, range(66, 92)), seek(26, "eos-1", "revoked"), seek(32, "eos-0", "revoked"),
+           seek(32, "eos-1", "assigned"), process(33, "eos-1", 32, range(92, 135))]
+    history, example = ProcessingHistory(ops), twice(95, "r.eos-1.26", "r.eos-1.32")
+    assert stale_member_commit(history, example) is None
+    assert "two processors" in stale_seek(history, example)         # the other signature still wants two
+    fresh = [op for op in ops if op["value"].get("reason") != "assigned" or op["process"] != "eos-0"]
+    assert "neither processor committed it" in stale_member_commit(ProcessingHistory(fresh), example)  # not stale
