@@ -109,6 +109,11 @@ def transactions() -> gd.Dashboard:
                 query(f"kafkatxn_consumergroup_commits_failing{{{SEL}}}", "{{group}} commits failing", "B")],
                description="Offsets that transactions keep carrying and that never land, while the offsets stand "
                            "still: the group's exactly-once commits keep failing (GroupCommitsFailing)."),
+        series("Consumer-protocol groups (KIP-848): members, and members still reconciling",
+               [query(f"kafkatxn_consumergroup_members{{{SEL}}}", "{{group}} members"),
+                query(f"kafkatxn_consumergroup_members_reconciling{{{SEL}}}", "{{group}} reconciling", "B")],
+               description="A member below the assignment epoch has not yet taken the assignment computed for it; "
+                           "one that stays there holds partitions unread (ConsumerGroupDescribe)."),
     ])
 
 

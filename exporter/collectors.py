@@ -472,6 +472,28 @@ def group_families(res: GroupOffsetsResult | None, view: OffsetsView, per_partit
     for group in sorted(set(res.types) | set(res.states)):
         info.add_metric([group, res.types.get(group) or "unknown", res.states.get(group) or "unknown"], 1.0)
     yield info
+    yield from consumer_protocol_families(res)
+
+
+def consumer_protocol_families(res: GroupOffsetsResult) -> Iterator[Family]:
+    """What ConsumerGroupDescribe tells of each KIP-848 group; absent for a group it did not describe."""
+    described = " (KIP-848 groups: ConsumerGroupDescribe)" + CACHED
+    families = (
+        (_gauge("consumergroup_epoch", "The group epoch, bumped at each change of members or subscriptions"
+                + described, ["group"]), lambda m: m.group_epoch),
+        (_gauge("consumergroup_assignment_epoch", "The group epoch the coordinator's target assignment was "
+                "computed at" + described, ["group"]), lambda m: m.assignment_epoch),
+        (_gauge("consumergroup_members", "Members of the group" + described, ["group"]),
+         lambda m: len(m.member_epochs)),
+        (_gauge("consumergroup_members_reconciling", "Members whose epoch is below the assignment epoch: not yet "
+                "on the assignment computed for them (a member that stays here holds partitions back, and its "
+                "transactional offset commits are checked against its older epoch)" + described, ["group"]),
+         lambda m: m.reconciling),
+    )
+    for family, value in families:
+        for group, members in sorted(res.members.items()):
+            family.add_metric([group], float(value(members)))
+        yield family
 
 
 def group_commit_families(commits: dict[str, GroupCommits]) -> Iterator[Family]:

@@ -6,19 +6,30 @@ tells), their committed offsets in one batched OffsetFetch
 partitions whose transactional offsets are pending: a second OffsetFetch per coordinator with require_stable
 (KIP-447), whose UNSTABLE_OFFSET_COMMIT marks a TxnOffsetCommit whose transaction has not ended. That answer
 covers the partitions a group has committed before (Kafka lists a group's offsets from its committed ones).
-Each failure kept as an ItemError.
+The groups on the consumer protocol (KIP-848) are described too (ConsumerGroupDescribe v0 per coordinator: the
+group and assignment epochs, each member's epoch). Each failure kept as an ItemError.
 Must not: read what the groups could still read (fetches.py does) or hold results between calls.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Iterator
 
 import kafka.errors as Errors
 from kafka.admin import KafkaAdminClient
+from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer.group import OffsetFetchRequest
 
+from exporter.access import schemas
 from exporter.access.lanes import AdminLanes
-from exporter.access.results import GroupOffsetsResult, ItemError, error_name
+from exporter.access.results import GroupMembers, GroupOffsetsResult, ItemError, error_name
+
+
+class ConsumerGroupDescribeRequest(ApiMessage, load_json=schemas):  # type: ignore[call-arg]  # a metaclass keyword
+    """KIP-848's describe (API key 69), which kafka-python 3.0 does not carry: exporter/access/schemas."""
+
+
+class ConsumerGroupDescribeResponse(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+    """Its answer (registered with kafka-python's parser by its definition)."""
 
 
 class GroupOffsetRequests:
@@ -57,35 +68,55 @@ class GroupOffsetRequests:
                                        if meta.offset >= 0 and self.topic_filter(tp.topic)}
         if groups:
             self._fetch_pending(admin, groups, result)
+        consumer = sorted(g for g in groups if result.types.get(g) == "consumer")
+        if consumer:
+            self._describe_consumer_groups(admin, consumer, result)
+
+    def _describe_consumer_groups(self, admin: KafkaAdminClient, groups: list[str], result: GroupOffsetsResult) -> None:
+        """result.members[group] for each consumer-protocol group its coordinator described; the others left out
+        (unknown), their errors kept."""
+        for group in self._answers(admin, groups, result, "describe", lambda ids: ConsumerGroupDescribeRequest(
+                group_ids=ids, include_authorized_operations=False, min_version=0, max_version=0)):
+            result.members[group.group_id] = GroupMembers(
+                group.group_epoch, group.assignment_epoch, tuple(m.member_epoch for m in group.members))
 
     def _fetch_pending(self, admin: KafkaAdminClient, groups: list[str], result: GroupOffsetsResult) -> None:
         """result.pending[group]: the partitions whose offsets a transaction carries and has not ended; a group
         whose answer is missing (its coordinator failed) is left out of result.pending: unknown, not none."""
+        for group in self._answers(admin, groups, result, "require_stable", lambda ids: OffsetFetchRequest(
+                groups=[OffsetFetchRequest.OffsetFetchRequestGroup(group_id=g, topics=None) for g in ids],
+                require_stable=True, min_version=8, max_version=8)):   # v10 names topics by id only
+            result.pending[group.group_id] = pending_partitions(group.topics, self.topic_filter)
+
+    def _answers(self, admin: KafkaAdminClient, groups: list[str], result: GroupOffsetsResult, item: str,
+                 request_for: Callable[[list[str]], object]) -> Iterator:
+        """Each group's answer to request_for(its coordinator's groups), sent to every coordinator together; a
+        failed coordinator (ItemError with `item` and the broker) or group (ItemError with the group) kept as
+        errors, never answered."""
         try:
-            responses = self.lanes.run(self._stable_fetches, admin, groups)
+            responses = self.lanes.run(self._per_coordinator, admin, groups, request_for)
         except Errors.KafkaError as exc:
-            result.errors.append(ItemError(error_name(exc), item="require_stable"))
+            result.errors.append(ItemError(error_name(exc), item=item))
             return
         for coordinator, response, failure in responses:
             if failure is not None:
-                result.errors.append(ItemError(error_name(failure), broker=coordinator, item="require_stable"))
+                result.errors.append(ItemError(error_name(failure), broker=coordinator, item=item))
                 continue
             for group in response.groups:
                 if group.error_code:
                     result.errors.append(ItemError(error_name(Errors.for_code(group.error_code)()),
                                                    item=group.group_id))
                     continue
-                result.pending[group.group_id] = pending_partitions(group.topics, self.topic_filter)
+                yield group
 
-    async def _stable_fetches(self, manager, admin: KafkaAdminClient, groups: list[str]) -> list:
+    async def _per_coordinator(self, manager, admin: KafkaAdminClient, groups: list[str],
+                               request_for: Callable[[list[str]], object]) -> list:
+        """One request per group coordinator, for the groups it coordinates, all in flight together:
+        (coordinator, response | None, error | None) each."""
         by_coordinator: dict[int, list[str]] = {}
         for group, coordinator in (await admin._find_coordinator_ids(groups)).items():
             by_coordinator.setdefault(coordinator, []).append(group)
-        request = OffsetFetchRequest.OffsetFetchRequestGroup
-        sends = [(c, self.lanes.send(manager, OffsetFetchRequest(
-            groups=[request(group_id=g, topics=None) for g in ids], require_stable=True, min_version=8,
-            max_version=8), c))   # v10 names topics by id only
-            for c, ids in sorted(by_coordinator.items())]
+        sends = [(c, self.lanes.send(manager, request_for(ids), c)) for c, ids in sorted(by_coordinator.items())]
         return await self.lanes.gather(manager, sends)
 
     @staticmethod

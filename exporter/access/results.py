@@ -141,7 +141,21 @@ class GroupOffsetsResult:
     states: dict[str, str | None] = field(default_factory=dict)       # ListGroups' state (None: not told)
     types: dict[str, str | None] = field(default_factory=dict)        # classic, consumer, streams (None: not told)
     pending: dict[str, frozenset[Partition]] = field(default_factory=dict)   # UNSTABLE_OFFSET_COMMIT (absent: unread)
+    members: dict[str, GroupMembers] = field(default_factory=dict)   # consumer-protocol groups (absent: undescribed)
     errors: list[ItemError] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class GroupMembers:
+    """A KIP-848 group as ConsumerGroupDescribe tells it: its epochs and its members' (reconciling: a member whose
+    epoch is below the assignment epoch has not yet taken the assignment the coordinator computed for it)."""
+    group_epoch: int
+    assignment_epoch: int
+    member_epochs: tuple[int, ...]
+
+    @property
+    def reconciling(self) -> int:
+        return sum(1 for e in self.member_epochs if e < self.assignment_epoch)
 
 
 @dataclass

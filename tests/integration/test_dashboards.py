@@ -28,7 +28,8 @@ def committing(conn, topic: str, stop: threading.Event) -> None:
     """Transactions that also carry a consumer group's offsets (the group's panels need a member and commits)."""
     producer = Producer(conn.confluent(**{"transactional.id": f"dash-{uuid.uuid4().hex[:6]}", "linger.ms": 5,
                                           "transaction.timeout.ms": 10000}))
-    member = Consumer(conn.confluent(**{"group.id": f"dash-{topic}", "enable.auto.commit": False, "log_level": 3}))
+    member = Consumer(conn.confluent(**{"group.id": f"dash-{topic}", "enable.auto.commit": False, "log_level": 3,
+                                        "group.protocol": "consumer"}))     # KIP-848: the describe's panel
     member.subscribe([topic])
     producer.init_transactions(30)
     done = 0

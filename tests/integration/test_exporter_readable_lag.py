@@ -175,6 +175,10 @@ def test_a_group_whose_transactions_keep_aborting_their_offsets_is_failing_until
         last = seen[-1]
         assert value(last, "kafkatxn_consumergroup_active", group=group) == 1
         assert value(last, "kafkatxn_consumergroup_info", group=group, type="consumer", state="Stable") == 1
+        epoch = value(last, "kafkatxn_consumergroup_epoch", group=group)          # ConsumerGroupDescribe's
+        assert epoch >= 1 and value(last, "kafkatxn_consumergroup_assignment_epoch", group=group) == epoch
+        assert value(last, "kafkatxn_consumergroup_members", group=group) == 1
+        assert value(last, "kafkatxn_consumergroup_members_reconciling", group=group) == 0
         assert value(last, READABLE, group=group, topic=topic, partition=0) == 4
         stalled_since = value(last, "kafkatxn_consumergroup_offsets_last_advance_timestamp_seconds", group=group)
         assert {value(s, "kafkatxn_consumergroup_offsets_last_advance_timestamp_seconds", group=group)

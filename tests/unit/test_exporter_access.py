@@ -320,3 +320,35 @@ def test_a_group_whose_require_stable_answer_is_missing_is_left_out_of_pending_n
     assert result.pending == {"a": frozenset({("in", 0)}), "b": frozenset()}        # c: unknown, not none
     assert [(e.broker, e.item) for e in result.errors] == [(None, "c?"), (2, "require_stable")]
     assert all(r.require_stable and (r._min_version, r._max_version) == (8, 8) for _, r in access.sent)   # v10: ids
+
+
+def test_consumer_protocol_groups_are_described_per_coordinator_and_a_missing_answer_stays_unknown():
+    from exporter.access.groups import ConsumerGroupDescribeResponse as R
+    member = R.DescribedGroup.Member
+    empty = member.Assignment(topic_partitions=[])
+    group = R.DescribedGroup(error_code=0, error_message=None, group_id="a", group_state="Reconciling",
+                             group_epoch=7, assignment_epoch=7, assignor_name="uniform", authorized_operations=0,
+                             members=[member(member_id=m, instance_id=None, rack_id=None, member_epoch=e,
+                                             client_id=m, client_host="/127.0.0.1", subscribed_topic_names=["in"],
+                                             subscribed_topic_regex=None, assignment=empty, target_assignment=empty)
+                                      for m, e in (("m1", 7), ("m2", 5))])
+    missing = R.DescribedGroup(error_code=Errors.GroupIdNotFoundError.errno, error_message="not a consumer group",
+                               group_id="b", group_state="", group_epoch=-1, assignment_epoch=-1, assignor_name="",
+                               authorized_operations=0, members=[])
+    wire = R(throttle_time_ms=0, groups=[group, missing]).encode(version=0)
+    answer = R.decode(wire, version=0)                         # the schema reads what it writes: the flexible form
+
+    class Admin:
+        async def _find_coordinator_ids(self, groups):
+            return {"a": 1, "b": 1, "c": 2}
+
+    access = ScriptedAccess({1: [answer], 2: [Errors.KafkaConnectionError("coordinator down")]})
+    access.lanes.run = lambda fn, *args: drive(fn(None, *args))
+    result = GroupOffsetsResult()
+    access.group_requests._describe_consumer_groups(Admin(), ["a", "b", "c"], result)
+    assert list(result.members) == ["a"]                       # b and c: unknown, not "no members"
+    a = result.members["a"]
+    assert (a.group_epoch, a.assignment_epoch, a.member_epochs, a.reconciling) == (7, 7, (7, 5), 1)
+    assert [(e.error, e.broker, e.item) for e in result.errors] == [
+        ("GROUP_ID_NOT_FOUND", None, "b"), ("KafkaConnectionError", 2, "describe")]
+    assert sorted(r.group_ids for _, r in access.sent) == [["a", "b"], ["c"]]

@@ -282,6 +282,20 @@ def test_consumer_group_lag_against_lso_and_hwm():
     assert get("kafkatxn_consumergroup_topic_lso_lag", group="billing", topic="orders") == 10
 
 
+def test_a_consumer_protocol_groups_epochs_and_reconciling_members_absent_where_undescribed():
+    from exporter.access.results import GroupMembers
+    groups = GroupOffsetsResult(types={"billing": "consumer", "fresh": "consumer", "old": "classic"},
+                                members={"billing": GroupMembers(12, 12, (12, 11, 12))})
+    get, _ = scrape(FakeService(offsets_view(), Background(groups=groups)))
+    assert get("kafkatxn_consumergroup_epoch", group="billing") == 12
+    assert get("kafkatxn_consumergroup_assignment_epoch", group="billing") == 12
+    assert get("kafkatxn_consumergroup_members", group="billing") == 3
+    assert get("kafkatxn_consumergroup_members_reconciling", group="billing") == 1
+    for name in ("epoch", "assignment_epoch", "members", "members_reconciling"):
+        assert get(f"kafkatxn_consumergroup_{name}", group="fresh") is None      # not described: unknown
+        assert get(f"kafkatxn_consumergroup_{name}", group="old") is None        # classic: nothing to describe
+
+
 def test_group_commit_verdicts_and_their_evidence_absent_where_unknown():
     from exporter.group_commits import GroupCommits
     commits = {"billing": GroupCommits(900.0, 2, True, True), "reports": GroupCommits(950.0, None, None, None)}
