@@ -179,6 +179,20 @@ class ClimbEpochParams(Params):
     limit_s: float = Field(300.0, gt=0, le=1800)
 
 
+class MigrateGroupProtocolParams(Params):
+    """Move the processor processes' group to the other group protocol by a rolling restart, one process at a time
+    (each stopped cleanly: it ends its transaction and leaves the group; started again with `--group-protocol`
+    `to`), `pause_between_s` apart: KIP-848's online migration of a live group, mixed between the restarts; `to`
+    default: the other protocol than the first process's. The start returns when every process was restarted and
+    the group's type was read (at most `settle_s` after the last). heal: the same roll back to each process's
+    protocol before the fault (`back`: true), or nothing."""
+    processes: list[str] = Field(min_length=1)
+    to: Literal["classic", "consumer"] | None = None
+    pause_between_s: float = Field(10.0, ge=0, le=600)
+    settle_s: float = Field(30.0, ge=0, le=600)
+    back: bool = True
+
+
 FAULT_KINDS: dict[str, type[Params]] = {
     "kill-broker": KillBrokerParams,
     "stop-broker": StopBrokerParams,
@@ -194,6 +208,7 @@ FAULT_KINDS: dict[str, type[Params]] = {
     "storm": StormParams,
     "set-feature": SetFeatureParams,
     "climb-epoch": ClimbEpochParams,
+    "migrate-group-protocol": MigrateGroupProtocolParams,
 }
 
 

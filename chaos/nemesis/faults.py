@@ -753,10 +753,94 @@ class ClimbEpoch(Fault):
         return process_step("resume-process", env.run, self.params.process)
 
 
+# ---- group protocols -----------------------------------------------------------------------------------
+PROCESSOR_GROUP = "{tag}.eos"        # the processors' group unless --group (chaos/workloads/confluent/processor.py)
+
+
+class MigrateGroupProtocol(Fault):
+    """fault_kinds.MigrateGroupProtocolParams: KIP-848's online migration, as an operator does it (a rolling restart
+    onto the other group.protocol), while the processors' transactions carry the group's offsets. The result names
+    each restart and the group's type ListGroups told after the last one (`converted`: it became the protocol the
+    processes moved to; null when it could not be read)."""
+    kind = "migrate-group-protocol"
+
+    def __init__(self, params: Params):
+        super().__init__(params)
+        self.origin: dict[str, str] = {}      # process -> the protocol it ran on before the start moved it
+        self.healed: dict | None = None       # the heal's result: a later heal does not roll them again
+
+    def start(self, env: FaultEnv) -> dict:
+        run = env.require_run()
+        protocols = {p: group_protocol_of(spec_of(run, p)) for p in self.params.processes}
+        to = self.params.to or ("classic" if protocols[self.params.processes[0]] == "consumer" else "consumer")
+        movers = [p for p in self.params.processes if protocols[p] != to]
+        if not movers:
+            raise FaultError(f"{', '.join(self.params.processes)} already run on the {to} protocol: nothing to move")
+        self.origin = {p: protocols[p] for p in movers}
+        return {"to": to, **self._roll(env, {p: to for p in movers})}
+
+    def heal(self, env: FaultEnv) -> dict:
+        if not self.origin:
+            return {"skipped": "not started"}
+        if self.healed is None:
+            self.healed = {"back": True, **self._roll(env, self.origin)} if self.params.back else {"back": False}
+        return self.healed
+
+    def _roll(self, env: FaultEnv, targets: dict[str, str]) -> dict:
+        run = env.require_run()
+        group = groups_of(run, list(targets), env.tag)
+        steps = []
+        for i, (process, protocol) in enumerate(targets.items()):
+            if i:
+                time.sleep(self.params.pause_between_s)        # the operator's gap between two instances
+            clean = run.stop(process)
+            run.history.complete_outstanding(process, "stopped")
+            run.restart(process, {"--group-protocol": protocol})
+            steps.append({"process": process, "to": protocol, "stopped_cleanly": clean})
+        wanted = "consumer" if "consumer" in targets.values() else "classic"
+        return {"group": group, "steps": steps, **self._group_became(env, group, wanted)}
+
+    def _group_became(self, env: FaultEnv, group: str, wanted: str) -> dict:
+        """The group's type once it is `wanted` (at most settle_s): the coordinator converted it."""
+        seen: list[str | None] = []
+        try:
+            with env.admin(env.conn) as admin:
+                wait_until(lambda: seen.append(admin.group_type(group)) or seen[-1] == wanted,
+                           max(self.params.settle_s, 0.1), f"group {group} of type {wanted}", 1.0)
+        except WaitTimeout:
+            pass
+        except (TxnlabError, Errors.KafkaError) as exc:
+            return {"group_type": None, "converted": None, "group_type_error": f"{type(exc).__name__}: {exc}"}
+        last = seen[-1] if seen else None
+        return {"group_type": last, "converted": None if last is None else last == wanted}
+
+    def undo_steps(self, env: FaultEnv) -> list[dict]:
+        return []                   # nothing of the cluster to undo: processes restarted on a client setting
+
+
+def group_protocol_of(spec: dict) -> str:
+    """The group protocol a processor process was started on (its last --group-protocol; classic by default);
+    FaultError for a workload that is not a processor."""
+    if spec["workload"] != "processor":
+        raise FaultError(f"{spec['process']} runs {spec['workload']}: only a processor's group moves between the "
+                         "classic and consumer protocols (Kafka Streams' has its own: streams)")
+    return option_value(tuple(spec["args"]), "--group-protocol") or "classic"
+
+
+def groups_of(run: Run, processes: list[str], tag: str) -> str:
+    """The one group the processes share; FaultError when they are in several."""
+    groups = {option_value(tuple(spec_of(run, p)["args"]), "--group") or with_tag(PROCESSOR_GROUP, tag)
+              for p in processes}
+    if len(groups) != 1:
+        raise FaultError(f"{', '.join(processes)} are in {len(groups)} groups ({', '.join(sorted(groups))}): a "
+                         "migration moves one group")
+    return groups.pop()
+
+
 # ---- construction ---------------------------------------------------------------------------------------
 FAULT_CLASSES: dict[str, type[Fault]] = {cls.kind: cls for cls in (
     KillBroker, StopBroker, PauseBroker, RollingRestart, PauseWorkload, KillWorkload, ZombieProducer, Network, IsolateBroker,
-    HoldRequests, HangingTransaction, Storm, SetFeature, ClimbEpoch)}
+    HoldRequests, HangingTransaction, Storm, SetFeature, ClimbEpoch, MigrateGroupProtocol)}
 
 
 def make_fault(kind: str, params: dict | None = None) -> Fault:

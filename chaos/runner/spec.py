@@ -63,10 +63,10 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
                       model_validator)
 from pydantic_core import PydanticCustomError
 
-from chaos.nemesis.fault_kinds import FAULT_KINDS, Params, ZombieProducerParams, parse_params
+from chaos.nemesis.fault_kinds import FAULT_KINDS, MigrateGroupProtocolParams, Params, ZombieProducerParams, parse_params
 from chaos.workloads.plans import WorkloadSpec
 from chaos.workloads.plans import option_value, plan
-from chaos.workloads import GROUP_PROTOCOL_WORKLOADS, TRANSACTIONAL_WORKLOADS, WORKLOADS
+from chaos.workloads import GROUP_PROTOCOL_WORKLOADS, NO_CONSUMER_PROTOCOL, TRANSACTIONAL_WORKLOADS, WORKLOADS
 from chaos.workloads.base import add_common_arguments
 from chaos.workloads.native import REFERENCE, check_client, split_client
 from cluster.lab.layout import HANGING_DRILL_BROKER_CONFIG, HANGING_DRILL_FEATURES, MAX_NODES
@@ -450,6 +450,7 @@ class _Refs:
     def __init__(self, spec: ExperimentSpec):
         self.topics = spec.topics()
         self.workload_of = {p.process: p.workload for p in spec.processes()}
+        self.args_of = {p.process: p.args for p in spec.processes()}
         self.txn_ids = {_txn_id(p) for p in spec.processes() if p.workload in TRANSACTIONAL_WORKLOADS}
         # Kafka Streams names its transactional ids "<application.id>-<process id>-<thread>" itself
         self.txn_prefixes = {f"{option_value(p.args, '--application-id') or '{tag}.streams'}-"
@@ -518,7 +519,21 @@ def _reference_problems(params: Params, refs: _Refs) -> list[Problem]:
         found.append(("topic", refs.topic(params.topic, getattr(params, "partition", None))))
     if getattr(params, "process", None) is not None:        # climb-epoch's is optional
         found.append(("process", _process_problem(params, refs)))
+    if isinstance(params, MigrateGroupProtocolParams):
+        found += [(f"processes.{i}", _migrated_problem(process, refs)) for i, process in enumerate(params.processes)]
     return [(path, message) for path, message in found if message]
+
+
+def _migrated_problem(process: str, refs: _Refs) -> str | None:
+    """A process a group-protocol migration cannot move: none such, not a processor, or on a client without KIP-848."""
+    if process not in refs.workload_of:
+        return _unknown("process", process, list(refs.workload_of))
+    if refs.workload_of[process] != "processor":
+        return f"{process} is a {refs.workload_of[process]} process: only a processor's group moves to the consumer protocol"
+    client = option_value(refs.args_of[process], "--client")
+    if client in NO_CONSUMER_PROTOCOL:
+        return f"{process} runs on {client}, which has no KIP-848 consumer protocol ({NO_CONSUMER_PROTOCOL[client]})"
+    return None
 
 
 def _process_problem(params: Params, refs: _Refs) -> str | None:

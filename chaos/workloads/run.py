@@ -140,15 +140,18 @@ class Run:
         specs = [s for s in self.info.specs if s["process"] == process]
         return WorkloadSpec(specs[-1]["workload"], process, tuple(specs[-1]["args"])) if specs else None
 
-    def restart(self, process: str) -> None:
-        """Start `process` again with its last options and its next --incarnation (its ids apart from the earlier
-        ones': chaos/record/ids.py); KeyError: the run never started it."""
+    def restart(self, process: str, options: dict[str, str] | None = None) -> None:
+        """Start `process` again with its last options (`options` given new values, e.g. {"--group-protocol":
+        "consumer"}) and its next --incarnation (its ids apart from the earlier ones': chaos/record/ids.py);
+        KeyError: the run never started it."""
         spec = self.last_spec(process)
         if spec is None:
             raise KeyError(process)
         incarnation = sum(1 for s in self.info.specs if s["process"] == process)
-        self.start(WorkloadSpec(spec.workload, process, (*without_option(spec.args, "--incarnation"),
-                                                         "--incarnation", str(incarnation))))
+        args = without_option(spec.args, "--incarnation")
+        for name, value in (options or {}).items():
+            args = (*without_option(args, name), name, value)
+        self.start(WorkloadSpec(spec.workload, process, (*args, "--incarnation", str(incarnation))))
 
     # ---- restarts after a stall ---------------------------------------------------------------------
     def restart_stalled(self, delay_s: float) -> None:
@@ -211,8 +214,9 @@ class Run:
                 waiting.add(name)
         return sorted(waiting)
 
-    def stop(self, process: str, timeout: float = 20.0) -> None:
-        self.supervisor.stop(process, timeout=timeout)
+    def stop(self, process: str, timeout: float = 20.0) -> bool:
+        """SIGTERM (the process ends its work and exits), SIGKILL after `timeout`: True when it exited by itself."""
+        return self.supervisor.stop(process, timeout=timeout)
 
     def stop_all(self, timeout: float = STOP_TIMEOUT_S) -> None:
         """Every workload, resumed first (a stopped process cannot exit), all at once; the restarter and the

@@ -145,6 +145,11 @@ class ClusterAdmin:
                     out.setdefault(group, {}).setdefault(tp.topic, {})[str(tp.partition)] = meta.offset
         return out
 
+    def group_type(self, group: str) -> str | None:
+        """The group's protocol as ListGroups tells it (classic, consumer, streams; Kafka 4.0 on), None when it is
+        not listed or the broker does not tell."""
+        return next((g.get("group_type") or None for g in self.client.list_groups() if g["group_id"] == group), None)
+
     def leader_of(self, topic: str, partition: int) -> int | None:
         return next((p.leader for p in self.partitions(topic) if p.partition == partition), None)
 

@@ -15,7 +15,7 @@ from kafka.errors import KafkaError
 from chaos.nemesis.backends import LocalBackend, answers
 from chaos.nemesis.faults import FaultEnv, make_fault
 from chaos.record.history import read_history
-from chaos.workloads.plans import WorkloadSpec
+from chaos.workloads.plans import WorkloadSpec, option_value, plan
 from chaos.workloads.run import Run, new_run_dir, new_run_tag
 from cluster.access.admin import transaction_state_partition
 from cluster.access.reads import partition_offsets, read_to_end
@@ -312,6 +312,35 @@ def test_a_zombie_producer_is_fenced_and_exits(cluster, run):
     assert fenced and "FENCED" in fenced[0]["value"]["error"].upper()
     wait_for_ops(run, started["successor"], "txn", "ok")
     assert started["successor"] in run.alive()
+
+
+def test_a_group_moves_to_the_consumer_protocol_instance_by_instance_and_back(cluster, run):
+    """KIP-848's online migration: two processors of one group on classic, rolled onto consumer (the coordinator
+    converts the group), then back (converted again), each committing after its restart. Exactly-once through it
+    is the campaign's (group-protocol-migration on each client)."""
+    tag = run.info.run_tag
+    planned = plan("processor", tag, instances=2, extra=[], partitions=2)
+    run.create_topics(planned.topics)
+    for spec in planned.specs:
+        run.start(spec)
+    processors = [s.process for s in planned.specs if s.workload == "processor"]
+    assert processors == ["eos-0", "eos-1"]
+    for process in processors:
+        wait_for_ops(run, process, "process", "ok", timeout=60)
+    env = run_env(cluster, run)
+    fault = make_fault("migrate-group-protocol", {"processes": processors, "pause_between_s": 3})
+    started = fault.start(env)
+    assert started["to"] == "consumer" and started["group"] == f"{tag}.eos"
+    assert started["group_type"] == "consumer" and started["converted"] is True, started     # the online upgrade
+    assert [s["stopped_cleanly"] for s in started["steps"]] == [True, True]
+    before = {p: len(ops_of(run, p, "process", "ok")) for p in processors}    # the old incarnations' are over
+    for process in processors:
+        wait_until(lambda p=process: len(ops_of(run, p, "process", "ok")) > before[p], 60,
+                   f"{process} committing on the consumer protocol")
+    healed = fault.heal(env)
+    assert healed["back"] is True and healed["group_type"] == "classic" and healed["converted"] is True, healed
+    assert [(s["process"], s["to"]) for s in healed["steps"]] == [("eos-0", "classic"), ("eos-1", "classic")]
+    assert option_value(run.last_spec("eos-1").args, "--group-protocol") == "classic"
 
 
 def test_a_storm_runs_until_healed(cluster, run):

@@ -36,6 +36,7 @@ EXAMPLE_PARAMS = {
     "hold-requests": {"target": "node:2", "apis": ["EndTxn"], "clients": ["{tag}.streams-*-producer"]},
     "set-feature": {"feature": "transaction.version", "level": 1},
     "climb-epoch": {"txn_id": "{tag}.txp-0", "to_epoch": 100, "process": "txp-0"},
+    "migrate-group-protocol": {"processes": ["eos-0", "eos-1"], "pause_between_s": 0, "settle_s": 0},
 }
 
 
@@ -100,6 +101,10 @@ class FakeAdmin:
         self.asked.append(("leader", topic, partition))
         return self.leader
 
+    def group_type(self, group):
+        self.asked.append(("type", group))
+        return "consumer"
+
 
 class FakeRun:
     """The part of chaos.workloads.run.Run faults use, with processes that only exist as names (the real last_spec and
@@ -112,6 +117,8 @@ class FakeRun:
         self.running = {s["process"] for s in specs}
         self.paused, self.calls = set(), []
         self.progress = lambda message: None
+        self.history = SimpleNamespace(complete_outstanding=lambda process, reason: self.calls.append(
+            ("complete", process, reason)))
 
     def start(self, spec, duration=0.0):
         self.calls.append(("start", spec))
@@ -121,6 +128,7 @@ class FakeRun:
     def stop(self, process, timeout=20.0):
         self.calls.append(("stop", process))
         self.running.discard(process)
+        return True
 
     def pause(self, process):
         self.calls.append(("pause", process))
@@ -143,6 +151,8 @@ class FakeRun:
 
 
 TXP_SPEC = {"workload": "txn-producer", "process": "txp-0", "args": ("--topics", "r1-a", "r1-b", "--on-fenced", "exit")}
+PROCESSOR_SPECS = [{"workload": "processor", "process": f"eos-{i}", "args": ("--inputs", "r1-in", "--output", "r1-out")}
+                   for i in (0, 1)]
 
 
 def make_env(admin=None, run=None, nodes=(1, 2, 3), seed=5):
@@ -253,7 +263,7 @@ def test_bad_params_and_unknown_kinds_are_refused():
 
 # ---- heal: idempotent, safe without start ----------------------------------------------------------------
 def _env_for(kind):
-    return make_env(FakeAdmin(), run=FakeRun([TXP_SPEC]))
+    return make_env(FakeAdmin(), run=FakeRun([TXP_SPEC, *PROCESSOR_SPECS]))
 
 
 @pytest.mark.parametrize("kind", sorted(FAULT_KINDS))
@@ -372,6 +382,54 @@ def test_zombie_producer_pauses_p_and_starts_its_successor_with_its_txn_id():
     assert spec.args == ("--topics", "r1-a", "r1-b", "--on-fenced", "exit", "--txn-id", "r1.txp-0")
     assert fault.heal(env)["resumed"] is True and env.run.paused == set()
     assert "txp-0-zombie" in env.run.alive()
+
+
+class GroupTypes(FakeAdmin):
+    """ListGroups' type of the group: `types` in turn (the last one kept), or `error` raised."""
+    def __init__(self, *types, error=None):
+        super().__init__()
+        self.types, self.error = list(types), error
+
+    def group_type(self, group):
+        self.asked.append(("type", group))
+        if self.error is not None:
+            raise self.error
+        return self.types.pop(0) if len(self.types) > 1 else self.types[0]
+
+
+def test_a_group_protocol_migration_rolls_each_processor_onto_the_other_protocol_and_back(monkeypatch):
+    monkeypatch.setattr(time, "sleep", lambda s: None)
+    admin = GroupTypes("classic", "consumer")
+    env = make_env(admin=admin, run=FakeRun(PROCESSOR_SPECS))
+    fault = make_fault("migrate-group-protocol", {"processes": ["eos-0", "eos-1"], "settle_s": 5})
+    started = fault.start(env)
+    assert started["to"] == "consumer" and started["group"] == "r1.eos"       # the other one than eos-0's
+    assert [(s["process"], s["to"]) for s in started["steps"]] == [("eos-0", "consumer"), ("eos-1", "consumer")]
+    assert started["group_type"] == "consumer" and started["converted"] is True
+    assert [c[:2] for c in env.run.calls] == [("stop", "eos-0"), ("complete", "eos-0"), ("start", env.run.calls[2][1]),
+                                              ("stop", "eos-1"), ("complete", "eos-1"), ("start", env.run.calls[5][1])]
+    moved = env.run.last_spec("eos-1").args
+    assert moved == ("--inputs", "r1-in", "--output", "r1-out", "--group-protocol", "consumer", "--incarnation", "1")
+    admin.types = ["classic"]
+    healed = fault.heal(env)
+    assert healed["back"] is True and healed["converted"] is True
+    assert env.run.last_spec("eos-0").args[-4:] == ("--group-protocol", "classic", "--incarnation", "2")
+    assert fault.heal(env) == healed and env.run.last_spec("eos-0").args[-1] == "2"    # rolled back once, not twice
+
+
+def test_a_migration_says_unconverted_or_unknown_and_refuses_a_group_already_there(monkeypatch):
+    monkeypatch.setattr(time, "sleep", lambda s: None)
+    env = make_env(admin=GroupTypes("classic"), run=FakeRun(PROCESSOR_SPECS))
+    started = make_fault("migrate-group-protocol", {"processes": ["eos-0"], "settle_s": 0.05}).start(env)
+    assert started["group_type"] == "classic" and started["converted"] is False     # the coordinator did not convert
+    env = make_env(admin=GroupTypes(error=Errors.KafkaTimeoutError("no answer")), run=FakeRun(PROCESSOR_SPECS))
+    started = make_fault("migrate-group-protocol", {"processes": ["eos-0"]}).start(env)
+    assert started["converted"] is None and "KafkaTimeoutError" in started["group_type_error"]    # unknown, not no
+    with pytest.raises(FaultError, match="already run on the classic protocol"):
+        make_fault("migrate-group-protocol", {"processes": ["eos-0"], "to": "classic"}).start(
+            make_env(admin=GroupTypes("classic"), run=FakeRun(PROCESSOR_SPECS)))
+    with pytest.raises(FaultError, match="only a processor's group"):
+        make_fault("migrate-group-protocol", {"processes": ["txp-0"]}).start(make_env(run=FakeRun([TXP_SPEC])))
 
 
 class ExpiringAdmin(FakeAdmin):

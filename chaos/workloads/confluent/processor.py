@@ -24,6 +24,7 @@ import argparse
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
 from chaos.record.ids import attempt_id, record_id
+from chaos.workloads import NO_CONSUMER_PROTOCOL
 from chaos.workloads.base import WorkloadContext, error_text
 from chaos.workloads.confluent.observer import SEEK, record_id_of
 from chaos.workloads.topics import LIST_TIMEOUT_S, partition_counts
@@ -32,7 +33,6 @@ from chaos.workloads.confluent.transactional import (TransactionalArgumentsError
 
 F = "process"
 PROCESSOR_PROTOCOLS = ("classic", "consumer")     # a processor's consumer group: JoinGroup/SyncGroup, or KIP-848
-NO_CONSUMER_PROTOCOL = {"kafkajs": "KafkaJS 2.2.4, its last release, speaks JoinGroup and SyncGroup only"}
 REWIND_TRIES = 3              # reads of the committed offsets before a rewind gives up and rejoins the group
 REWIND_PAUSE_S = 1.0
 POLL_S = 0.5
