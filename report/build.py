@@ -193,6 +193,7 @@ def run_report(run_dir: Path, experiment: str, level: str | None, image: str | N
         "steady": bool(outcome) and not outcome.get("error") and all(p["ok"] for p in probes),
         "error": outcome.get("error"), "probes": probes, "quiescence": outcome.get("quiescence", {}),
         "faults": windows, "workload": _workload(ops), "recovery": recovery(ops),
+        "group_protocols": (_json(run_dir / "cluster.json") or {}).get("group_protocols") or {},
         "verify": verified, "anomalies": anomalies_of(run_dir), "catalogued": anomaly_bugs(run_dir, verified),
         "shown": shape_bugs(run_dir),
         "timelines": timelines, "job_events": job_events(ops, zero),

@@ -144,12 +144,19 @@ def _flink_commit_note(run: dict) -> str:
             f"{escape(said)}.</p>")
 
 
+def _groups_text(protocols: dict[str, list[str]]) -> str:
+    """The run's groups and the protocols each ran on, in order (a migration: classic -> consumer -> classic)."""
+    told = [f"{escape(group)} {escape(' -> '.join(types))}" for group, types in sorted(protocols.items()) if types]
+    return f"; groups: {', '.join(told)}" if told else ""
+
+
 def _run(run: dict, directory: Path) -> str:
     level = run["level"]
     title = f"{escape(run['experiment'])}" + (f" <span class='muted'>{escape(level)}</span>" if level else "")
     verify = run["verify"]
     parts = [f'<div class="run" id="{escape(run_anchor(run))}"><h2>{title} {badge(verify["valid"])}</h2>',
              f"<p class='muted'>run <code>{escape(run['run'])}</code>, started {_when(run['started'])}"
+             + _groups_text(run.get("group_protocols") or {})
              + (f"; error: {escape(run['error'])}" if run["error"] else "") + "</p>"]
     if verify["gaps"]:
         items = "".join(f"<li>{escape(g)}</li>" for g in verify["gaps"])

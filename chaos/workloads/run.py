@@ -9,7 +9,8 @@ and the committed offsets of the run's consumer groups (those named "<run tag>.*
 of those topics to those ends (archive/: chaos/record/archive.py; `txnlab verify --offline`); while the workloads
 run, a sampler thread records those groups' committed offsets every GROUP_SAMPLE_S into the history
 (process "observer-groups", ok `group_offsets` {group: {topic: {partition: offset}}}, or ok
-`group_offsets_error` {error} when a sample failed; chaos/record/recovery.py reads them).
+`group_offsets_error` {error} when a sample failed; chaos/record/recovery.py reads them), and notes each group's
+protocol as ListGroups tells it (cluster.json's `group_protocols`: {group: [type, ...]} in the order seen).
 Restarts, as an orchestrator would: with `restart_stalled(delay_s)`, a workload process that exits with
 EXIT_STALL (a client call stalled: chaos/workloads/base.py) is started again after delay_s under the same
 name and options (so the same transactional.id: its init_transactions fences the stuck producer's epoch), its
@@ -106,6 +107,7 @@ class Run:
         self.pending_restarts: set[str] = set()
         self.restarted_at: dict[str, int] = {}          # process -> history time of its last restart after a stall
         self._groups_seen: set[str] = set()           # the run's consumer groups listed so far
+        self.group_protocols: dict[str, list[str]] = {}   # group -> its protocols (ListGroups' type) in the order seen
 
     # ---- topics ------------------------------------------------------------------------------------
     def create_topics(self, topics: dict[str, int], leader_shifts: dict[str, int] | None = None) -> None:
@@ -349,10 +351,12 @@ class Run:
         if admin is None:
             with ClusterAdmin(self.conn) as admin:
                 return self._group_offsets(admin)
-        listed = {g["group_id"] for g in admin.client.list_groups() if g["group_id"].startswith(f"{self.info.run_tag}.")}
+        mine = [g for g in admin.client.list_groups() if g["group_id"].startswith(f"{self.info.run_tag}.")]
         # a group seen once is asked for every time: a listing that leaves it out (a broker just back that does
         # not answer ListGroups yet) would read as a group with no offsets (seen in a librdkafka-5456 try)
-        self._groups_seen |= listed
+        self._groups_seen |= {g["group_id"] for g in mine}
+        for g in mine:
+            seen_types(self.group_protocols.setdefault(g["group_id"], []), g.get("group_type"))
         return admin.group_offsets(sorted(self._groups_seen), set(self.info.topics))
 
     def _cluster_info(self) -> dict:
@@ -361,7 +365,8 @@ class Run:
             controller = admin.active_controller()
         return {"connection": self.conn.describe(), "bootstrap": self.conn.bootstrap, "brokers": brokers,
                 "active_controller": controller, "kafka_version": self.kafka_version,
-                "java_clients": self.java_clients, "versions": pinned(), **self.settings}
+                "java_clients": self.java_clients, "versions": pinned(), "group_protocols": self.group_protocols,
+                **self.settings}
 
     def _write(self, name: str, data: object) -> None:
         (self.dir / name).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
@@ -371,6 +376,13 @@ class Run:
 
     def __exit__(self, *exc: object) -> None:
         self.finish()
+
+
+def seen_types(seen: list[str], group_type: str | None) -> None:
+    """Append a group's type as ListGroups told it (classic, consumer, streams; none before Kafka 4.0) when it differs
+    from the last one seen: the protocols it ran on, in order (a migration's classic -> consumer -> classic)."""
+    if group_type and (not seen or seen[-1] != group_type):
+        seen.append(group_type)
 
 
 def _base_env() -> dict[str, str]:

@@ -213,6 +213,15 @@ def test_the_page_and_pictures_are_written_and_txnlab_report_rebuilds_them(tmp_p
     assert json.loads(proc.stdout)["summary"] == report["summary"] and (suite / "report.html").exists()
 
 
+def test_the_page_names_each_groups_protocols_in_order(tmp_path):
+    suite = stored_suite(tmp_path, versions=(2,))
+    run_dir = tmp_path / build.build(suite)["runs"][0]["run_dir"]
+    (run_dir / "cluster.json").write_text(json.dumps({"group_protocols": {"r.eos": ["classic", "consumer", "classic"]}}))
+    report = build.build(suite)
+    assert report["runs"][0]["group_protocols"] == {"r.eos": ["classic", "consumer", "classic"]}
+    assert "groups: r.eos classic -&gt; consumer -&gt; classic" in html.render(report, suite)
+
+
 def test_the_page_escapes_what_the_runs_hold(tmp_path):
     suite = stored_suite(tmp_path, versions=(2,))
     report = build.build(suite)

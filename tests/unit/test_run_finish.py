@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+from types import SimpleNamespace
 
 import pytest
 
@@ -69,6 +70,25 @@ def test_the_workloads_run_the_java_clients_release_when_it_is_not_the_clusters(
         assert envs[0][KAFKA_VERSION_VARIABLE] == expected
         info = run._cluster_info()
         assert (info["kafka_version"], info["java_clients"]) == ("4.3.1", expected)
+
+
+def test_the_run_notes_each_groups_protocols_in_the_order_seen_for_cluster_json(tmp_path, monkeypatch):
+    """A migration's group is classic, then consumer, then classic again; a group of another run is not the run's."""
+    monkeypatch.setattr("chaos.workloads.run.ClusterAdmin", _Admin)
+    run = Run(ConnectionSettings(bootstrap="127.0.0.1:1"), tmp_path / "run", "r3", 7, "t", kafka_version="4.4.0")
+    listings = iter([[{"group_id": "r3.eos", "group_type": "classic"}, {"group_id": "r9.eos", "group_type": "classic"}],
+                     [{"group_id": "r3.eos", "group_type": "classic"}],
+                     [{"group_id": "r3.eos", "group_type": "consumer"}],
+                     [{"group_id": "r3.eos", "group_type": "classic"}, {"group_id": "r3.old"}]])   # before 4.0: no type
+
+    class Listing:
+        client = SimpleNamespace(list_groups=lambda: next(listings))
+
+        def group_offsets(self, groups, topics):
+            return {}
+    for _ in range(4):
+        run._group_offsets(Listing())
+    assert run._cluster_info()["group_protocols"] == {"r3.eos": ["classic", "consumer", "classic"], "r3.old": []}
 
 
 def test_the_method_waits_for_a_plans_ready_processes_and_refuses_to_start_without_them(tmp_path, monkeypatch):
