@@ -67,6 +67,7 @@ class CampaignOptions:
     minutes: float | None = None           # start no cell after this many minutes (the rest stay pending)
     transaction_versions: tuple[int, ...] = (2,)   # the experiments' cells at each level (2: ids without a suffix)
     group_protocols: tuple[str, ...] = ("classic",)   # the groups' protocols (GROUP_PROTOCOLS; classic: ids without a suffix)
+    experiment_tries: int = 1              # runs of each experiment cell, each its own seed (seed, seed + 1, ...)
 
     def resolved(self) -> "CampaignOptions":
         """The selection with its defaults filled in, each name checked: a CampaignError names what is unknown."""
@@ -75,8 +76,8 @@ class CampaignOptions:
             if strange:
                 raise CampaignError(f"unknown {what}: {', '.join(strange)} (known: {', '.join(known)})")
             return tuple(given) or tuple(known)
-        if self.tries < 1:
-            raise CampaignError(f"tries must be >= 1, got {self.tries}")
+        if self.tries < 1 or self.experiment_tries < 1:
+            raise CampaignError(f"tries must be >= 1, got {min(self.tries, self.experiment_tries)}")
         strange_protocols = [p for p in self.group_protocols if p not in GROUP_PROTOCOLS]
         if strange_protocols or not self.group_protocols:
             raise CampaignError(f"group protocols are {', '.join(GROUP_PROTOCOLS)}, got "
@@ -92,7 +93,7 @@ class CampaignOptions:
                                chosen(self.bugs, list(bug_files()), "bugs"),
                                chosen(self.tests, campaign_test_modules(), "test modules"), self.tries, self.seed,
                                self.again, self.regrade, self.minutes, tuple(dict.fromkeys(self.transaction_versions)),
-                               tuple(dict.fromkeys(self.group_protocols)))
+                               tuple(dict.fromkeys(self.group_protocols)), self.experiment_tries)
 
 
 TEST_FOLDERS = ("integration", "corpus")    # tests/<folder>: where tests that left the gate live
@@ -134,16 +135,27 @@ def cell_suffix(cell: dict) -> str:
     return level_suffix(level_of(cell), protocol_of(cell))
 
 
+def try_of(cell: dict) -> int:
+    """An experiment cell's try (1 unless the campaign ran each cell several times: `#K` ends the ids of the others)."""
+    return int(cell.get("try", 1))
+
+
+def try_suffix(k: int) -> str:
+    return "" if k == 1 else f"#{k}"
+
+
 def plan(options: CampaignOptions) -> list[dict]:
     """The selected cells in the order they run: {id, part, ...what names it}; an experiment a client has no
     workload of is planned as not applicable, with why."""
     cells: list[dict] = []
     if "experiments" in options.parts:
         from report.demo import not_applicable
-        for client, protocol, level, name in itertools.product(options.clients, options.group_protocols,
-                                                               options.transaction_versions, options.experiments):
-            cell = {"id": f"experiment/{name}/{client}{level_suffix(level, protocol)}", "part": "experiments",
-                    "experiment": name, "client": client, "transaction_version": level, "group_protocol": protocol}
+        for k, client, protocol, level, name in itertools.product(
+                range(1, options.experiment_tries + 1), options.clients, options.group_protocols,
+                options.transaction_versions, options.experiments):
+            cell = {"id": f"experiment/{name}/{client}{level_suffix(level, protocol)}{try_suffix(k)}",
+                    "part": "experiments", "experiment": name, "client": client, "transaction_version": level,
+                    "group_protocol": protocol, **({"try": k} if k > 1 else {})}
             try:
                 load_spec(name, short=True, client=None if client == REFERENCE else client,
                           group_protocol=None if protocol == "classic" else protocol)
@@ -341,19 +353,19 @@ def run_experiments(campaign: Campaign, cells: list[dict]) -> None:
     settings = {c["experiment"]: own_broker_settings(c["experiment"]) for c in cells}
 
     def key(cell: dict) -> tuple:
-        return cell["client"], settings[cell["experiment"]], level_of(cell), protocol_of(cell)
+        return try_of(cell), cell["client"], settings[cell["experiment"]], level_of(cell), protocol_of(cell)
     keys = dict.fromkeys(key(c) for c in cells)
     groups = [[c for c in cells if key(c) == k] for k in keys]
     for mine in (group[i:i + SUITE_CELLS] for group in groups for i in range(0, len(group), SUITE_CELLS)):
         if not campaign.in_time():
             return
         client, level, protocol, started = mine[0]["client"], level_of(mine[0]), protocol_of(mine[0]), time.time()
-        campaign.step(f"{client}{cell_suffix(mine[0])}: {', '.join(c['experiment'] for c in mine)} (one suite, "
-                      "verified)")
+        campaign.step(f"{client}{cell_suffix(mine[0])}{try_suffix(try_of(mine[0]))}: "
+                      f"{', '.join(c['experiment'] for c in mine)} (one suite, verified)")
         options = DemoOptions(experiments=tuple(c["experiment"] for c in mine), clients=(client,),
                               full=tuple(c["experiment"] for c in mine if c["experiment"] in FULL_MODE),
                               transaction_versions=(level,), group_protocol=protocol, runs_dir=campaign.dir / "suites",
-                              seed=campaign.options.seed,
+                              seed=campaign.options.seed + try_of(mine[0]) - 1,
                               base_port=CAMPAIGN_BASE_PORT, drill_base_port=CAMPAIGN_DRILL_BASE_PORT,
                               own_base_port=CAMPAIGN_OWN_BASE_PORT,
                               spark_base_port=CAMPAIGN_SPARK_BASE_PORT, state_root=txnlab_home() / "campaign")
@@ -531,7 +543,8 @@ COLOURS = {"valid": "#2da44e", "named": "#bf8700", "n/a": "#d0d7de", "unknown": 
 
 
 def grid(state: dict) -> tuple[list[str], list[str], dict[tuple[str, str], dict]]:
-    """(experiments, clients, {(experiment, client): cell}) of the experiment cells."""
+    """(experiments, clients, {(experiment, client): cell}) of the experiment cells, the tries of one merged
+    (merged_tries)."""
     cells = [c for c in state["cells"].values() if c["part"] == "experiments"]
 
     def row(cell: dict) -> str:          # an experiment; at transaction.version 1, on KIP-848, a row of its own
@@ -539,12 +552,30 @@ def grid(state: dict) -> tuple[list[str], list[str], dict[tuple[str, str], dict]
     experiments = sorted({row(c) for c in cells})
     order = list(clients())
     used = sorted({c["client"] for c in cells}, key=lambda c: order.index(c) if c in order else len(order))
-    return experiments, used, {(row(c), c["client"]): c for c in cells}
+    tries: dict[tuple[str, str], list[dict]] = {}
+    for c in sorted(cells, key=try_of):
+        tries.setdefault((row(c), c["client"]), []).append(c)
+    return experiments, used, {key: merged_tries(mine) for key, mine in tries.items()}
+
+
+def merged_tries(tries: list[dict]) -> dict:
+    """One grid cell of a cell's tries: the worst grade of them (GRADES' order), every cause, each try's grade
+    (`tries`, when there are several) and detail."""
+    if len(tries) == 1:
+        return tries[0]
+    grades = [t.get("grade", "pending") for t in tries]
+    return {"grade": max(grades, key=GRADES.index), "tries": grades,
+            "causes": sorted({c for t in tries for c in t.get("causes", [])}),
+            "detail": " | ".join(f"try {try_of(t)}: {t.get('detail', '')}" for t in tries if t.get("detail"))}
 
 
 def cell_text(cell: dict | None) -> str:
     if cell is None:
         return "pending"
+    if cell.get("tries"):                # several tries: how many of each grade, worst first
+        counts = {g: cell["tries"].count(g) for g in reversed(GRADES) if g in cell["tries"]}
+        causes = f": {', '.join(cell['causes'])}" if cell.get("causes") else ""
+        return ", ".join(f"{g} {n}/{len(cell['tries'])}" for g, n in counts.items()) + causes
     if cell.get("grade") == "named":
         return f"named: {', '.join(cell.get('causes', []))}"
     if cell.get("grade") == "valid" and cell.get("causes"):

@@ -337,3 +337,30 @@ def test_experiments_on_the_consumer_group_protocol_are_cells_of_their_own_and_n
     applicable = {cell["id"]: "not_applicable" not in cell for cell in streams}
     assert applicable == {"experiment/coordinator-kill/confluent@streams": False,
                           "experiment/streams-zombie/confluent@streams": True}
+
+
+def test_experiment_tries_are_cells_of_their_own_seeds_and_the_grid_counts_them_by_grade(tmp_path, monkeypatch):
+    options = c.CampaignOptions(tmp_path, parts=("experiments",), clients=("java",),
+                                experiments=("coordinator-kill",), experiment_tries=3, seed=5).resolved()
+    assert [cell["id"] for cell in c.plan(options)] == [
+        "experiment/coordinator-kill/java", "experiment/coordinator-kill/java#2", "experiment/coordinator-kill/java#3"]
+    asked = []
+    verdicts = iter([True, False, True])
+
+    class Demo:                          # each try a suite of its own, at its own seed
+        def __init__(self, demo_options, progress):
+            asked.append(demo_options.seed)
+
+        def run(self):
+            return {"runs": [{**run_entry(next(verdicts)), "experiment": "coordinator-kill"}], "errors": [],
+                    "directory": str(tmp_path)}
+    monkeypatch.setattr("report.demo.Demo", Demo)
+    state = c.Campaign(options, progress=lambda m: None).run()
+    assert asked == [5, 6, 7]
+    _, _, grid = c.grid(state)
+    cell = grid[("coordinator-kill", "java")]
+    assert cell["grade"] == "invalid" and cell["tries"] == ["valid", "invalid", "valid"]   # the worst, each counted
+    assert c.cell_text(cell) == "invalid 1/3, valid 2/3"
+    assert "| coordinator-kill | invalid 1/3, valid 2/3 |" in c.markdown(state)
+    with pytest.raises(c.CampaignError, match="tries must be >= 1, got 0"):
+        c.CampaignOptions(tmp_path, experiment_tries=0).resolved()

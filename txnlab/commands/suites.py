@@ -57,7 +57,7 @@ def cmd_campaign(args: argparse.Namespace) -> int:
     options = c.CampaignOptions(args.dir, tuple(args.parts), tuple(args.clients), tuple(args.experiments),
                                 tuple(args.versions), tuple(args.bugs), tuple(args.tests), args.tries, args.seed,
                                 args.again, args.regrade, args.minutes, tuple(args.transaction_versions),
-                                tuple(args.group_protocols))
+                                tuple(args.group_protocols), args.experiment_tries)
     try:
         resolved = options.resolved()
         state = c.load_state(resolved.directory) if (args.list or args.markdown) else None
@@ -228,6 +228,9 @@ def add_commands(sub) -> None:
     camp.add_argument("--tests", type=_names, default=[], metavar="MODULE[,MODULE]",
                       help="test modules of the tests that left the gate (default: every one, e.g. test_flink)")
     camp.add_argument("--tries", type=int, default=3, help="tries per side of each bug (default 3)")
+    camp.add_argument("--experiment-tries", type=int, default=1, metavar="N",
+                      help="runs of each experiment cell, each with its own seed (--seed, +1, ...): the cells of try "
+                           "K >= 2 end in #K, the grid counts each cell's tries by grade (default 1)")
     camp.add_argument("--seed", type=int, default=1)
     camp.add_argument("--again", action="store_true", help="run the selected cells again, even those done")
     camp.add_argument("--minutes", type=float, default=None, help="start no cell after this many minutes (the "
