@@ -15,7 +15,7 @@ from typing import Iterable, Iterator
 
 from prometheus_client.core import Metric
 
-from exporter.exposition import Family, Part, PartCache
+from exporter.exposition import Family, Part, PartCache, SeriesCounts, series_counts
 from exporter.group_commits import GroupCommits
 from exporter.hanging_verdicts import EVIDENCE_REASONS, Evidence, OpenTransaction, Verdict
 from exporter.kafka_access import (ConfigsResult, FeaturesResult, GroupOffsetsResult, Partition, ProducersResult,
@@ -68,11 +68,15 @@ class TxnCollector:
         return []                            # unchecked collector: collect() must not run at register time
 
     def collect(self) -> Iterator[Metric]:
+        counts: SeriesCounts = {}
         for part in self.parts():
-            yield from (family.to_metric() for family in part.build())
+            families = list(part.build())
+            counts.update(series_counts(families))
+            yield from (family.to_metric() for family in families)
+        yield from (family.to_metric() for family in series_families(counts))
 
     def exposition(self) -> bytes:
-        return self._rendered.render(self.parts())
+        return self._rendered.render(self.parts(), series_families)
 
     def parts(self) -> list[Part]:
         """The families in order, grouped by what they are built from: the results of the offsets
@@ -97,6 +101,16 @@ class TxnCollector:
             Part("features", (bg.features, bg.readable_lag),
                  lambda: feature_and_readable_lag_families(bg, per_partition)),
         ]
+
+
+def series_families(counts: SeriesCounts) -> Iterator[Family]:
+    """How many series each family of this scrape has: what grows with the cluster (and what must shrink again
+    when topics, producers, transactions or groups are gone), visible without counting /metrics by hand."""
+    series = _gauge("exporter_series", "Series of each family in this scrape (this family's own not counted)",
+                    ["family"])
+    for name, n in sorted(counts.items()):
+        series.add_metric([name], float(n))
+    yield series
 
 
 # ---- health ----------------------------------------------------------------------------------------

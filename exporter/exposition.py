@@ -86,24 +86,40 @@ class Part(NamedTuple):
     build: Callable[[], Iterable[Family]]
 
 
+SeriesCounts = dict[str, int]          # family name -> its series in one scrape
+
+
 class PartCache:
-    """The rendered bytes of each part, rendered again only when an object of its key was replaced. One
-    render at a time: a concurrent scrape waits, then finds the parts rendered."""
+    """The rendered bytes of each part (and its families' series counts), rendered again only when an object of
+    its key was replaced. One render at a time: a concurrent scrape waits, then finds the parts rendered."""
 
     def __init__(self) -> None:
-        self._rendered: dict[str, tuple[tuple, bytes]] = {}
+        self._rendered: dict[str, tuple[tuple, bytes, SeriesCounts]] = {}
         self._lock = threading.Lock()
 
-    def render(self, parts: Iterable[Part]) -> bytes:
+    def render(self, parts: Iterable[Part], tail: Callable[[SeriesCounts], Iterable[Family]] | None = None) -> bytes:
+        """The parts' bytes, then `tail`'s families, built from the series counts of every family before them."""
         with self._lock:
-            return b"".join(self._bytes(part) for part in parts)
+            counts: SeriesCounts = {}
+            out = []
+            for part in parts:
+                text, mine = self._bytes(part)
+                out.append(text)
+                counts.update(mine)
+            if tail is not None:
+                out.append(render(tail(counts)))
+            return b"".join(out)
 
-    def _bytes(self, part: Part) -> bytes:
-        if part.key is None:
-            return render(part.build())
-        cached = self._rendered.get(part.name)
-        if cached and len(cached[0]) == len(part.key) and all(a is b for a, b in zip(cached[0], part.key)):
-            return cached[1]
-        text = render(part.build())
-        self._rendered[part.name] = (part.key, text)
-        return text
+    def _bytes(self, part: Part) -> tuple[bytes, SeriesCounts]:
+        cached = self._rendered.get(part.name) if part.key is not None else None
+        if cached and len(cached[0]) == len(part.key or ()) and all(a is b for a, b in zip(cached[0], part.key or ())):
+            return cached[1], cached[2]
+        families = list(part.build())
+        text, counts = render(families), series_counts(families)
+        if part.key is not None:
+            self._rendered[part.name] = (part.key, text, counts)
+        return text, counts
+
+
+def series_counts(families: Iterable[Family]) -> SeriesCounts:
+    return {f.name + SAMPLE_SUFFIX[f.type]: len(f.rows) for f in families}

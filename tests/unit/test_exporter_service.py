@@ -291,3 +291,62 @@ def test_group_commits_rest_on_this_collections_readable_lag_only():
     access.lag_ok = True
     for now[0], verdict in ((1080.0, None), (1131.0, True)):      # a stall of complete evidence after it
         assert svc.collect_background().group_commits["g"].failing is verdict
+
+
+class ChurningAccess(GroupsAccess):
+    """A topic `gone` with a producer, an open transaction and a group reading it, until `gone` is set: then the
+    cluster answers as after the topic's deletion, the producer's expiry, the transaction's end and the group's."""
+    GONE = ("gone", 0)
+
+    def __init__(self):
+        super().__init__()
+        self.gone = False
+
+    def offsets(self, timeout_s=None) -> OffsetsResult:
+        result = super().offsets(timeout_s)
+        if not self.gone:
+            result.last_stable[self.GONE], result.high_watermark[self.GONE], result.leaders[self.GONE] = 3, 8, 1
+        return result
+
+    def producers(self, partitions=None):
+        result = super().producers(partitions)
+        if not self.gone:
+            result.producers[self.GONE] = [ProducerEntry(99, 0, 0, 0, 1, 3)]
+            result.leaders[self.GONE] = 1
+        return result
+
+    def transactions(self):
+        result = super().transactions()
+        if not self.gone:
+            result.listings.append(TransactionListing("gone-writer", 99, "Ongoing", 1))
+        return result
+
+    def group_offsets(self, _filter):
+        result = super().group_offsets(_filter)
+        if not self.gone:
+            result.committed["old-readers"] = {self.GONE: 2}
+            result.states["old-readers"], result.types["old-readers"] = "Stable", "consumer"
+        return result
+
+
+def test_the_series_of_a_deleted_topic_an_expired_producer_and_a_gone_group_leave_the_next_collection():
+    """Nothing the exporter keeps between collections (the LSO advance, the hanging and group-commit trackers, the
+    cached parts) holds a series of what the cluster no longer has; kafkatxn_exporter_series says how many went."""
+    from exporter.collectors import TxnCollector
+    access = ChurningAccess()
+    svc = service(access)
+
+    def metrics() -> str:
+        svc.collect_background()
+        return TxnCollector(svc, "test").exposition().decode()
+    before = metrics()
+    producer = 'kafkatxn_partition_active_producers{partition="0",topic="gone"} 1.0'
+    assert producer in before and 'kafkatxn_consumergroup_active{group="old-readers"} 1.0' in before
+    assert 'kafkatxn_exporter_series{family="kafkatxn_partition_lso_lag"} 2.0' in before
+    assert 'kafkatxn_transactions{coordinator="1",state="Ongoing"} 2.0' in before
+    access.gone = True
+    after = metrics()
+    assert '"gone"' not in after and "old-readers" not in after
+    for family, n in (("partition_lso_lag", 1), ("partition_active_producers", 1), ("consumergroup_active", 0)):
+        assert f'kafkatxn_exporter_series{{family="kafkatxn_{family}"}} {n}.0' in after
+    assert 'kafkatxn_transactions{coordinator="1",state="Ongoing"} 1.0' in after       # the ended one not counted
