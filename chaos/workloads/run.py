@@ -388,5 +388,5 @@ def seen_types(seen: list[str], group_type: str | None) -> None:
 def _base_env() -> dict[str, str]:
     keep = ("PATH", "HOME", "LANG", "LC_ALL", "PYTHONPATH", "JAVA_HOME", "TXNLAB_HOME", "VIRTUAL_ENV", "TMPDIR",
             "LD_LIBRARY_PATH", KAFKA_VERSION_VARIABLE,   # LD_LIBRARY_PATH: a client library built by hand (docs/bugs.md)
-            "TXNLAB_CLIENT_LOG")                         # the franz-go and KafkaJS workloads' log level (docs/clients.md)
+            "TXNLAB_CLIENT_LOG")                         # every client's own log level (docs/clients.md)
     return {k: v for k, v in os.environ.items() if k in keep}

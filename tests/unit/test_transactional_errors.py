@@ -116,3 +116,15 @@ def test_a_deliberate_abort_that_succeeds_on_retry_is_a_plain_fail():
     c = client(AbortingProducer(error(KafkaError._TIMED_OUT, retriable=True)))
     outcome, extra = c.transact({"writes": [], "attempt": "a"}, abort=True)
     assert (outcome, extra) == ("fail", {"error": "deliberate abort"}) and not c.ctx.stop.is_set()
+
+
+def test_librdkafka_logs_errors_only_unless_told_and_its_debug_contexts_only_at_debug(monkeypatch):
+    from chaos.workloads.confluent import CLIENT_LOG_VARIABLE, librdkafka_log
+    monkeypatch.delenv(CLIENT_LOG_VARIABLE, raising=False)
+    assert librdkafka_log("eos,msg") == {"log_level": 3}
+    monkeypatch.setenv(CLIENT_LOG_VARIABLE, "info")
+    assert librdkafka_log("eos,msg") == {"log_level": 6}
+    monkeypatch.setenv(CLIENT_LOG_VARIABLE, "DEBUG")
+    assert librdkafka_log("eos,msg") == {"log_level": 7, "debug": "eos,msg"}
+    monkeypatch.setenv(CLIENT_LOG_VARIABLE, "chatty")              # unknown: the default, never librdkafka's own
+    assert librdkafka_log("eos,msg") == {"log_level": 3}

@@ -25,6 +25,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPar
 
 from chaos.record.ids import attempt_id, record_id
 from chaos.workloads import NO_CONSUMER_PROTOCOL
+from chaos.workloads.confluent import librdkafka_log
 from chaos.workloads.base import WorkloadContext, error_text
 from chaos.workloads.confluent.observer import SEEK, record_id_of
 from chaos.workloads.topics import LIST_TIMEOUT_S, partition_counts
@@ -75,7 +76,8 @@ class Processor(TransactionalClient):
         with self.call("Consumer"):
             self.consumer = Consumer(ctx.conn.confluent(**{
                 "group.id": self.group, "isolation.level": "read_committed", "enable.auto.commit": False,
-                "auto.offset.reset": "earliest", "log_level": 3, **consumer_protocol_config(args.group_protocol),
+                "auto.offset.reset": "earliest", **librdkafka_log("cgrp,fetch,protocol"),
+                **consumer_protocol_config(args.group_protocol),
                 "socket.timeout.ms": int(args.request_timeout_s * 1000)}))
             self.subscribe()
 

@@ -22,6 +22,7 @@ from typing import Callable
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from chaos.record.ids import encode_value, headers
+from chaos.workloads.confluent import librdkafka_log
 from chaos.workloads.base import WorkloadContext, confluent_client, delivery_to, error_text
 from chaos.workloads.native import REFERENCE
 from cluster.access.errors import TxnlabError
@@ -80,7 +81,8 @@ class TransactionalClient:
         try:
             with self.call("Producer"):
                 producer = Producer(self.ctx.conn.confluent(**{
-                    "transactional.id": self.txn_id, "enable.idempotence": True, "log_level": 3,
+                    "transactional.id": self.txn_id, "enable.idempotence": True,
+                    **librdkafka_log("eos,msg,protocol,broker"),
                     **self.producer_config, "transaction.timeout.ms": self.args.transaction_timeout_ms,
                     "socket.timeout.ms": int(self.args.request_timeout_s * 1000)}))
             with self.call("init_transactions", self.args.request_timeout_s * 3):
