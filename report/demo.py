@@ -96,13 +96,14 @@ class DemoOptions:
 
 def not_applicable(name: str, client: str, protocol: str, exc: SpecError) -> str:
     """Why an experiment does not run on a client (or on a group protocol), from the spec's refusal."""
-    if protocol != "classic" and not any(p == "workloads" for p, _ in exc.problems):
-        return "; ".join(m for _, m in exc.problems)          # e.g. KafkaJS has no KIP-848
-    if protocol != "classic" and any("whose group could run" in m for _, m in exc.problems):
+    workloads = [m for p, m in exc.problems if p == "workloads"]
+    if protocol != "classic" and any("whose group could run" in m for m in workloads):
         return f"{name} runs no {' or '.join(GROUP_PROTOCOL_WORKLOADS[protocol])}, whose group the {protocol} " \
                "protocol is about"
-    return (f"{name} runs no txn-producer or processor, the roles a client's workloads play: nothing of {client} "
-            "to test")
+    if any("to run on" in m for m in workloads):
+        return (f"{name} runs no txn-producer or processor, the roles a client's workloads play: nothing of {client} "
+                "to test")
+    return "; ".join(dict.fromkeys(m for _, m in exc.problems))     # e.g. KafkaJS has no KIP-848
 
 
 def own_broker_settings(experiment: str) -> tuple[tuple[str, str], ...]:

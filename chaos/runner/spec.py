@@ -532,7 +532,7 @@ def _migrated_problem(process: str, refs: _Refs) -> str | None:
         return f"{process} is a {refs.workload_of[process]} process: only a processor's group moves to the consumer protocol"
     client = option_value(refs.args_of[process], "--client")
     if client in NO_CONSUMER_PROTOCOL:
-        return f"{process} runs on {client}, which has no KIP-848 consumer protocol ({NO_CONSUMER_PROTOCOL[client]})"
+        return f"its client, {client}, has no KIP-848 consumer protocol to move to ({NO_CONSUMER_PROTOCOL[client]})"
     return None
 
 

@@ -364,3 +364,13 @@ def test_experiment_tries_are_cells_of_their_own_seeds_and_the_grid_counts_them_
     assert "| coordinator-kill | invalid 1/3, valid 2/3 |" in c.markdown(state)
     with pytest.raises(c.CampaignError, match="tries must be >= 1, got 0"):
         c.CampaignOptions(tmp_path, experiment_tries=0).resolved()
+
+
+def test_a_migration_cell_on_kafkajs_is_not_applicable_for_its_missing_kip_848_not_for_missing_roles(tmp_path):
+    options = c.CampaignOptions(tmp_path, parts=("experiments",), clients=("kafkajs", "java"),
+                                experiments=("group-protocol-migration",)).resolved()
+    cells = {cell["id"]: cell for cell in c.plan(options)}
+    assert cells["experiment/group-protocol-migration/kafkajs"]["not_applicable"] == (
+        "its client, kafkajs, has no KIP-848 consumer protocol to move to (KafkaJS 2.2.4, its last release, speaks "
+        "JoinGroup and SyncGroup only)")
+    assert "not_applicable" not in cells["experiment/group-protocol-migration/java"]
