@@ -479,3 +479,18 @@ def test_the_group_protocol_of_every_processor_is_chosen_per_run_and_refused_whe
     with pytest.raises(SpecError, match="group-protocol"):       # the reference's parser knows only the two
         parse_spec(minimal_spec(workloads=[{"workload": "processor", "instances": 1,
                                             "options": ["--group-protocol", "streams"]}]))
+
+
+def test_a_group_protocol_migration_names_processors_of_clients_with_kip_848():
+    migrate = {"kind": "migrate-group-protocol", "at_s": 10, "duration_s": 20,
+               "params": {"processes": ["eos-0", "txp-0", "eos-9"]}}
+    said = problems_of(minimal_spec(workloads=[{"workload": "txn-producer", "instances": 1},
+                                               {"workload": "processor", "instances": 1}],
+                                    schedule={"faults": [migrate]}))
+    assert "params.processes.0" not in said                                         # a processor: it moves
+    assert "params.processes.1: txp-0 is a txn-producer process: only a processor's group moves" in said
+    assert "params.processes.2: unknown process 'eos-9' (did you mean eos-0?)" in said
+    with pytest.raises(SpecError, match=r"processes.0: its client, kafkajs, has no KIP-848"):
+        load_spec("group-protocol-migration", client="kafkajs")
+    assert [f.kind for f in load_spec("group-protocol-migration", client="franz-go").schedule.faults] == [
+        "migrate-group-protocol"]
