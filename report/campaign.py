@@ -340,7 +340,9 @@ FULL_MODE = {"flink-abandoned-job": "its job is back ~80 s into the run, after t
                                     "a short run cannot hold the sink's 30 s timeout, the abort and the job's "
                                     "return): the full run's 240 s see the job commit again",
              "epoch-exhaustion-timeout": "the climb to the edge of epoch exhaustion (32765) alone takes ~90 s: the "
-                                         "short mode climbs to 3000 (the mechanism, not the edge)"}
+                                         "short mode climbs to 3000 (the mechanism, not the edge)",
+             "epoch-rotation-coordinator-killed": "the producer id rotates only at the edge (32766), ~90 s of climb: "
+                                                  "the short mode climbs to 1000 (the mechanism, no rotation)"}
 
 
 def run_experiments(campaign: Campaign, cells: list[dict]) -> None:

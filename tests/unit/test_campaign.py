@@ -214,7 +214,7 @@ def test_an_experiment_whose_cell_needs_its_full_mode_runs_it_and_the_others_run
                                 experiments=("flink-abandoned-job", "flink-taskmanager-kill"))
     state = c.Campaign(options, progress=lambda m: None).run()
     assert [o.full for o in seen] == [("flink-abandoned-job",)]
-    assert set(c.FULL_MODE) == {"flink-abandoned-job", "epoch-exhaustion-timeout"}
+    assert set(c.FULL_MODE) == {"flink-abandoned-job", "epoch-exhaustion-timeout", "epoch-rotation-coordinator-killed"}
     assert all(cell["grade"] == "error" for cell in state["cells"].values())     # nothing ran: error, run again
     full, short = load_spec("flink-abandoned-job", short=False), load_spec("flink-abandoned-job", short=True)
     assert full.duration_s > short.duration_s + 60          # the job's return (~80 s in) inside the run
