@@ -286,6 +286,23 @@ def test_kafkajs_s_stale_member_signatures_hold_for_their_recorded_runs_and_not_
     assert "does not reach back" in not_kafkajs_findings(start.offline, beyond)
 
 
+def test_a_recorded_migration_converted_its_group_both_ways_and_its_page_names_the_protocols(replayed):
+    """KIP-848's online migration on Kafka's Java clients (issue 48): the fault's own results say the coordinator
+    converted the group to a consumer group and back, the run noted classic, consumer, classic, and the run's report
+    entry (the page's line) names them; its verdict, valid, is the generic tests'."""
+    run = replayed[0]["java-group-protocol-migration"]
+    ops = read_history(run.run_dir).ops
+    done = {op["f"]: op["value"] for op in ops if op["process"].startswith("nemesis-") and op["type"] == "ok"
+            and op["value"].get("kind") == "migrate-group-protocol"}
+    assert (done["fault"]["to"], done["fault"]["group_type"], done["fault"]["converted"]) == ("consumer", "consumer", True)
+    assert (done["heal"]["back"], done["heal"]["group_type"], done["heal"]["converted"]) == (True, "classic", True)
+    assert [s["process"] for s in done["fault"]["steps"]] == ["eos-0", "eos-1"]
+    group = done["fault"]["group"]
+    entry = build.run_report(run.run_dir, "group-protocol-migration", None, None)
+    assert entry["group_protocols"] == {group: ["classic", "consumer", "classic"]}
+    assert entry["recovery"]["recovered"] is True
+
+
 def test_franz_go_s_commit_waits_hold_for_their_recorded_tries_and_not_for_variations_of_them(replayed):
     """franz-go-tv2-wait is a behaviour (chaos/record/shapes.py commit-waits): every recorded affected try's history
     holds a commit that waited COMMIT_WAIT_S or more with no fault active, no fixed try's does; the same histories
