@@ -48,8 +48,10 @@ import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 import psutil
 import requests
@@ -1085,6 +1087,18 @@ def exit_on_signals() -> None:
         signal.signal(sig, handler)
 
 
+@contextmanager
+def noting_end(result: dict) -> Iterator[None]:
+    """A benchmark's run: its error (if any) into `result`, raised again; the machine's state at the end either way."""
+    try:
+        yield
+    except BaseException as exc:
+        result["error"] = f"{type(exc).__name__}: {exc}"
+        raise
+    finally:
+        result["machine_end"] = machine()
+
+
 def main() -> None:
     args = parse_args()
     exit_on_signals()
@@ -1097,12 +1111,9 @@ def main() -> None:
               "setup": setup_facts(args, run_dir)}
     path = REPO_ROOT / "runs" / f"exporter-scrape-{stamp}.json"
     try:
-        run(args, run_dir, result)
-    except BaseException as exc:
-        result["error"] = f"{type(exc).__name__}: {exc}"
-        raise
+        with noting_end(result):
+            run(args, run_dir, result)
     finally:
-        result["machine_end"] = machine()
         result["elapsed_seconds"] = round(time.monotonic() - STARTED, 1)
         write_results(result, path, args.out)
         say(f"results in {path}")
