@@ -45,7 +45,7 @@ from chaos.nemesis.fault_kinds import TARGET_FORMS, TARGET_RE, Params, parse_par
 from chaos.nemesis.epoch_climb import climb_epoch
 from chaos.nemesis.inject_hanging import InjectedHanging, inject_hanging, transaction_timeout_ms
 from chaos.workloads import TRANSACTIONAL_WORKLOADS
-from chaos.workloads.plans import option_value, without_option
+from chaos.workloads.plans import group_of, option_value, without_option
 from chaos.nemesis.request_hold import API_KEYS, HoldPolicy, RequestHold
 from chaos.workloads.plans import WorkloadSpec
 from chaos.workloads.run import Run
@@ -754,9 +754,6 @@ class ClimbEpoch(Fault):
 
 
 # ---- group protocols -----------------------------------------------------------------------------------
-PROCESSOR_GROUP = "{tag}.eos"        # the processors' group unless --group (chaos/workloads/confluent/processor.py)
-
-
 class MigrateGroupProtocol(Fault):
     """fault_kinds.MigrateGroupProtocolParams: KIP-848's online migration, as an operator does it (a rolling restart
     onto the other group.protocol), while the processors' transactions carry the group's offsets. The result names
@@ -829,8 +826,8 @@ def group_protocol_of(spec: dict) -> str:
 
 def groups_of(run: Run, processes: list[str], tag: str) -> str:
     """The one group the processes share; FaultError when they are in several."""
-    groups = {option_value(tuple(spec_of(run, p)["args"]), "--group") or with_tag(PROCESSOR_GROUP, tag)
-              for p in processes}
+    specs = [run.last_spec(p) for p in processes]       # each started: group_protocol_of read it at the start
+    groups = {with_tag(group_of(spec) or "", tag) for spec in specs if spec is not None}
     if len(groups) != 1:
         raise FaultError(f"{', '.join(processes)} are in {len(groups)} groups ({', '.join(sorted(groups))}): a "
                          "migration moves one group")

@@ -65,7 +65,7 @@ from pydantic_core import PydanticCustomError
 
 from chaos.nemesis.fault_kinds import FAULT_KINDS, MigrateGroupProtocolParams, Params, ZombieProducerParams, parse_params
 from chaos.workloads.plans import WorkloadSpec
-from chaos.workloads.plans import option_value, plan
+from chaos.workloads.plans import group_of, option_value, plan
 from chaos.workloads import GROUP_PROTOCOL_WORKLOADS, NO_CONSUMER_PROTOCOL, TRANSACTIONAL_WORKLOADS, WORKLOADS
 from chaos.workloads.base import add_common_arguments
 from chaos.workloads.native import REFERENCE, check_client, split_client
@@ -458,7 +458,7 @@ class _Refs:
         # Flink's KafkaSink names them "<prefix>-<subtask>-<n>" (chaos/workloads/flink.py: the prefix is the group)
         self.txn_prefixes |= {f"{option_value(p.args, '--txn-prefix') or option_value(p.args, '--group') or '{tag}.flink'}-"
                               for p in spec.processes() if p.workload == "flink"}
-        self.groups = {_group(p) for p in spec.processes()} - {None}
+        self.groups = {group_of(p) for p in spec.processes()} - {None}
         self.nodes = spec.cluster.local.nodes if spec.cluster.local else None
 
     def topic(self, topic: str, partition: int | None = None) -> str | None:
@@ -474,18 +474,6 @@ class _Refs:
 def _txn_id(process: WorkloadSpec) -> str:
     args = list(process.args)
     return args[args.index("--txn-id") + 1] if "--txn-id" in args else f"{{tag}}.{process.process}"
-
-
-# the consumer group of each workload that has one: its option, else its default (the workload's module says)
-GROUP_OPTIONS = {"processor": ("--group", "{tag}.eos"), "java-copier": ("--group", "{tag}.{process}"),
-                 "streams": ("--application-id", "{tag}.streams"), "flink": ("--group", "{tag}.flink")}
-
-
-def _group(process: WorkloadSpec) -> str | None:
-    if process.workload not in GROUP_OPTIONS:
-        return None
-    option, default = GROUP_OPTIONS[process.workload]
-    return option_value(process.args, option) or default.replace("{process}", process.process)
 
 
 def _target_problem(target: str, refs: _Refs) -> str | None:

@@ -23,5 +23,7 @@ TRANSACTIONAL_WORKLOADS = ("txn-producer", "processor")
 # (JoinGroup/SyncGroup), consumer (KIP-848: a processor's consumer group), streams (KIP-1071: Kafka Streams' group).
 GROUP_PROTOCOL_WORKLOADS = {"classic": ("processor", "streams"), "consumer": ("processor",), "streams": ("streams",)}
 GROUP_PROTOCOLS = tuple(GROUP_PROTOCOL_WORKLOADS)
+# Every client's own log level for the workloads (docs/clients.md): error by default; info or debug raise it.
+CLIENT_LOG_VARIABLE = "TXNLAB_CLIENT_LOG"
 # The clients whose processors cannot take the consumer protocol, and why.
 NO_CONSUMER_PROTOCOL = {"kafkajs": "KafkaJS 2.2.4, its last release, speaks JoinGroup and SyncGroup only"}

@@ -137,6 +137,19 @@ def option_value(args: tuple[str, ...] | list[str], name: str) -> str | None:
     return values[-1] if values else None
 
 
+# the consumer group of each workload that has one: its option, else its default (the workload's module says)
+GROUP_OPTIONS = {"processor": ("--group", "{tag}.eos"), "java-copier": ("--group", "{tag}.{process}"),
+                 "streams": ("--application-id", "{tag}.streams"), "flink": ("--group", "{tag}.flink")}
+
+
+def group_of(process: WorkloadSpec) -> str | None:
+    """The consumer group of a workload process ("{tag}" not substituted), None for a workload without one."""
+    if process.workload not in GROUP_OPTIONS:
+        return None
+    option, default = GROUP_OPTIONS[process.workload]
+    return option_value(process.args, option) or default.replace("{process}", process.process)
+
+
 def without_option(args: tuple[str, ...] | list[str], name: str) -> tuple[str, ...]:
     out, skip = [], False
     for i, arg in enumerate(args):

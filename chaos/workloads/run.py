@@ -37,6 +37,7 @@ from typing import Callable
 
 from chaos.record.history import HistoryError, HistoryWriter
 from chaos.record.recovery import GROUP_ERROR_F, GROUP_F, GROUP_OBSERVER, RESTART_F
+from chaos.workloads import CLIENT_LOG_VARIABLE
 from chaos.workloads.base import EXIT_STALL
 from chaos.workloads.plans import WorkloadSpec, without_option
 from cluster.access.admin import ClusterAdmin
@@ -388,5 +389,5 @@ def seen_types(seen: list[str], group_type: str | None) -> None:
 def _base_env() -> dict[str, str]:
     keep = ("PATH", "HOME", "LANG", "LC_ALL", "PYTHONPATH", "JAVA_HOME", "TXNLAB_HOME", "VIRTUAL_ENV", "TMPDIR",
             "LD_LIBRARY_PATH", KAFKA_VERSION_VARIABLE,   # LD_LIBRARY_PATH: a client library built by hand (docs/bugs.md)
-            "TXNLAB_CLIENT_LOG")                         # every client's own log level (docs/clients.md)
+            CLIENT_LOG_VARIABLE)
     return {k: v for k, v in os.environ.items() if k in keep}

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 
-CLIENT_LOG_VARIABLE = "TXNLAB_CLIENT_LOG"         # the workloads' client log level (docs/clients.md)
+from chaos.workloads import CLIENT_LOG_VARIABLE
+
 LIBRDKAFKA_LEVELS = {"error": 3, "warn": 4, "info": 6, "debug": 7}     # syslog levels, librdkafka's log_level
 
 
