@@ -7,7 +7,8 @@ hanging transaction can be injected) on ports 23000-23899 (--base-port), its own
 size of --sizes (default 2000,20000 partitions), smallest first, growing the same cluster:
   1. topics of --partitions partitions (replication --replication, default 1) are added until the bench
      topics hold that many partitions; --producer-ids idempotent producer ids are flooded over the
-     partitions this size added; --live-producers live producers (every 4th transactional, the others
+     partitions this size added (and, before the first size, --transactional-ids transactional ids are
+     initialised once, so the coordinators hold that many); --live-producers live producers (every 4th transactional, the others
      idempotent) write two records every 10 s in a child process, over all bench topics, with a few
      transactions left open so the LSO lags somewhere. The stack's own exporter is not run and (unless
      --keep-prometheus) its Prometheus is stopped: the two exporters under test are the only scrapers;
@@ -63,7 +64,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from chaos.nemesis.faults import abort_hanging
 from chaos.nemesis.inject_hanging import InjectedHanging, inject_hanging
-from chaos.nemesis.producer_flood import flood_producer_ids
+from chaos.nemesis.producer_flood import flood_producer_ids, init_transactional_ids
 from cluster.access.admin import ClusterAdmin
 from cluster.access.connection import ConnectionSettings
 from cluster.lab.java import java_command
@@ -104,6 +105,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--broker-heap", default="1g", help="-Xms/-Xmx of each Kafka node")
     p.add_argument("--producer-ids", type=int, default=100_000, help="idempotent ids flooded at each size, over "
                    "the partitions that size added")
+    p.add_argument("--transactional-ids", type=int, default=10_000, help="transactional ids initialised once "
+                   "(InitProducerId: each then held by its coordinator, state Empty) before the first size")
     p.add_argument("--live-producers", type=int, default=200, help="producers writing during the measurement")
     p.add_argument("--live-period", type=float, default=10.0, help="seconds between two writes of one live producer")
     p.add_argument("--transactional-every", type=int, default=4, help="every Nth live producer is transactional "
@@ -970,6 +973,10 @@ class Bench:
         self.topics += new
         setup = {"topics": len(self.topics), "topics_seconds": round(time.monotonic() - t0, 1),
                  "flood": flood(self.conn, new, args.partitions, args.producer_ids)}
+        if size == args.sizes[0] and args.transactional_ids:
+            setup["transactional_ids"] = init_transactional_ids(
+                self.conn, f"{TOPIC_PREFIX}-txn", args.transactional_ids,
+                progress=lambda done, count: say(f"transactional ids: {done}/{count} initialised"))
         t1 = time.monotonic()
         load = LiveLoad(LoadSpec(self.conn.bootstrap, list(self.topics), args.partitions, args.live_producers,
                                  args.live_period, args.open_transactions, args.transactional_every,
@@ -1026,9 +1033,11 @@ class Bench:
         last = {name: scrape(t, self.args.scrape_timeout, keep_text=True) for name, t in targets.items()}
         ours = last[OURS].samples
         ids = sum(v for (name, _), v in ours.items() if name == "kafkatxn_broker_active_producers")
+        txn_ids = sum(v for (name, _), v in ours.items() if name == "kafkatxn_transactions")
         return {"served_per_partition": {name: served_per_partition(s.text) for name, s in last.items()},
                 "groups_served": {name: groups_served(s.text) for name, s in last.items()},
                 "producer_ids_seen_by_ours": int(ids),
+                "transactional_ids_seen_by_ours": int(txn_ids),
                 "hanging_named_by_ours_at_the_end": sorted(hanging_ids(ours)),
                 "bytes": {name: len(s.text.encode()) for name, s in last.items()}}
 
@@ -1068,6 +1077,7 @@ def run(args: argparse.Namespace, run_dir: Path, result: dict) -> None:
 def setup_facts(args: argparse.Namespace, run_dir: Path) -> dict:
     return {"sizes": args.sizes, "partitions_per_topic": args.partitions, "replication": args.replication,
             "broker_heap": args.broker_heap, "producer_ids_per_size": args.producer_ids,
+            "transactional_ids": args.transactional_ids,
             "live_producers": args.live_producers, "live_period_s": args.live_period,
             "transactional_every": args.transactional_every, "open_transactions": args.open_transactions,
             "rounds": args.rounds, "interval_s": args.interval, "hanging_sizes": args.hanging_sizes,

@@ -98,18 +98,40 @@ def transaction_account(ops: list[dict], attempt: str) -> list[str]:
     return lines
 
 
-def log_lines(run_dir: Path, patterns: list[str], limit: int = 8) -> list[str]:
-    """The client's log lines that match the bug's patterns, when the run kept its logs."""
+def log_lines(run_dir: Path, patterns: list[str], limit: int = 8, within: tuple[str, list[str]] | None = None) -> list[str]:
+    """The client's log lines that match the bug's patterns, when the run kept its logs. `within` (a process and the
+    names a client gives the anomaly's partition): only that process's log, only lines naming the partition, from
+    the first that matches the first pattern on (what the client did there, in order)."""
     found: list[str] = []
     if not patterns or not (run_dir / "logs").is_dir():
         return found
-    rx = re.compile("|".join(patterns))
-    for log in sorted((run_dir / "logs").rglob("*.log")):
+    rx, first = re.compile("|".join(patterns)), re.compile(patterns[0])
+    logs = sorted((run_dir / "logs").rglob("*.log"))
+    if within is not None:
+        logs = [log for log in logs if log.stem == within[0]]
+    for log in logs:
+        started = within is None
         with log.open(errors="replace") as f:
-            found += [f"{log.name}: {line.rstrip()}" for line in f if rx.search(line)][:limit - len(found)]
-        if len(found) >= limit:
-            break
+            for line in f:
+                if within is not None and not any(name in line for name in within[1]):
+                    continue
+                started = started or bool(first.search(line))
+                if started and rx.search(line):
+                    found.append(f"{log.name}: {line.rstrip()}")
+                    if len(found) >= limit:
+                        return found
     return found
+
+
+def lost_partition(run_dir: Path) -> tuple[str, list[str]] | None:
+    """The first lost write's producer process and its partition as clients name it in their logs (librdkafka
+    `topic [p]`, Kafka's `topic-p`), from the run's verification; None without one."""
+    report = json.loads((run_dir / "verify" / "report.json").read_text())
+    for e in (report.get("checks", {}).get("lost_write") or {}).get("examples") or []:
+        parts = str(e.get("attempt") or e.get("id") or "").split(".")
+        if len(parts) >= 3 and e.get("topic") is not None:
+            return parts[1], [f"{e['topic']} [{e['partition']}]", f"{e['topic']}-{e['partition']}"]
+    return None
 
 
 SHAPE_LINE = re.compile(r"transaction (?P<attempt>\S+) took (?P<took>[\d.]+) s")
@@ -232,7 +254,7 @@ def evidence_section(bug: BugSpec, affected: Chosen, fixed: Chosen, a_dir: Path,
     for error, seen in (affected.run.get("errors_seen") or {}).items():
         out += ["", f"{error} recorded by {seen['count']} operation(s), the first by {seen['first_process']} at "
                     f"{seen['first_s']:g} s into the run" if isinstance(seen, dict) else f"Error seen {seen} time(s): {error}"]
-    logs = log_lines(a_dir, bug.upstream.log_patterns if bug.upstream else [])
+    logs = log_lines(a_dir, bug.upstream.log_patterns if bug.upstream else [], within=lost_partition(a_dir))
     if logs:
         out += ["", "The client's log lines that show it:", "", "```", *logs, "```"]
     return out
@@ -270,9 +292,11 @@ def readme(bug: BugSpec, judged: dict, affected: Chosen, fixed: Chosen, a_dir: P
     lines += [f"- `{c.file}`, `{c.function}` ({c.release}): {' '.join(c.does.split())}" for c in up.cause]
     lines += ["", "## Reproduce", ""]
     if repro is not None:
-        usage = next((line.removeprefix("// ") for source in sorted(repro.glob("*.go")) + sorted(repro.glob("*.js"))
-                      for line in source.read_text().splitlines() if line.startswith("// Usage:")), "")
-        setup = "`npm ci` there, then " if (repro / "package.json").exists() else ""
+        sources = [source for pattern in ("*.go", "*.js", "*.py") for source in sorted(repro.glob(pattern))]
+        usage = next((line.removeprefix("// ") for source in sources for line in source.read_text().splitlines()
+                      if line.removeprefix("// ").startswith("Usage:")), "")
+        setup = ("`npm ci` there, then " if (repro / "package.json").exists() else
+                 "`pip install -r requirements.txt` there, then " if (repro / "requirements.txt").exists() else "")
         lines += [f"Without txnlab: `{repro.relative_to(bundle)}/` needs only a Kafka cluster and the client: "
                   f"{setup}{usage.removeprefix('Usage: ')}", ""]
     lines += [f"With txnlab: `txnlab bugs run {bug.id} --tries 3` runs both sides on local clusters and judges them.",

@@ -242,7 +242,8 @@ def anomaly_bugs(run_dir: Path, verified: dict) -> list[dict]:
     (chaos/record/signatures.py): [{id, url, title, java_clients}]."""
     cluster = _json(run_dir / "cluster.json") or {}
     release = cluster.get("java_clients") or cluster.get("kafka_version")
-    bugs = matching_anomaly_bugs(release, *anomaly_counts(verified), clients=run_clients(run_dir),
+    reference = {REFERENCE_CLIENT} if REFERENCE in anomaly_clients(run_dir) else set()
+    bugs = matching_anomaly_bugs(release, *anomaly_counts(verified), clients=run_clients(run_dir) | reference,
                                  args=run_args(run_dir), cluster=cluster)
     told = [bug.expect.history for bug in bugs if bug.expect.history]
     shown = signatures.shown_in(run_dir, tuple(told)) if told else signatures.Explained({}, [])
@@ -303,6 +304,16 @@ def run_clients(run_dir: Path) -> frozenset[str]:
     specs = (_json(run_dir / "spec.json") or {}).get("specs", [])
     return frozenset(option_value(s.get("args", []), CLIENT_OPTION) for s in specs
                      if CLIENT_OPTION in s.get("args", []))
+
+
+def anomaly_clients(run_dir: Path) -> set[str]:
+    """The clients of the processes whose records or transactions the run's anomaly examples name (an example's
+    `attempt` or `id`: <run tag>.<process>.<transaction>[.<record>]): a reference client's bug is named on a run
+    only by anomalies of the reference's own processes, never by another client's beside its observers."""
+    clients = process_clients(run_dir)
+    named = (example.get("attempt") or example.get("id") for anomaly in anomalies_of(run_dir)
+             for example in anomaly["examples"] if isinstance(example, dict))
+    return {clients[part[1]] for part in (str(n).split(".") for n in named if n) if len(part) >= 3 and part[1] in clients}
 
 
 def anomaly_counts(verified: dict) -> tuple[dict[str, int], dict[str, dict[str, int]]]:

@@ -1,10 +1,14 @@
-"""Producer-state growth load: many short-lived idempotent producers, each writing once.
+"""Producer-state growth load: many short-lived idempotent producers, each writing once; and many
+transactional ids, each initialised once (the coordinators' side of a large cluster).
 
 Owns: creating `count` distinct idempotent producer ids (InitProducerId without a transactional id)
 and writing one idempotent batch (sequence 0, not transactional) per id to the given partitions,
 round-robin, pipelined. Each id then occupies one producer-state entry on its partition's replicas
 until producer.id.expiration.ms (default 1 day) after its write: the leak the seed describes, sped up.
-Must not: use transactional ids, write to partitions it was not given, or clean up (producer state
+`init_transactional_ids`: InitProducerId once for each of `count` transactional ids, pipelined to their
+coordinators; each id is then held by its coordinator (state Empty, listed by ListTransactions) until
+transactional.id.expiration.ms (default 7 days) passes.
+Must not: write transactionally, write to partitions it was not given, or clean up (producer state
 cannot be removed by a client; it expires).
 """
 from __future__ import annotations
@@ -64,6 +68,46 @@ def flood_producer_ids(conn: ConnectionSettings, topic: str, partitions: list[in
                 progress(done + size, count)
     return FloodResult(topic, tuple(partitions), count, time.monotonic() - started,
                        ids_per_partition(partitions, count))
+
+
+def init_transactional_ids(conn: ConnectionSettings, prefix: str, count: int, timeout_ms: int = 60_000,
+                           progress: Progress | None = None) -> dict:
+    """InitProducerId once for each of `prefix`-00000.. (`count` transactional ids), CHUNK at a time, each
+    sent to its coordinator (FindCoordinator, one id after the other); a retriable refusal is asked again
+    (a moved coordinator found again). What it did: the ids, how long, the retries."""
+    if count < 0:
+        raise ValueError("count >= 0")
+    ids = [f"{prefix}-{i:05d}" for i in range(count)]
+    started, retries = time.monotonic(), 0
+    with ClusterAdmin(conn) as admin, \
+            KafkaAdminClient(**conn.kafka_python(max_in_flight_requests_per_connection=FLOOD_WINDOW)) as client:
+        for done in range(0, count, CHUNK):
+            pending = {t: admin.coordinator_of(t) for t in ids[done:done + CHUNK]}
+            last_progress = time.monotonic()
+            while pending:
+                order = list(pending)
+                requests = [(raw.init_producer_id_request(t, timeout_ms), pending[t]) for t in order]
+                refused: BaseException | None = None
+                for t, response in zip(order, raw.send_pipelined(client, requests, FLOOD_WINDOW)):
+                    try:
+                        raw.producer_id_of(response)
+                    except (Errors.NotCoordinatorError, Errors.CoordinatorNotAvailableError) as exc:
+                        refused, pending[t] = exc, admin.coordinator_of(t)
+                    except Errors.RetriableError as exc:
+                        refused = exc
+                    else:
+                        del pending[t]
+                        last_progress = time.monotonic()
+                if refused is not None:
+                    retries += 1
+                    if time.monotonic() - last_progress > NO_PROGRESS_TIMEOUT_S:
+                        raise FloodError(f"InitProducerId of {len(pending)} transactional ids made no progress for "
+                                         f"{NO_PROGRESS_TIMEOUT_S:.0f}s: {refused!r}")
+                    time.sleep(RETRY_BACKOFF_S)
+            if progress:
+                progress(min(done + CHUNK, count), count)
+    return {"transactional_ids": count, "prefix": prefix, "retries": retries,
+            "seconds": round(time.monotonic() - started, 1)}
 
 
 def partition_leaders(conn: ConnectionSettings, topic: str, partitions: Sequence[int]) -> dict[int, int]:

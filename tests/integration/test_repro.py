@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -30,6 +32,36 @@ def node_repro(bug: str, cluster, tries: int | None = None) -> subprocess.Comple
     print(proc.stdout)
     assert proc.returncode == 1 and "SYMPTOM:" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-2000:]
     return proc
+
+
+def python_repro(bug: str, venv: Path, *argv: str) -> subprocess.CompletedProcess:
+    """A Python reproduction run as its maintainers would: a virtualenv of its own with its requirements (the client
+    at its pinned release, from PyPI), then `python repro.py` with `argv`; it must have seen the symptom."""
+    source = REPRO / bug
+    for step in ([sys.executable, "-m", "venv", str(venv)],
+                 [str(venv / "bin" / "pip"), "install", "-q", "-r", str(source / "requirements.txt")]):
+        done = subprocess.run(step, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+    proc = subprocess.run([str(venv / "bin" / "python"), "repro.py", *argv], cwd=source, capture_output=True,
+                          text=True, timeout=300)
+    print(proc.stdout)
+    assert proc.returncode == 1 and "SYMPTOM:" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-2000:]
+    return proc
+
+
+@CAMPAIGN
+def test_librdkafka_s_abort_sequence_reuse_is_seen_by_its_standalone_reproduction(cluster, tmp_path):
+    """librdkafka-abort-sequence-reuse's reproduction (a Python program on confluent-kafka alone, with Toxiproxy in
+    front of the brokers as the session's cluster has it): a record whose answer is dropped until its request times
+    out, then abort_transaction(); the next transaction's record to that partition is delivered at the aborted
+    record's offset and missing once it commits, while its control record on another partition is read."""
+    proc = python_repro("librdkafka-abort-sequence-reuse", tmp_path / "venv", "--brokers",
+                        cluster.connection().bootstrap, "--toxiproxy",
+                        f"http://127.0.0.1:{cluster.layout.toxiproxy_port}", "--tries", "3")
+    missing = re.findall(r"record (t\d+-committed) of a committed transaction is missing: delivered at offset (\d+) "
+                         r"of partition 0, which holds '(t\d+)-aborted'", proc.stdout)
+    assert missing and all(committed.split("-")[0] == aborted for committed, _, aborted in missing), proc.stdout
+    assert "and 3 of 3 control records" in proc.stdout, proc.stdout
 
 
 @CAMPAIGN

@@ -218,6 +218,28 @@ def test_a_run_page_names_the_client_bug_its_anomalies_match(tmp_path):
     assert [b["id"] for b in build.anomaly_bugs(run, build.verdict_of(run))] == ["KAFKA-16903"]
 
 
+def test_a_lost_write_names_the_client_bug_of_the_producer_that_lost_it(tmp_path):
+    """librdkafka-abort-sequence-reuse is the reference client's (confluent-kafka) and kafkajs-sequence-rollback
+    KafkaJS's, both shown by lost_write: a run page names the one whose client ran the producer the lost write's
+    example names, never the reference's bug for a KafkaJS producer's loss beside the reference's observers."""
+    run = stored_run(tmp_path, "leader-answers-dropped", 1)
+    spec = json.loads((run / "spec.json").read_text())
+
+    def named(txp0_args: list[str]) -> list[str]:
+        spec["specs"] = [{"process": "txp-0", "workload": "txn-producer", "args": txp0_args},
+                         {"process": "obs-rc", "workload": "observer", "args": []}]
+        (run / "spec.json").write_text(json.dumps(spec))
+        report = json.loads((run / "verify" / "report.json").read_text())
+        report["checks"] = {"lost_write": {"valid": False, "count": 1, "description": "lost", "examples": [
+            {"attempt": "r1a.txp-0.186", "id": "r1a.txp-0.186.0", "topic": "r1a-a", "partition": 1}]}}
+        report["valid"] = False
+        (run / "verify" / "report.json").write_text(json.dumps(report))
+        return [b["id"] for b in build.anomaly_bugs(run, build.verdict_of(run))]
+    assert named([]) == ["librdkafka-abort-sequence-reuse"]
+    assert named(["--client", "kafkajs"]) == ["kafkajs-sequence-rollback"]
+    assert named(["--client", "java"]) == []
+
+
 def test_a_moved_suite_is_judged_from_its_own_runs(tmp_path):
     """bug.json names its tries' run directories where they ran; a suite moved, copied or unpacked from the corpus
     is judged from SUITE/SIDE/RUN, and a try whose run is not in the suite from where it was recorded."""

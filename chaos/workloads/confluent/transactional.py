@@ -82,7 +82,7 @@ class TransactionalClient:
             with self.call("Producer"):
                 producer = Producer(self.ctx.conn.confluent(**{
                     "transactional.id": self.txn_id, "enable.idempotence": True,
-                    **librdkafka_log("eos,msg,protocol,broker"),
+                    **librdkafka_log("eos,msg,protocol,broker,topic,queue"),
                     **self.producer_config, "transaction.timeout.ms": self.args.transaction_timeout_ms,
                     "socket.timeout.ms": int(self.args.request_timeout_s * 1000)}))
             with self.call("init_transactions", self.args.request_timeout_s * 3):
