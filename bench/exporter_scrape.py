@@ -81,7 +81,8 @@ PEER_KAFKA_VERSION = "4.0.0"             # the newest version IBM/sarama 1.45.2 
 OURS, PEER = "ours", "kafka_exporter"
 PER_PARTITION_SERIES = {OURS: "kafkatxn_partition_high_watermark{", PEER: "kafka_topic_partition_current_offset{"}
 WATCHED = ("kafkatxn_collector_duration_seconds", "kafkatxn_collector_last_success_timestamp_seconds",
-           "kafkatxn_hanging_transactions", "kafkatxn_hanging_transaction_info", "kafkatxn_broker_active_producers")
+           "kafkatxn_hanging_transactions", "kafkatxn_hanging_transaction_info", "kafkatxn_broker_active_producers",
+           "kafkatxn_transactions{")
 GOALS = {"scrape_wall_ratio": 0.3, "rss_bytes": 300 * 10**6, "scan_seconds": 10.0, "detect_intervals": 2.0}
 EXPORTER_PIDS = txnlab_home() / "bench-exporter-scrape" / "pids"     # fixed: a killed run's exporters are found
 STARTED = time.monotonic()

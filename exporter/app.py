@@ -59,6 +59,7 @@ class Exporter:
         registry = CollectorRegistry(auto_describe=False)
         service = ExporterService(access, config, registry)
         collector = TxnCollector(service, txnlab_version())
+        service.after_cycle.append(collector.prerender)
         server = MetricsServer(lambda: generate_latest(registry) + collector.exposition(), lambda: service.ready,
                                config.web)
         return cls(config, service, server, registry, collector)
@@ -106,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
         logging.getLogger("kafka").setLevel(logging.WARNING)   # kafka-python logs every connection at INFO
     config = config_from_args(args)
     exporter = Exporter.build(config)
-    exporter.service.after_cycle = release_free_memory
+    exporter.service.after_cycle.append(release_free_memory)
     exporter.start()
     scheme = "https" if config.web.tls else "http"
     log.info("serving %s://%s:%d/metrics for %s (interval %.1fs)", scheme, config.web.listen_address,

@@ -110,6 +110,12 @@ class PartCache:
                 out.append(render(tail(counts)))
             return b"".join(out)
 
+    def warm(self, parts: Iterable[Part]) -> None:
+        """Render the parts whose key changed, now, so that the next render finds them cached."""
+        with self._lock:
+            for part in parts:
+                self._bytes(part)
+
     def _bytes(self, part: Part) -> tuple[bytes, SeriesCounts]:
         cached = self._rendered.get(part.name) if part.key is not None else None
         if cached and len(cached[0]) == len(part.key or ()) and all(a is b for a, b in zip(cached[0], part.key or ())):

@@ -132,7 +132,8 @@ class ExporterService:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._first_cycle = threading.Event()
-        self.after_cycle: Callable[[], None] | None = None   # run after every background cycle (app.py: a malloc trim)
+        # run after every background cycle, in order (app.py: the collector's pre-rendering, a malloc trim)
+        self.after_cycle: list[Callable[[], None]] = []
 
     # ---- lifecycle ----------------------------------------------------------------------------
     def start(self) -> None:
@@ -160,8 +161,8 @@ class ExporterService:
             started = time.monotonic()
             self._timed("background", self.collect_background)     # any exception: logged, counted, loop goes on
             self._first_cycle.set()
-            if self.after_cycle is not None:
-                self.after_cycle()
+            for call in self.after_cycle:
+                call()
             self._stop.wait(max(0.0, interval - (time.monotonic() - started)))
 
     # ---- bookkeeping ----------------------------------------------------------------------------

@@ -121,3 +121,39 @@ def test_cached_parts_are_rendered_again_only_when_their_results_are_replaced():
     fourth = collector.exposition()
     assert b'kafkatxn_partition_active_producers{partition="0",topic="orders"} 0.0' in fourth
     assert fourth == slow_path(collector)
+
+
+def test_a_new_background_is_rendered_after_its_cycle_so_the_next_scrape_renders_only_the_offsets(monkeypatch):
+    """prerender (the service's after_cycle) renders the parts built from the background alone, asking for no
+    offsets; the scrape after it builds only the parts of what changed since (the offsets view, the groups that
+    join it, health and the clock), and serves what a scrape rendering everything itself would."""
+    import exporter.collectors as collectors
+    service = awkward_service()
+    collector = TxnCollector(service, "x")
+    collector.exposition()
+    service.background = dataclasses.replace(service.background,
+                                             producers=dataclasses.replace(service.background.producers))
+    service.view = awkward_view(shift=5)
+    built: list[str] = []
+    for name in ("producer_families", "hanging_families", "partition_and_topic_offsets", "group_families"):
+        real = getattr(collectors, name)
+        monkeypatch.setattr(collectors, name, lambda *a, _real=real, _name=name, **k: (built.append(_name), _real(*a, **k))[1])
+    asked = []
+    monkeypatch.setattr(service, "offsets", lambda _real=service.offsets: (asked.append(1), _real())[1])
+    collector.prerender()
+    assert sorted(built) == ["hanging_families", "producer_families"] and not asked
+    built.clear()
+    scraped = collector.exposition()
+    assert sorted(built) == ["group_families", "partition_and_topic_offsets"]
+    assert scraped == slow_path(collector)
+
+
+def test_a_failed_prerender_is_logged_and_the_scrape_renders_the_part(monkeypatch, caplog):
+    import exporter.collectors as collectors
+    service = awkward_service()
+    collector = TxnCollector(service, "x")
+    monkeypatch.setattr(collectors, "producer_families", lambda *a, **k: 1 / 0)
+    collector.prerender()                                           # the background loop goes on
+    assert "pre-rendering the background families failed" in caplog.text
+    monkeypatch.undo()
+    assert collector.exposition() == slow_path(collector)
