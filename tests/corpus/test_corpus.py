@@ -391,16 +391,16 @@ def test_a_stuck_producer_s_bundle_says_the_shape_s_own_lines(tmp_path):
     assert "3 of 3 tries" in text and "src/producer/eosManager/index.js" in text
 
 
-def test_a_lost_write_s_bundle_shows_the_offsets_in_both_views_and_both_transactions_history(tmp_path):
-    """kafkajs-sequence-rollback's bundle from its recorded suite: the README says, from the bundled affected try's
-    verification, which committed record is missing, which record the acknowledged offset holds instead, what each
-    view of the archive holds at that offset (the aborted transaction's record, read_uncommitted only), and both
-    transactions told from the history (the committed one with the offsets reported, the one that failed before it
-    with the client's error)."""
+@pytest.mark.parametrize("bug", ["kafkajs-sequence-rollback", "librdkafka-abort-sequence-reuse"])
+def test_a_lost_write_s_bundle_shows_the_offsets_in_both_views_and_both_transactions_history(tmp_path, bug):
+    """A lost write's bundle from its recorded suite (KafkaJS's sequence rollback; librdkafka's sequence reused after
+    an abort's purge): the README says, from the bundled affected try's verification, which committed record is
+    missing, which record the acknowledged offset holds instead, what each view of the archive holds at that offset
+    (the aborted transaction's record, read_uncommitted only), and both transactions told from the history (the
+    committed one with the offsets reported, the one that failed before it with the client's error)."""
     from report.bug_export import attempt_ops, export
     from tests.corpus.conftest import unpack
-    bundle = export("kafkajs-sequence-rollback", unpack("kafkajs-sequence-rollback-pair-x3", tmp_path / "suite"),
-                    tmp_path / "out", progress=lambda _: None)
+    bundle = export(bug, unpack(f"{bug}-pair-x3", tmp_path / "suite"), tmp_path / "out", progress=lambda _: None)
     [a_dir] = list((bundle / "affected").iterdir())
     checks = json.loads((a_dir / "verify" / "report.json").read_text())["checks"]
     [lost] = checks["lost_write"]["examples"]
