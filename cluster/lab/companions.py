@@ -21,7 +21,7 @@ from cluster.lab.layout import LOOPBACK, ClusterLayout, render_prometheus_config
 from cluster.lab.prometheus import Prometheus, PrometheusError
 from cluster.lab.supervisor import Supervisor
 from cluster.lab.toxiproxy import ISOLATE_TOXIC, Toxiproxy, add_toxic_on_links, restore_proxies
-from cluster.access.waiting import port_open, wait_until
+from cluster.access.waiting import WaitTimeout, port_open, wait_until
 from cluster.access.progress import Progress
 from cluster.access.errors import TxnlabError
 
@@ -32,11 +32,23 @@ class ClusterError(TxnlabError, RuntimeError):
     """The local cluster cannot do what was asked; the message says what to do."""
 
 
-def require_ports_free(ports: list[int], what: str) -> None:
+PORTS_RELEASE_S = 15.0     # how long a process just killed may keep listening (see require_ports_free)
+
+
+def require_ports_free(ports: list[int], what: str, release_s: float = PORTS_RELEASE_S) -> None:
+    """Every port free, or ClusterError naming the busy ones. A port still busy is looked at again for up to
+    `release_s`: a multithreaded process just killed (a Kafka node, Toxiproxy) shows as gone once its main thread is
+    a zombie, while its other threads may still be closing its listening sockets; the next side of a bug run, on the
+    same ports, met that in a CI run on a loaded machine (2026-12-01)."""
     busy = [p for p in ports if port_open(p)]
     if busy:
-        raise ClusterError(f"ports {busy} needed by {what} are in use by another program: "
-                           "stop it or choose another --base-port")
+        try:
+            wait_until(lambda: not any(port_open(p) for p in busy), release_s, f"ports {busy} to be released", 0.2)
+        except WaitTimeout:
+            busy = [p for p in busy if port_open(p)]
+            if busy:
+                raise ClusterError(f"ports {busy} needed by {what} are in use by another program: "
+                                   "stop it or choose another --base-port") from None
 
 
 class Companions:

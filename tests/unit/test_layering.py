@@ -97,6 +97,8 @@ def room_violations(package_dir: Path, rooms: dict[str, set[str]]) -> list[str]:
             if rel.name != "__init__.py" or any(not isinstance(n, ast.Expr) for n in body):
                 found.append(f"{rel} is outside {package}/'s rooms")
             continue
+        if rel.parts[1:3] == ("bugs", "repro"):      # standalone programs, not of the package: see the test below
+            continue
         room = rel.parts[1]
         if room not in rooms:
             found.append(f"{rel} is in no room of {package}/")
@@ -108,6 +110,19 @@ def room_violations(package_dir: Path, rooms: dict[str, set[str]]) -> list[str]:
 
 def test_chaos_keeps_its_rooms():
     assert room_violations(ROOT / "chaos", CHAOS_ROOMS) == []
+
+
+def test_the_standalone_reproductions_import_nothing_of_txnlab():
+    """chaos/bugs/repro/<bug>/ is a program for a client's maintainers, who have neither txnlab nor its packages: its
+    Python imports its client and the standard library, nothing of the repository."""
+    ours = {"txnlab", "cluster", "exporter", "chaos", "spark_analysis", "report", "dashboards", "bench", "tests"}
+    found = []
+    for path in sorted((ROOT / "chaos" / "bugs" / "repro").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            found += [f"{path.relative_to(ROOT)} imports {n}" for n in names if n.split(".")[0] in ours]
+    assert list((ROOT / "chaos" / "bugs" / "repro").rglob("*.py")) and found == []
 
 
 def test_a_planted_import_up_chaos_rooms_fails(tmp_path):
