@@ -65,6 +65,19 @@ def test_librdkafka_s_abort_sequence_reuse_is_seen_by_its_standalone_reproductio
 
 
 @CAMPAIGN
+def test_librdkafka_s_fatal_abort_after_a_lost_add_partitions_is_seen_by_its_standalone_reproduction(cluster, tmp_path):
+    """librdkafka-endtxn-after-failover's reproduction (Python on confluent-kafka alone, Toxiproxy in front of the
+    brokers): after a committed transaction, the next one's AddPartitionsToTxn is dropped on the way to the coordinator
+    until its record times out; the abort that follows is answered INVALID_TXN_STATE and made fatal, every try."""
+    proc = python_repro("librdkafka-endtxn-after-failover", tmp_path / "venv", "--brokers",
+                        cluster.connection().bootstrap, "--toxiproxy",
+                        f"http://127.0.0.1:{cluster.layout.toxiproxy_port}", "--tries", "2")
+    assert len(re.findall(r"try \d: transactional id .*; the second transaction's record: .*_MSG_TIMED_OUT", proc.stdout)) == 2, proc.stdout
+    assert len(re.findall(r"try \d: abort_transaction\(\) failed: INVALID_TXN_STATE: .* \(fatal: True\)",
+                          proc.stdout)) == 2, proc.stdout
+
+
+@CAMPAIGN
 def test_franz_go_s_wait_is_seen_by_its_standalone_reproduction(cluster, tmp_path):
     """franz-go-tv2-wait's reproduction (a Go program on franz-go alone): two transactional producers back to back
     for 20 s at transaction.version 2 see transactions that took 4 s or more, each printed with its time."""
