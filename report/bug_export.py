@@ -21,7 +21,7 @@ from pathlib import Path
 
 from chaos.catalog.bugs import BUG_SIDES, BUGS_DIR, BugSpec, load_bug
 from chaos.record.history import read_history
-from chaos.record.ids import IdError, attempt_of
+from chaos.record.ids import IdError, attempt_of, process_of
 from chaos.record.shapes import committed_transactions
 from cluster.access.errors import TxnlabError
 from cluster.access.progress import Progress
@@ -128,9 +128,12 @@ def lost_partition(run_dir: Path) -> tuple[str, list[str]] | None:
     `topic [p]`, Kafka's `topic-p`), from the run's verification; None without one."""
     report = json.loads((run_dir / "verify" / "report.json").read_text())
     for e in (report.get("checks", {}).get("lost_write") or {}).get("examples") or []:
-        parts = str(e.get("attempt") or e.get("id") or "").split(".")
-        if len(parts) >= 3 and e.get("topic") is not None:
-            return parts[1], [f"{e['topic']} [{e['partition']}]", f"{e['topic']}-{e['partition']}"]
+        try:
+            process = process_of(str(e.get("id") or e.get("attempt")))
+        except IdError:
+            continue
+        if e.get("topic") is not None:
+            return process, [f"{e['topic']} [{e['partition']}]", f"{e['topic']}-{e['partition']}"]
     return None
 
 

@@ -22,6 +22,7 @@ import yaml
 from chaos.record.annotations import fault_windows
 from chaos.record.history import read_history
 from chaos.record import shapes, signatures
+from chaos.record.ids import IdError, process_of
 from chaos.record.recovery import recovery, restart_text, stall_text
 from chaos.workloads.plans import option_value
 from chaos.catalog.bugs import error_candidates, matching_anomaly_bugs, matching_bugs, shape_candidates
@@ -310,10 +311,14 @@ def anomaly_clients(run_dir: Path) -> set[str]:
     """The clients of the processes whose records or transactions the run's anomaly examples name (an example's
     `attempt` or `id`: <run tag>.<process>.<transaction>[.<record>]): a reference client's bug is named on a run
     only by anomalies of the reference's own processes, never by another client's beside its observers."""
-    clients = process_clients(run_dir)
-    named = (example.get("attempt") or example.get("id") for anomaly in anomalies_of(run_dir)
-             for example in anomaly["examples"] if isinstance(example, dict))
-    return {clients[part[1]] for part in (str(n).split(".") for n in named if n) if len(part) >= 3 and part[1] in clients}
+    clients, found = process_clients(run_dir), set()
+    for anomaly in anomalies_of(run_dir):
+        for example in (e for e in anomaly["examples"] if isinstance(e, dict)):
+            try:
+                found.add(clients.get(process_of(str(example.get("id") or example.get("attempt")))))
+            except IdError:                        # an example naming no txnlab record (a foreign one, a count)
+                continue
+    return found - {None}
 
 
 def anomaly_counts(verified: dict) -> tuple[dict[str, int], dict[str, dict[str, int]]]:

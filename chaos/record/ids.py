@@ -74,6 +74,12 @@ def attempt_of(text: str) -> str:
     return parse_record_id(text).attempt
 
 
+def process_of(text: str) -> str:
+    """The process that wrote a record id or began an attempt id (IdError for neither)."""
+    match = ATTEMPT_RE.match(text)
+    return match["process"] if match else parse_record_id(text).process
+
+
 def encode_value(rid: str, attempt: str, producer: str, size: int = 0, extra: dict | None = None) -> bytes:
     """The record value: the ids as JSON, padded to about `size` bytes."""
     body = {"id": rid, "attempt": attempt, "producer": producer, **(extra or {})}

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from chaos.record.ids import (HEADER_ATTEMPT, HEADER_ID, IdError, attempt_id, attempt_of, decode_value, encode_value,
+from chaos.record.ids import (HEADER_ATTEMPT, HEADER_ID, IdError, attempt_id, attempt_of, process_of, decode_value, encode_value,
                        headers, parse_record_id, record_id)
 
 
@@ -25,6 +25,13 @@ def test_ids_of_different_attempts_and_processes_differ():
 def test_malformed_ids_are_refused(text):
     with pytest.raises(IdError):
         parse_record_id(text)
+
+
+def test_the_process_of_a_record_or_an_attempt_id():
+    assert process_of("r1a.txp-0.186.0") == process_of("r1a.txp-0.186") == "txp-0"
+    for text in ("r1a.txp-0", "not an id", "r1a.txp-0.x.0"):
+        with pytest.raises(IdError):
+            process_of(text)
 
 
 def test_names_with_dots_are_refused():
