@@ -5,7 +5,8 @@ One dedicated 3-node cluster (its own state dir, .txnlab/bench-exporter-soak, po
 28000), started from fresh data with short expirations (transactional.id.expiration.ms and
 producer.id.expiration.ms --expiry-seconds, default 60, checked every 10 s) so that what the churn leaves behind
 expires within minutes; purged at the end unless --keep. Then:
-  1. a steady transactional writer on `soak-base` (12 partitions, a commit every 2 s) and our exporter
+  1. a steady transactional writer on `soak-base` (12 partitions, a commit every 2 s, with its group's offsets:
+     __consumer_offsets is there from the baseline on) and our exporter
      (`python -m exporter`, the working tree) against the cluster, every topic allowed;
   2. --baseline-minutes (default 5) with nothing else: the baseline of every figure;
   3. --hours (default 2) of churn, a round every --round-seconds (default 60): topics created (`soak-churn-N`, 6
@@ -58,7 +59,7 @@ from exporter_scrape import exit_on_signals, machine, noting_end, say, seed_clus
 
 STATE_DIR = txnlab_home() / "bench-exporter-soak"
 BASE_TOPIC, CHURN_PREFIX = "soak-base", "soak-churn"
-STEADY_ID = "soak-steady"
+STEADY_ID, STEADY_GROUP = "soak-steady", "soak-steady-group"
 SCRAPE_DEADLINE_S = 5.0                  # the exporter's collection.scrape_timeout_seconds (its default)
 GOALS = {"rss_slope_mb_per_hour": 5.0, "late_scrapes": 0}
 KEEP_ROUNDS = 3                          # a churn round's topics and group live this many rounds
@@ -150,8 +151,10 @@ class Sampler(threading.Thread):
 
 # ---- load and churn ---------------------------------------------------------------------------------------
 class SteadyWriter(threading.Thread):
-    """One transactional id committing a small transaction on soak-base every 2 s; it starts again after an error
-    (its coordinator killed: the churn's)."""
+    """One transactional id committing a small transaction on soak-base every 2 s, with its group's offsets
+    (STEADY_GROUP: a processor's TxnOffsetCommit, so __consumer_offsets exists and holds producer state from the
+    baseline on, as on any cluster with exactly-once processors); it starts again after an error (its coordinator
+    killed: the churn's)."""
 
     def __init__(self, conn: ConnectionSettings):
         super().__init__(daemon=True, name="steady")
@@ -159,6 +162,7 @@ class SteadyWriter(threading.Thread):
 
     def run(self) -> None:
         producer = None
+        group = Consumer(self.conn.confluent(**{"group.id": STEADY_GROUP, "log_level": 2}))
         while not self.stop.wait(2.0):
             try:
                 if producer is None:
@@ -167,6 +171,8 @@ class SteadyWriter(threading.Thread):
                 producer.begin_transaction()
                 for p in range(12):
                     producer.produce(BASE_TOPIC, b"x" * 50, partition=p)
+                producer.send_offsets_to_transaction([TopicPartition(BASE_TOPIC, p, self.commits + 1)
+                                                      for p in range(12)], group.consumer_group_metadata(), 30)
                 producer.commit_transaction(30)
                 self.commits += 1
             except Exception:  # noqa: BLE001 - a coordinator killed by the churn: a new producer next time

@@ -359,7 +359,7 @@ def live_run_processes(runs_dir: Path) -> tuple[bool, object]:
     dirs = run_dirs(runs_dir)
     supervisor = Supervisor(dirs[0] / "pids") if dirs else None
     records = [supervisor.record(name) for name in supervisor.names()] if supervisor else []
-    alive = [f"{r.name} (pid {r.pid})" for r in records if r and live_process(r.pid, r.create_time)]
+    alive = [f"{r.name} (pid {r.pid})" for r in records if r and live_process(r.pid, r.create_time, r.start_ticks)]
     if len(dirs) > 1:
         return False, {"alive": alive, "run_dirs": [d.name for d in dirs]}
     return not alive, alive or f"none alive of {len(records)} recorded"

@@ -260,12 +260,14 @@ def node_step(step: str, node: int | None) -> list[dict]:
 
 
 def process_step(step: str, run: Run | None, process: str | None) -> list[dict]:
-    """A journal step on a workload process: its name, pid and create time (pid None: not started yet)."""
+    """A journal step on a workload process: its name, pid, create time and start ticks (pid None: not started
+    yet)."""
     if run is None or process is None:
         return []
     record = run.supervisor.record(process)
     return [{"step": step, "name": process, "run_dir": str(run.dir), "pid": record.pid if record else None,
-             "create_time": record.create_time if record else None}]
+             "create_time": record.create_time if record else None,
+             "start_ticks": record.start_ticks if record else None}]
 
 
 def start_registered(env: FaultEnv, node: int) -> dict:

@@ -38,7 +38,7 @@ from cluster.access.errors import TxnlabError
 from cluster.lab.features import set_level
 from cluster.lab.heal import HealError, run_steps
 from cluster.access.progress import Progress
-from cluster.lab.supervisor import Supervisor, live_process, send_signal
+from cluster.lab.supervisor import Supervisor, live_process, send_signal, start_ticks
 
 FAULTS_DIR = "faults"
 VERSION = 1
@@ -48,8 +48,9 @@ WORKLOADS = "workloads"                   # the kind of a run's workload-process
 
 
 def this_runner() -> dict:
-    """The running process as an entry records its runner: pid and create time."""
-    return {"pid": os.getpid(), "create_time": psutil.Process(os.getpid()).create_time()}
+    """The running process as an entry records its runner: pid, create time and start ticks."""
+    return {"pid": os.getpid(), "create_time": psutil.Process(os.getpid()).create_time(),
+            "start_ticks": start_ticks(os.getpid())}
 
 
 def runner_alive(entry: dict) -> int | None:
@@ -57,7 +58,8 @@ def runner_alive(entry: dict) -> int | None:
     runner = entry.get("runner") or {}
     if runner.get("pid") is None or runner["pid"] == os.getpid():
         return None
-    return runner["pid"] if live_process(runner["pid"], runner.get("create_time", 0.0)) else None
+    return runner["pid"] if live_process(runner["pid"], runner.get("create_time", 0.0),
+                                         runner.get("start_ticks")) else None
 
 
 class JournalError(TxnlabError, RuntimeError):
@@ -152,7 +154,7 @@ def step_name(step: dict) -> str:
     if step["step"] == "remove-toxics":
         proxies = sorted({proxy for proxy, _ in step["toxics"]})
         return f"remove-toxics {len(step['toxics'])} toxics on {', '.join(proxies)}"
-    details = {k: v for k, v in step.items() if k not in ("step", "run_dir", "create_time")}
+    details = {k: v for k, v in step.items() if k not in ("step", "run_dir", "create_time", "start_ticks")}
     return step["step"] + (" " + " ".join(f"{k}={v}" for k, v in details.items()) if details else "")
 
 
@@ -173,12 +175,12 @@ def backend_of(entry: dict) -> Any:
 
 
 def _process(step: dict) -> psutil.Process | None:
-    """The recorded workload process, only while it is the one recorded (create time)."""
-    pid, create_time = step.get("pid"), step.get("create_time")
+    """The recorded workload process, only while it is the one recorded (start ticks, or create time)."""
+    pid, create_time, ticks = step.get("pid"), step.get("create_time"), step.get("start_ticks")
     if pid is None and step.get("run_dir"):                 # journaled before its start recorded the pid
         record = Supervisor(Path(step["run_dir"]) / "pids").record(step["name"])
-        pid, create_time = (record.pid, record.create_time) if record else (None, None)
-    return live_process(pid, create_time) if pid is not None and create_time is not None else None
+        pid, create_time, ticks = (record.pid, record.create_time, record.start_ticks) if record else (None,) * 3
+    return live_process(pid, create_time, ticks) if pid is not None and create_time is not None else None
 
 
 def resume_process(step: dict) -> None:

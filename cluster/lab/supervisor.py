@@ -1,8 +1,9 @@
 """The one process supervisor: start detached processes, record their pids, signal only those.
 
-Owns: pid records (a JSON file per process holding pid, create time and command), liveness checks
-that survive pid reuse (a pid counts as ours only if its create time matches the record), and the
-signals txnlab sends (TERM, KILL, STOP, CONT). Nothing here ever signals a process by name.
+Owns: pid records (a JSON file per process holding pid, start ticks, create time and command), liveness
+checks that survive pid reuse (a pid counts as ours only if its start matches the record: its start in clock
+ticks since boot, which a step of the wall clock does not move, or, for a record without them, its create
+time), and the signals txnlab sends (TERM, KILL, STOP, CONT). Nothing here ever signals a process by name.
 Must not: know what Kafka, Toxiproxy or Prometheus are.
 """
 from __future__ import annotations
@@ -36,12 +37,25 @@ def send_signal(proc: psutil.Process, sig: signal.Signals) -> None:
     proc.send_signal(sig)
 
 
-def live_process(pid: int, create_time: float) -> psutil.Process | None:
-    """The live process `pid` if it is the one recorded (its create time matches), else None (gone,
-    zombie, or the pid reused by another process)."""
+def start_ticks(pid: int) -> int | None:
+    """When process pid started, in clock ticks since boot (/proc/PID/stat's 22nd field), or None when it cannot
+    be read. Unlike the create time (boot time + this, in wall-clock seconds) a step of the wall clock leaves it
+    alone: a VM restored from a snapshot, or a clock set by its host, moved every create time by 17 s here
+    (2026-12-01) and a soak's processes outlived its stop."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return int(stat.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def live_process(pid: int, create_time: float, ticks: int | None = None) -> psutil.Process | None:
+    """The live process `pid` if it is the one recorded (its start ticks match, or without them its create
+    time), else None (gone, zombie, or the pid reused by another process)."""
     try:
         proc = psutil.Process(pid)
-        if abs(proc.create_time() - create_time) > 0.05 or proc.status() == psutil.STATUS_ZOMBIE:
+        same = start_ticks(pid) == ticks if ticks is not None else abs(proc.create_time() - create_time) <= 0.05
+        if not same or proc.status() == psutil.STATUS_ZOMBIE:
             return None
         return proc
     except psutil.Error:
@@ -55,6 +69,7 @@ class ProcessRecord:
     create_time: float
     argv: list[str]
     log: str
+    start_ticks: int | None = None          # None: a record of a txnlab before them (the create time decides)
 
 
 class Supervisor:
@@ -86,7 +101,8 @@ class Supervisor:
             proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     cwd=cwd, env=env, start_new_session=True)
         self._children[proc.pid] = proc
-        rec = ProcessRecord(name, proc.pid, psutil.Process(proc.pid).create_time(), argv, str(log))
+        rec = ProcessRecord(name, proc.pid, psutil.Process(proc.pid).create_time(), argv, str(log),
+                            start_ticks(proc.pid))
         (self.pid_dir / f"{name}.json").write_text(json.dumps(asdict(rec)))
         return rec
 
@@ -96,7 +112,7 @@ class Supervisor:
         if rec is None:
             return None
         self._reap(rec.pid)
-        return live_process(rec.pid, rec.create_time)
+        return live_process(rec.pid, rec.create_time, rec.start_ticks)
 
     def is_running(self, name: str) -> bool:
         return self.process(name) is not None

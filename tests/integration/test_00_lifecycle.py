@@ -9,9 +9,9 @@ import socket
 import subprocess
 import sys
 
-import psutil
 import pytest
 
+from cluster.lab.supervisor import live_process, start_ticks
 from tests.integration.conftest import cluster_state_dir
 
 pytestmark = pytest.mark.kafka_core      # the version matrix's core (scripts/kafka_matrix.py)
@@ -21,14 +21,6 @@ BASE_PORT = 22000
 
 def _txnlab(*args, timeout=300):
     return subprocess.run([sys.executable, "-m", "txnlab", *args], capture_output=True, text=True, timeout=timeout)
-
-
-def _alive(pid, create_time):
-    try:
-        proc = psutil.Process(pid)
-        return abs(proc.create_time() - create_time) < 0.05 and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
 
 
 def _port_open(port):
@@ -49,7 +41,7 @@ def test_up_status_down_leaves_nothing_behind():
         assert sum(n["active_controller"] for n in status["nodes"]) == 1
         assert status["toxiproxy"]["health"] == status["prometheus"]["health"] == status["exporter"]["health"] == "up"
         pids = [n["pid"] for n in status["nodes"]] + [status[s]["pid"] for s in ("toxiproxy", "prometheus", "exporter")]
-        procs = {pid: psutil.Process(pid).create_time() for pid in pids}
+        procs = {pid: start_ticks(pid) for pid in pids}
 
         again = _txnlab("cluster", "up", *common)              # a no-op on a running cluster
         assert again.returncode == 0, again.stderr
@@ -58,6 +50,6 @@ def test_up_status_down_leaves_nothing_behind():
     finally:
         down = _txnlab("cluster", "down", "--purge", *common)
     assert down.returncode == 0, down.stderr
-    assert not [pid for pid, created in procs.items() if _alive(pid, created)]
+    assert not [pid for pid, ticks in procs.items() if live_process(pid, 0.0, ticks)]
     assert not [p for p in (BASE_PORT + 1, BASE_PORT + 101, BASE_PORT + 700, BASE_PORT + 790) if _port_open(p)]
     assert not state.exists()

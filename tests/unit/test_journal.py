@@ -21,7 +21,7 @@ from chaos.nemesis.faults import FaultEnv, make_fault
 from chaos.nemesis.journal import (FAULTS_DIR, Journal, active_faults_message, heal_journal, journal_dirs, read_journal,
                            write_atomic)
 from cluster.lab.heal import HealError, heal_cluster, run_steps
-from cluster.lab.supervisor import live_process
+from cluster.lab.supervisor import live_process, start_ticks
 from cluster.access.waiting import wait_until
 
 ENTRY = {"id": "r1-nemesis-0", "kind": "pause-broker", "params": {"target": "node:1"}, "phase": "starting",
@@ -78,6 +78,9 @@ def test_a_pid_counts_only_while_its_create_time_matches():
         created = psutil.Process(proc.pid).create_time()
         assert live_process(proc.pid, created).pid == proc.pid
         assert live_process(proc.pid, created - 10) is None         # the pid reused by another process
+        ticks = start_ticks(proc.pid)
+        assert live_process(proc.pid, created - 17, ticks).pid == proc.pid   # the wall clock stepped: still it
+        assert live_process(proc.pid, created, ticks - 1) is None     # another start: another process
     finally:
         proc.kill()
         proc.wait()

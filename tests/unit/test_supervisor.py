@@ -8,7 +8,7 @@ import sys
 import psutil
 import pytest
 
-from cluster.lab.supervisor import Supervisor
+from cluster.lab.supervisor import Supervisor, start_ticks
 from cluster.access.waiting import wait_until
 
 SLEEPER = [sys.executable, "-c", "import time\nwhile True: time.sleep(0.05)"]
@@ -54,12 +54,30 @@ def test_a_reused_pid_is_not_ours(supervisor, tmp_path):
     rec = supervisor.start("victim", SLEEPER, tmp_path / "v.log")
     path = tmp_path / "pids" / "victim.json"
     data = json.loads(path.read_text())
-    data["create_time"] -= 1000                    # as if the pid now belonged to another process
+    data["start_ticks"] -= 1000                    # as if the pid now belonged to another process
     path.write_text(json.dumps(data))
     assert not supervisor.is_running("victim")
     assert not supervisor.signal("victim", 9)
+    del data["start_ticks"]                        # a record of a txnlab before them: its create time decides
+    data["create_time"] -= 1000
+    path.write_text(json.dumps(data))
+    assert not supervisor.is_running("victim")
     assert psutil.Process(rec.pid).is_running()    # untouched
     psutil.Process(rec.pid).kill()
+
+
+def test_a_step_of_the_wall_clock_leaves_our_processes_ours(supervisor, tmp_path):
+    """The create time is boot time plus the start, in wall-clock seconds: a clock stepped 17 s (a VM restored
+    from a snapshot, 2026-12-01) moves it, the start ticks since boot stay; the process is still ours and stops."""
+    rec = supervisor.start("steady", SLEEPER, tmp_path / "s.log")
+    assert rec.start_ticks is not None and rec.start_ticks == start_ticks(rec.pid)
+    path = tmp_path / "pids" / "steady.json"
+    data = json.loads(path.read_text())
+    data["create_time"] += 17
+    path.write_text(json.dumps(data))
+    assert supervisor.is_running("steady")
+    supervisor.kill("steady", 10)
+    assert not psutil.pid_exists(rec.pid) or psutil.Process(rec.pid).status() == psutil.STATUS_ZOMBIE
 
 
 def test_missing_or_corrupt_records_mean_not_running(supervisor, tmp_path):
