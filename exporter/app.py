@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import ctypes.util
+import functools
 import logging
 import signal
 import sys
@@ -77,7 +78,10 @@ class Exporter:
 M_ARENA_MAX = -8          # glibc mallopt parameter
 
 
+@functools.cache
 def _glibc():
+    """glibc, loaded once (a CDLL made after every background cycle kept a little of each: the soak's tracemalloc,
+    2026-12-01), or None on another C library."""
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         return libc if hasattr(libc, "malloc_trim") and hasattr(libc, "mallopt") else None

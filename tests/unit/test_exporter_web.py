@@ -143,3 +143,19 @@ def test_exporter_with_no_cluster_keeps_serving_is_not_ready_and_shows_no_secret
     assert refused.status_code == 401 and "127.0.0.1:9" in caplog.text
     served = text + ready.text + healthz.text + refused.text + caplog.text
     assert "sasl-pw-4711" not in served and "web-pw-4712" not in served
+
+
+def test_glibc_is_loaded_once_however_many_cycles_hand_memory_back(monkeypatch):
+    """release_free_memory runs after every background cycle: a CDLL made each time kept a little of each (the
+    soak's tracemalloc, issue 50)."""
+    import ctypes
+
+    from exporter import app
+    loads = []
+    real = ctypes.CDLL
+    monkeypatch.setattr(ctypes, "CDLL", lambda *a, **k: loads.append(a) or real(*a, **k))
+    app._glibc.cache_clear()
+    for _ in range(5):
+        app.release_free_memory()
+    assert len(loads) == 1
+    app._glibc.cache_clear()
