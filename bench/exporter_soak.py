@@ -2,9 +2,9 @@
 sampled throughout; a documented command, never part of the gate.
 
 One dedicated 3-node cluster (its own state dir, .txnlab/bench-exporter-soak, ports from --base-port, default
-28000), started from fresh data with short expirations (transactional.id.expiration.ms and
-producer.id.expiration.ms --expiry-seconds, default 60, checked every 10 s) so that what the churn leaves behind
-expires within minutes; purged at the end unless --keep. Then:
+37000: clear of the gate's, whose demo takes 28000 and 29000), started from fresh data with short expirations
+(transactional.id.expiration.ms and producer.id.expiration.ms --expiry-seconds, default 60, checked every 10 s) so
+that what the churn leaves behind expires within minutes; purged at the end unless --keep. Then:
   1. a steady transactional writer on `soak-base` (12 partitions, a commit every 2 s, with its group's offsets:
      __consumer_offsets is there from the baseline on) and our exporter
      (`python -m exporter`, the working tree) against the cluster, every topic allowed;
@@ -74,7 +74,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--round-seconds", type=float, default=60.0)
     p.add_argument("--storm", type=int, default=2000, help="idempotent producer ids per storm")
     p.add_argument("--expiry-seconds", type=int, default=60, help="transactional and producer id expiration")
-    p.add_argument("--base-port", type=int, default=28000)
+    p.add_argument("--base-port", type=int, default=37000)
     p.add_argument("--keep", action="store_true", help="leave the cluster running (not purged) at the end")
     args = p.parse_args(argv)
     if args.settle_minutes * 60 < 2 * args.expiry_seconds + 60:
