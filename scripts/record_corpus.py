@@ -7,7 +7,7 @@ into it, re-record every entry from live runs, and keep the corpus within its si
     .venv/bin/python scripts/record_corpus.py size                    # the corpus against its budget
 
 A run enters the corpus with what a verification needs and nothing that is derived or bulky: its history
-(the JSON parts: their Parquet twins are made again from them), its run files (spec, cluster, end and group
+(the JSON parts: their Parquet twins are made again from them), the archived incarnations of topics it deleted, its run files (spec, cluster, end and group
 offsets, experiment.json, the fault journal, the history format), its archive (both views, sealed), and its live
 verify report as `live-report.json` (the verdict the corpus tests hold the offline one to). Logs and pid records
 stay out. The entry in tests/corpus/corpus.yaml says what the run is, the command that made it, when the run was
@@ -45,7 +45,7 @@ KEPT_FILES = ("spec.json", "cluster.json", "end_offsets.json", "group_offsets.js
               "history-format.json", "prometheus.json")
 SUITE_FILE = "suite.json"          # report/build.py SUITE_FILE
 BUG_FILE = "bug.json"              # a bug suite's outcome (report/bugs.py save): `txnlab bugs judge` reads it
-KEPT_DIRS = ("history", "archive", "faults")
+KEPT_DIRS = ("history", "archive", "faults", "incarnations")
 
 
 def members(run_dir: Path) -> list[tuple[Path, str]]:

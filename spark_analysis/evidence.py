@@ -14,6 +14,8 @@ Owns: what makes a verdict `unknown` rather than true or false (docs/verify.md l
   the topics (check_topics): a recorded topic the cluster no longer has (or has with other partitions),
     a partition whose log no longer starts at 0 (records deleted) or whose HWM is now below the recorded
     one (truncated, or re-created), so the topics cannot be read to the recorded end offsets;
+  the incarnations of topics the run deleted and created again (check_incarnations: each archived whole like
+    the archive below, its deletion confirmed, its group's offsets at its end when it was deleted);
   or, verified offline, the run's archive of them (check_archive; chaos/record/archive.py writes it): none, or
     no manifest (not sealed), one not JSON or of another format; a view's file missing, or its bytes or
     sha256 not the manifest's (cut or changed), its Parquet rows not the manifest's, the manifest's partition
@@ -57,6 +59,7 @@ class Evidence:
     group_offsets: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
     has_group_offsets: bool = True                     # group_offsets.json exists (else group_offsets is {})
     run_tag: str | None = None                         # spec.json's: only ids of this run are txnlab records
+    incarnations: list[dict] = field(default_factory=list)   # whole manifests of deleted topics' incarnations
     gaps: list[str] = field(default_factory=list)      # why the evidence is incomplete; empty: complete
 
     @property
@@ -137,6 +140,40 @@ def check_archive(run_dir: Path, evidence: Evidence) -> None:
                                      "deleted")
 
 
+def check_incarnations(run_dir: Path, evidence: Evidence) -> None:
+    """The incarnations of topics the run deleted (RUN/incarnations/<topic>~<n>/, chaos/record/archive.py
+    write_incarnation): each archived whole (as check_archive asks of the archive), its deletion confirmed
+    (else the topic may still hold the same records: read twice), and its group caught up when it was deleted
+    (else what the group had processed of it cannot be told). The whole ones go to evidence.incarnations."""
+    for folder in load.incarnation_dirs(run_dir):
+        manifest = _archive_manifest(folder, evidence)
+        if manifest is None:
+            continue
+        name, topic, ends = folder.name, manifest.get("topic"), manifest.get("ends")
+        before = len(evidence.gaps)
+        if not isinstance(topic, str) or not isinstance(ends, dict) or manifest.get("alias") != name:
+            evidence.gaps.append(f"incarnation {name}: its manifest does not name its topic, alias and ends")
+            continue
+        if manifest.get("deleted") is not True:
+            evidence.gaps.append(f"incarnation {name}: the deletion of {topic} was never confirmed (the fault stopped "
+                                 "before every broker dropped it): the topic may hold these records still")
+        if manifest.get("caught_up") is not True:
+            evidence.gaps.append(f"incarnation {name}: group {manifest.get('group')} had not committed to the end of "
+                                 f"{topic} when it was deleted (offsets {manifest.get('group_offsets')}, ends {ends}): "
+                                 "what it processed of that incarnation cannot be told")
+        for view in load.ARCHIVE_VIEWS.values():
+            entry = manifest.get("views", {}).get(view)
+            if not isinstance(entry, dict):
+                evidence.gaps.append(f"incarnation {name}: no {view} view")
+            elif not _archived_file_gaps(folder, view, entry, evidence):
+                _archived_partition_gaps(view, entry, evidence, {topic: ends})
+        for p, start in sorted(manifest.get("log_start", {}).get(topic, {}).items(), key=lambda kv: int(kv[0])):
+            if start > 0:
+                evidence.gaps.append(f"incarnation {name}: {topic}-{p} started at {start}: records were deleted")
+        if len(evidence.gaps) == before:
+            evidence.incarnations.append(manifest)
+
+
 def _archive_manifest(folder: Path, evidence: Evidence) -> dict | None:
     path = folder / load.ARCHIVE_MANIFEST
     if not folder.is_dir():
@@ -175,9 +212,11 @@ def _archived_file_gaps(folder: Path, view: str, entry: dict, evidence: Evidence
     return len(evidence.gaps) > before
 
 
-def _archived_partition_gaps(view: str, entry: dict, evidence: Evidence) -> None:
+def _archived_partition_gaps(view: str, entry: dict, evidence: Evidence,
+                             ends: dict[str, dict[str, dict[str, int]]] | None = None) -> None:
+    """Each partition of `ends` (default the run's end_offsets.json) archived in `view` to its end."""
     end = dict(load.VIEWS)[next(i for i, v in load.ARCHIVE_VIEWS.items() if v == view)]
-    for topic, parts in sorted(evidence.end_offsets.items()):
+    for topic, parts in sorted((evidence.end_offsets if ends is None else ends).items()):
         for p, recorded in sorted(parts.items(), key=lambda kv: int(kv[0])):
             archived = entry.get("partitions", {}).get(topic, {}).get(str(p))
             if archived is None:

@@ -28,8 +28,8 @@ from pyspark.sql import DataFrame, SparkSession
 
 from cluster.access.connection import ConnectionSettings, run_bootstrap
 from spark_analysis import load, page, verdict
-from spark_analysis.evidence import (Evidence, HistorySummary, check_archive, check_history, check_topics,
-                                    load_run_files, workload_kinds)
+from spark_analysis.evidence import (Evidence, HistorySummary, check_archive, check_history, check_incarnations,
+                                    check_topics, load_run_files, workload_kinds)
 from spark_analysis.submit import hwm_records, small_run
 
 class JobError(Exception):
@@ -38,6 +38,7 @@ class JobError(Exception):
 
 GROUP_OFFSETS_SCHEMA = "group string, topic string, partition int, committed long"
 END_OFFSETS_SCHEMA = "topic string, partition int, lso long, hwm long"
+CONSUMED_SCHEMA = "group string, topic string, partition int"
 
 
 STARTED = time.monotonic()
@@ -78,6 +79,7 @@ def gather_evidence(run_dir: Path, conn: ConnectionSettings | None) -> Evidence:
     """The run's files and the completeness of what bounds its views: the cluster's topics (conn), or without
     a connection (offline) the run's archive of them."""
     evidence = load_run_files(run_dir)
+    check_incarnations(run_dir, evidence)
     if evidence.end_offsets and conn is None:
         check_archive(run_dir, evidence)
     elif evidence.end_offsets:
@@ -90,11 +92,15 @@ def gather_evidence(run_dir: Path, conn: ConnectionSettings | None) -> Evidence:
 
 def raw_view(spark: SparkSession, run_dir: Path, evidence: Evidence, conn: ConnectionSettings | None,
              isolation: str) -> DataFrame:
-    """One view's Kafka rows up to its recorded ends: from Kafka, or (no connection: offline) the run's archive."""
+    """One view's Kafka rows up to its recorded ends: from Kafka, or (no connection: offline) the run's archive; with
+    the archived incarnations of topics the run deleted, each under its alias."""
     if conn is None:
-        return load.read_archived_view(spark, run_dir, isolation)
-    ends = load.view_ends(evidence.end_offsets, dict(load.VIEWS)[isolation])
-    return load.read_view(spark, load.kafka_options(conn.java_properties()), ends, isolation)
+        rows = load.read_archived_view(spark, run_dir, isolation)
+    else:
+        ends = load.view_ends(evidence.end_offsets, dict(load.VIEWS)[isolation])
+        rows = load.read_view(spark, load.kafka_options(conn.java_properties()), ends, isolation)
+    old = load.read_incarnations(spark, run_dir, evidence.incarnations, isolation)
+    return rows if old is None else rows.select(*load.KAFKA_COLUMNS).unionByName(old)
 
 
 def build_frames(spark: SparkSession, run_dir: Path, ops: DataFrame, evidence: Evidence, summary: HistorySummary,
@@ -112,13 +118,23 @@ def build_frames(spark: SparkSession, run_dir: Path, ops: DataFrame, evidence: E
     groups = [(g, t, int(p), o) for g, topics in evidence.group_offsets.items() for t, parts in topics.items()
               for p, o in parts.items()]
     ends = [(t, int(p), o["lso"], o["hwm"]) for t, parts in evidence.end_offsets.items() for p, o in parts.items()]
+    # a deleted incarnation is a topic of its own (its alias): its ends and its group's offsets when it was deleted
+    # (the group had consumed all of it: evidence.check_incarnations); the history's references moved by record id
+    old = evidence.incarnations
+    groups += [(m["group"], m["alias"], int(p), o) for m in old for p, o in m["group_offsets"].items()]
+    ends += [(m["alias"], int(p), o["lso"], o["hwm"]) for m in old for p, o in m["ends"].items()]
+    consumed = [(m["group"], m["alias"], int(p)) for m in old for p in m["ends"]]
+    moved = load.incarnation_of(uncommitted, old)
     return verdict.Frames(
-        committed=committed, uncommitted=uncommitted, writes=load.writes_of(ops), observed=load.observed_reads(ops),
-        consumed=load.consumed_inputs(ops), group_offsets=spark.createDataFrame(groups, GROUP_OFFSETS_SCHEMA),
-        acked=load.acknowledged(ops), copiers=spark.createDataFrame(summary.copiers, load.COPIER_SCHEMA),
+        committed=committed, uncommitted=uncommitted, writes=load.relabel(load.writes_of(ops), moved),
+        observed=load.relabel(load.observed_reads(ops), moved),
+        consumed=load.consumed_inputs(ops).unionByName(spark.createDataFrame(consumed, CONSUMED_SCHEMA)),
+        group_offsets=spark.createDataFrame(groups, GROUP_OFFSETS_SCHEMA),
+        acked=load.relabel(load.acknowledged(ops), moved),
+        copiers=spark.createDataFrame(summary.copiers, load.COPIER_SCHEMA),
         streams=spark.createDataFrame(summary.streams, load.STREAMS_SCHEMA),
         end_offsets=spark.createDataFrame(ends, END_OFFSETS_SCHEMA),
-        polls=load.consumer_polls(ops), seeks=load.consumer_seeks(ops))
+        polls=load.relabel(load.consumer_polls(ops), moved), seeks=load.relabel_by_time(load.consumer_seeks(ops), old))
 
 
 RECORDS_PER_SHUFFLE_PARTITION = 200_000

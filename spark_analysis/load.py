@@ -306,6 +306,59 @@ def read_view(spark: SparkSession, options: dict[str, str], ends: dict[str, dict
         .load()
 
 
+INCARNATIONS_DIR = "incarnations"   # chaos/record/archive.py: RUN/incarnations/<topic>~<n>/, a deleted topic's records
+
+
+def incarnation_dirs(run_dir: Path) -> list[Path]:
+    return sorted(p for p in (Path(run_dir) / INCARNATIONS_DIR).glob("*") if p.is_dir() and not p.name.startswith("."))
+
+
+def read_incarnations(spark: SparkSession, run_dir: Path, incarnations: Sequence[dict],
+                      isolation: str) -> DataFrame | None:
+    """One view of every archived incarnation (evidence.check_incarnations found them whole), its rows' topic
+    replaced by the incarnation's alias (<topic>~<n>): to the checks a topic of its own, apart from the topic
+    that now carries the name. None without incarnations."""
+    frames = [spark.read.parquet(str(Path(run_dir).resolve() / INCARNATIONS_DIR / m["alias"] /
+                                     m["views"][ARCHIVE_VIEWS[isolation]]["file"]))
+              .select(*KAFKA_COLUMNS).withColumn("topic", F.lit(m["alias"])) for m in incarnations]
+    return reduce(DataFrame.unionByName, frames) if frames else None
+
+
+def incarnation_of(records: DataFrame, incarnations: Sequence[dict]) -> DataFrame | None:
+    """topic, partition, id, alias: where each record id of an incarnation was (from a `records` frame holding
+    them: the uncommitted view), to move the history's references to it (relabel). None without incarnations."""
+    if not incarnations:
+        return None
+    names = [(m["alias"], m["topic"]) for m in incarnations]
+    aliases = records.sparkSession.createDataFrame(names, "alias string, origin string")
+    return records.where(F.col("id").isNotNull()).join(F.broadcast(aliases), F.col("topic") == F.col("alias")) \
+        .select(F.col("origin").alias("topic"), "partition", "id", "alias") \
+        .groupBy("topic", "partition", "id").agg(F.min("alias").alias("alias"))
+
+
+def relabel(df: DataFrame, moved: DataFrame | None) -> DataFrame:
+    """A history frame's references (topic, partition, id) to a record of a deleted incarnation renamed to its
+    alias (incarnation_of); the others unchanged. The record's id says which incarnation it was: offsets start
+    again at 0 in the new one, and a consumer may return records of the old one after it was deleted."""
+    if moved is None:
+        return df
+    return df.join(moved, on=["topic", "partition", "id"], how="left") \
+        .withColumn("topic", F.coalesce(F.col("alias"), F.col("topic"))).select(*df.columns)
+
+
+def relabel_by_time(df: DataFrame, incarnations: Sequence[dict]) -> DataFrame:
+    """A history frame without ids (the consumers' seeks): a reference to a topic recorded before one of its
+    incarnations' deletion was confirmed goes to the earliest such incarnation."""
+    if not incarnations:
+        return df
+    topic: Column | None = None
+    for m in sorted(incarnations, key=lambda m: m["deleted_at"]):
+        hit = (F.col("topic") == m["topic"]) & (F.col("time") < F.lit(m["deleted_at"]))
+        topic = F.when(hit, F.lit(m["alias"])) if topic is None else topic.when(hit, F.lit(m["alias"]))
+    assert topic is not None
+    return df.withColumn("topic", topic.otherwise(F.col("topic")))
+
+
 def read_archived_view(spark: SparkSession, run_dir: Path, isolation: str) -> DataFrame:
     """One view of the run's topics as its archive holds it (evidence.check_archive found it whole): the same
     rows, in the same columns, as read_view reads from Kafka."""

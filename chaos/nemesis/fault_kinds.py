@@ -193,6 +193,18 @@ class MigrateGroupProtocolParams(Params):
     back: bool = True
 
 
+class RecreateTopicParams(Params):
+    """Delete an input topic and create it again under its name (a new topic id, offsets from 0) while the processor
+    group consumes it (chaos/nemesis/recreate_topic.py): `writer` paused between two transactions meanwhile, the
+    group's offsets awaited at the topic's end (at most catch_up_s), the incarnation archived for the verification,
+    the topic deleted, created again after gap_s, the writer resumed. heal: the writer resumed and the topic there."""
+    topic: str = Field(min_length=1, description="{tag} substituted, e.g. '{tag}-in-b'")
+    writer: str = "feeder"
+    group: str = "{tag}.eos"
+    catch_up_s: float = Field(30.0, ge=0, le=600)
+    gap_s: float = Field(0.0, ge=0, le=600)
+
+
 FAULT_KINDS: dict[str, type[Params]] = {
     "kill-broker": KillBrokerParams,
     "stop-broker": StopBrokerParams,
@@ -209,6 +221,7 @@ FAULT_KINDS: dict[str, type[Params]] = {
     "set-feature": SetFeatureParams,
     "climb-epoch": ClimbEpochParams,
     "migrate-group-protocol": MigrateGroupProtocolParams,
+    "recreate-topic": RecreateTopicParams,
 }
 
 

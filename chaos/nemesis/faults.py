@@ -43,6 +43,7 @@ from kafka.structs import TopicPartition
 from chaos.nemesis.backends import HEAL_TIMEOUT_S, ISOLATE_TOXIC, Backend
 from chaos.nemesis.fault_kinds import TARGET_FORMS, TARGET_RE, Params, parse_params, with_tag
 from chaos.nemesis.epoch_climb import climb_epoch
+from chaos.nemesis.recreate_topic import Recreation, RecreateError, create_again, recreate
 from chaos.nemesis.inject_hanging import InjectedHanging, inject_hanging, transaction_timeout_ms
 from chaos.workloads import TRANSACTIONAL_WORKLOADS
 from chaos.workloads.plans import group_of, option_value, without_option
@@ -52,6 +53,7 @@ from chaos.workloads.run import Run
 from cluster.access.abort import abort_transaction, open_transaction
 from cluster.access.admin import ClusterAdmin
 from cluster.access.connection import ConnectionSettings
+from cluster.access.reads import topic_partitions
 from cluster.lab.features import finalized_level, set_level
 from cluster.lab.layout import LOOPBACK
 from cluster.access.waiting import WaitTimeout, wait_until
@@ -836,10 +838,59 @@ def groups_of(run: Run, processes: list[str], tag: str) -> str:
     return groups.pop()
 
 
+# ---- topics ------------------------------------------------------------------------------------------------
+class RecreateTopic(Fault):
+    """fault_kinds.RecreateTopicParams; the procedure and what it records: chaos/nemesis/recreate_topic.py. The start
+    returns once the topic exists again and its writer runs."""
+    kind = "recreate-topic"
+
+    def __init__(self, params: Params):
+        super().__init__(params)
+        self.state: Recreation | None = None
+
+    def prepare(self, env: FaultEnv) -> None:
+        """The topic and its partition count, for the journal's create-topic step before the start."""
+        topic = with_tag(self.params.topic, env.tag)
+        self.state = Recreation(topic, len(topic_partitions(env.conn, topic) or []))
+
+    def start(self, env: FaultEnv) -> dict:
+        run = env.require_run()
+        if self.state is None:
+            self.prepare(env)
+        assert self.state is not None
+        if self.state.topic not in run.info.topics:
+            raise FaultError(f"{self.state.topic} is not a topic of this run: only its own topics are deleted")
+        spec_of(run, self.params.writer)
+        try:
+            return recreate(run, self.state, self.params.writer, with_tag(self.params.group, env.tag),
+                            self.params.catch_up_s, self.params.gap_s, run.progress)
+        except RecreateError as exc:
+            raise FaultError(str(exc)) from None
+
+    def heal(self, env: FaultEnv) -> dict:
+        state = self.state
+        if state is None or not (state.paused or state.deleted or state.result):
+            return {"skipped": "not started"}
+        out: dict[str, Any] = {"topic": state.topic}
+        if state.deleted and not state.created:
+            create_again(env.conn, state)
+            out["created"] = True
+        if state.paused:
+            out["resumed"] = env.require_run().resume(self.params.writer)
+            state.paused = False
+        return out
+
+    def undo_steps(self, env: FaultEnv) -> list[dict]:
+        state = self.state
+        created = [] if state is None or not state.partitions else \
+            [{"step": "create-topic", "topic": state.topic, "partitions": state.partitions}]
+        return created + process_step("resume-process", env.run, self.params.writer)
+
+
 # ---- construction ---------------------------------------------------------------------------------------
 FAULT_CLASSES: dict[str, type[Fault]] = {cls.kind: cls for cls in (
     KillBroker, StopBroker, PauseBroker, RollingRestart, PauseWorkload, KillWorkload, ZombieProducer, Network, IsolateBroker,
-    HoldRequests, HangingTransaction, Storm, SetFeature, ClimbEpoch, MigrateGroupProtocol)}
+    HoldRequests, HangingTransaction, Storm, SetFeature, ClimbEpoch, MigrateGroupProtocol, RecreateTopic)}
 
 
 def make_fault(kind: str, params: dict | None = None) -> Fault:

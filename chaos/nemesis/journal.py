@@ -35,6 +35,7 @@ from typing import Any, Callable
 import psutil
 
 from cluster.access.errors import TxnlabError
+from cluster.access.smoke import ensure_topic
 from cluster.lab.features import set_level
 from cluster.lab.heal import HealError, run_steps
 from cluster.access.progress import Progress
@@ -240,6 +241,8 @@ def action_of(step: dict, backend: Any) -> Callable[[], object]:
         return partial(stop_run_processes, step)
     if kind == "abort-hanging":
         return partial(abort_hanging_step, step, backend)
+    if kind == "create-topic":          # a deleted topic's heal (recreate-topic): created if missing, led everywhere
+        return partial(ensure_topic, backend.connection(), step["topic"], partitions=step["partitions"])
     if kind == "set-feature":
         return partial(set_level, backend.connection(), step["feature"], step["level"], expected=step.get("expected"))
     raise JournalError(f"unknown journal step {kind!r}")

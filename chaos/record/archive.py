@@ -11,6 +11,9 @@ file's sha256, bytes and rows, and per partition the end it was read to, the row
 read reached and where the log started, asked after the views were read (records deleted before or while they
 were read show there). Files are written under temporary names and renamed; an archive made again replaces
 the old one only once complete.
+A topic deleted during the run (the recreate-topic fault) leaves its last incarnation's records, archived the same
+way before the deletion, in `incarnations/<topic>~<n>/` (write_incarnation; its manifest also says what the fault
+saw: topic ids, the consuming group's offsets, the deletion confirmed).
 What the archive does not hold is everything else verify reads: those are the run's own files already
 (history, end_offsets.json, group_offsets.json, spec.json).
 Must not: judge anything (spark_analysis/evidence.py decides whether an archive is complete), or keep more
@@ -35,6 +38,7 @@ from cluster.access.reads import QUIET, log_start_offsets, partition_offsets
 from cluster.access.waiting import Deadline
 
 ARCHIVE_DIR = "archive"
+INCARNATIONS_DIR = "incarnations"      # RUN/incarnations/<topic>~<n>/: a deleted topic's records (write_incarnation)
 MANIFEST = "manifest.json"
 FORMAT = 1
 # view -> (isolation level, which recorded end bounds it): spark_analysis/load.py VIEWS reads the same
@@ -93,12 +97,15 @@ Reader = Callable[[str, dict], Iterable[tuple[list, dict]]]
 
 
 def seal_archive(run_dir: Path, ends: dict, starts: Callable[[], dict[str, dict[int, int]]], read: Reader,
-                 source: str, progress: Callable[[str], None] = lambda m: None) -> Path:
+                 source: str, progress: Callable[[str], None] = lambda m: None, final: Path | None = None,
+                 extra: dict | None = None) -> Path:
     """Both views' files from `read(isolation, ends)` (batches of messages with the position each partition
-    reached), then the manifest with `starts()` (where each log starts, asked once the views are read), in a
-    folder of its own renamed to RUN/archive/ once complete."""
+    reached), then the manifest with `starts()` (where each log starts, asked once the views are read) and
+    `extra`'s fields, in a folder of its own renamed to `final` (RUN/archive/ by default) once complete."""
     run_dir = Path(run_dir)
-    work = run_dir / f".{ARCHIVE_DIR}-{uuid.uuid4().hex[:8]}"
+    final = final or archive_dir(run_dir)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    work = final.parent / f".{final.name}-{uuid.uuid4().hex[:8]}"
     work.mkdir()
     try:
         views = {}
@@ -107,10 +114,10 @@ def seal_archive(run_dir: Path, ends: dict, starts: Callable[[], dict[str, dict[
             views[view] = write_view(work, view, isolation, bounds, read(isolation, bounds))
             progress(f"archive: {view} view, {views[view]['rows']} records ({time.monotonic() - began:.1f}s)")
         manifest = {"format": FORMAT, "written_at": time.time(), "cluster": source, "views": views,
-                    "log_start": {t: {str(p): o for p, o in s.items()} for t, s in starts().items()}}
+                    "log_start": {t: {str(p): o for p, o in s.items()} for t, s in starts().items()},
+                    **(extra or {})}
         _write_atomic(work / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
-        final = archive_dir(run_dir)
-        old = run_dir / f".{ARCHIVE_DIR}-old-{uuid.uuid4().hex[:8]}"
+        old = final.parent / f".{final.name}-old-{uuid.uuid4().hex[:8]}"
         if final.exists():
             final.rename(old)
         work.rename(final)
@@ -118,6 +125,31 @@ def seal_archive(run_dir: Path, ends: dict, starts: Callable[[], dict[str, dict[
         return final / MANIFEST
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def write_incarnation(run_dir: Path, conn: ConnectionSettings, topic: str, alias: str, ends: dict[str, dict[str, int]],
+                      extra: dict, progress: Callable[[str], None] = lambda m: None) -> Path:
+    """An incarnation of `topic` about to be deleted (chaos/nemesis/recreate_topic.py), archived whole while nothing
+    writes it: both views to `ends` ({partition: {lso, hwm}}) into RUN/incarnations/<alias>/, in the archive's
+    format, its manifest with `extra` (the fault's facts: topic ids, the group's offsets); its manifest's path.
+    The records keep their topic's name; spark_analysis/load.py reads them under `alias`."""
+    parts = sorted(int(p) for p in ends)
+
+    def read(isolation: str, view: dict[str, dict[int, int]]):
+        return read_view(conn, isolation, view, idle=20.0)
+    return seal_archive(run_dir, {topic: ends}, lambda: {topic: log_start_offsets(conn, topic, parts)}, read,
+                        conn.describe(), progress, final=incarnation_dir(run_dir, alias),
+                        extra={"topic": topic, "alias": alias, **extra})
+
+
+def incarnation_dir(run_dir: Path, alias: str) -> Path:
+    return Path(run_dir) / INCARNATIONS_DIR / alias
+
+
+def mark_incarnation(manifest: Path, **facts) -> None:
+    """Add facts to an incarnation's manifest (its deletion, once every broker confirmed it)."""
+    data = json.loads(Path(manifest).read_text())
+    _write_atomic(Path(manifest), json.dumps({**data, **facts}, indent=1, sort_keys=True) + "\n")
 
 
 def view_ends(ends: dict, end: str) -> dict[str, dict[int, int]]:

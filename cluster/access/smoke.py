@@ -89,3 +89,41 @@ def transactional_round_trip(conn: ConnectionSettings, timeout: float = 60.0, re
     producer.commit_transaction(timeout)
     return txn_id
 
+
+
+def topic_id(conn: ConnectionSettings, topic: str, timeout: float = 10.0) -> str | None:
+    """The topic's id (KIP-516) as the cluster describes it now, None when it does not know the topic."""
+    from confluent_kafka import TopicCollection
+    admin = AdminClient(conn.confluent(log_level=3))
+    try:
+        return str(admin.describe_topics(TopicCollection([topic]), request_timeout=timeout)[topic].result(timeout)
+                   .topic_id)
+    except KafkaException as exc:
+        if exc.args[0].name() == "UNKNOWN_TOPIC_OR_PART":
+            return None
+        raise
+
+
+def delete_topic(conn: ConnectionSettings, topic: str, timeout: float = 30.0) -> None:
+    """Delete `topic` and wait until no broker's metadata holds it any more (a broker applies the deletion at its
+    own pace: ensure_topic asked of one that has not would find the old topic and create nothing)."""
+    admin = AdminClient(conn.confluent(log_level=3))
+    try:
+        admin.delete_topics([topic], operation_timeout=timeout)[topic].result(timeout)
+    except KafkaException as exc:
+        if exc.args[0].name() != "UNKNOWN_TOPIC_OR_PART":
+            raise
+
+    def gone() -> bool | NotYet:
+        cluster = admin.list_topics(timeout=timeout)
+        if topic in cluster.topics:
+            return NotYet("the controller's metadata still lists it")
+        brokers = [f"{b.host}:{b.port}" for b in cluster.brokers.values()]
+        knowing = [b for b in brokers if _known(_topic_seen_by(conn, b, topic, timeout))]
+        return NotYet(f"brokers {knowing} still know it") if knowing else True
+    wait_until(gone, timeout, f"topic {topic} gone from every broker", 0.2)
+
+
+def _known(meta) -> bool:
+    """A broker's answer about a topic names it (an unknown topic comes back with an error, or not at all)."""
+    return meta is not None and meta.error is None

@@ -37,7 +37,23 @@ EXAMPLE_PARAMS = {
     "set-feature": {"feature": "transaction.version", "level": 1},
     "climb-epoch": {"txn_id": "{tag}.txp-0", "to_epoch": 100, "process": "txp-0"},
     "migrate-group-protocol": {"processes": ["eos-0", "eos-1"], "pause_between_s": 0, "settle_s": 0},
+    "recreate-topic": {"topic": "{tag}-in-b", "writer": "txp-0"},
 }
+
+
+@pytest.fixture(autouse=True)
+def fake_recreate(monkeypatch):
+    """The recreate-topic procedure replaced (tests/unit/test_incarnations.py has its steps, the live test its real
+    run): the writer paused and resumed, the topic deleted and created again, as the state says."""
+    def recreate(run, state, writer, group, catch_up_s, gap_s, progress):
+        run.pause(writer)
+        state.paused = state.deleted = state.created = True
+        run.resume(writer)
+        state.paused = False
+        state.result.update(topic=state.topic, alias=f"{state.topic}~1")
+        return dict(state.result)
+    monkeypatch.setattr(faults, "recreate", recreate)
+    monkeypatch.setattr(faults, "topic_partitions", lambda conn, topic: [0, 1])
 
 
 @pytest.fixture(autouse=True)
@@ -113,7 +129,7 @@ class FakeRun:
     restart = Run.restart
 
     def __init__(self, specs=()):
-        self.info = SimpleNamespace(run_tag=TAG, seed=7, specs=[dict(s) for s in specs])
+        self.info = SimpleNamespace(run_tag=TAG, seed=7, specs=[dict(s) for s in specs], topics=[f"{TAG}-in-b"])
         self.running = {s["process"] for s in specs}
         self.paused, self.calls = set(), []
         self.progress = lambda message: None
