@@ -6,6 +6,7 @@ is injected on the drill cluster and aborted by the heal.
 """
 from __future__ import annotations
 
+import json
 import random
 import time
 
@@ -18,7 +19,7 @@ from chaos.record.history import read_history
 from chaos.workloads.plans import WorkloadSpec, option_value, plan
 from chaos.workloads.run import Run, new_run_dir, new_run_tag
 from cluster.access.admin import transaction_state_partition
-from cluster.access.reads import partition_offsets, read_to_end
+from cluster.access.reads import partition_offsets, read_to_end, topic_partitions
 from cluster.access.smoke import ensure_topic
 from cluster.access.waiting import wait_until
 
@@ -368,3 +369,39 @@ def test_a_hanging_transaction_is_injected_then_aborted(drill_env, drill_conn):
     wait_until(lambda: partition_offsets(drill_conn, topic, [0], committed=True)[0]
                == partition_offsets(drill_conn, topic, [0], committed=False)[0] > hwm, 15, "the LSO to catch up")
     assert fault.heal(env)["aborted"] is False                                  # nothing open any more
+
+
+def test_an_input_topic_is_deleted_and_created_again_under_its_name(cluster, run):
+    """recreate-topic on a running processor group (the reference client): the feeder paused between transactions,
+    the group caught up, the old incarnation archived whole before the deletion and marked deleted after it, the
+    topic back with a new id and its partitions, the feeder and the processors committing on it again. What each
+    client makes of it, exactly-once or not, is the campaign's (input-topic-recreated)."""
+    tag = run.info.run_tag
+    planned = plan("processor", tag, instances=2, extra=[], partitions=2)
+    run.create_topics(planned.topics)
+    for spec in planned.specs:
+        run.start(spec)
+    for process in ("eos-0", "eos-1"):
+        wait_for_ops(run, process, "process", "ok", timeout=60)
+    env = run_env(cluster, run)
+    fault = make_fault("recreate-topic", {"topic": "{tag}-in-b"})
+    fault.prepare(env)
+    assert fault.undo_steps(env)[0] == {"step": "create-topic", "topic": f"{tag}-in-b", "partitions": 2}
+    started = fault.start(env)
+    assert started["caught_up"] is True and started["resumed"] is True, started
+    assert started["new_topic_id"] not in (None, started["topic_id"])
+    manifest = json.loads((run.dir / started["archived"] / "manifest.json").read_text())
+    assert manifest["deleted"] is True and manifest["alias"] == f"{tag}-in-b~1"
+    for view in ("committed", "uncommitted"):          # read whole: each partition to its end (no transaction open)
+        parts = manifest["views"][view]["partitions"][f"{tag}-in-b"]
+        assert all(p["reached"] == p["end"] == started["ends"][n]["hwm"] for n, p in parts.items()), parts
+        assert sum(p["rows"] for p in parts.values()) > 0
+    assert all(started["group_offsets"][p] > 0 for p in started["ends"] if started["ends"][p]["hwm"])
+    assert topic_partitions(run.conn, f"{tag}-in-b") == [0, 1]
+    feeder = len(ops_of(run, "feeder", "txn", "ok"))
+    wait_until(lambda: any(w["topic"] == f"{tag}-in-b" for op in ops_of(run, "feeder", "txn", "ok")[feeder:]
+                           for w in op["value"]["writes"]), 60, "the feeder committing to the new incarnation")
+    wait_until(lambda: any(i["topic"] == f"{tag}-in-b" and i["offset"] < 5 for op in read_history(run.dir).ops
+                           if op["f"] == "process" and op["type"] == "invoke" and op["time"] > manifest["deleted_at"]
+                           for i in op["value"].get("inputs") or []), 60, "a processor reading the new incarnation")
+    assert fault.heal(env) == {"topic": f"{tag}-in-b"}
