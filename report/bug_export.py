@@ -295,11 +295,12 @@ def readme(bug: BugSpec, judged: dict, affected: Chosen, fixed: Chosen, a_dir: P
     lines += [f"- `{c.file}`, `{c.function}` ({c.release}): {' '.join(c.does.split())}" for c in up.cause]
     lines += ["", "## Reproduce", ""]
     if repro is not None:
-        sources = [source for pattern in ("*.go", "*.js", "*.py") for source in sorted(repro.glob(pattern))]
+        sources = [source for pattern in ("*.go", "*.js", "*.py", "*.java") for source in sorted(repro.glob(pattern))]
         usage = next((line.removeprefix("// ") for source in sources for line in source.read_text().splitlines()
                       if line.removeprefix("// ").startswith("Usage:")), "")
         setup = ("`npm ci` there, then " if (repro / "package.json").exists() else
-                 "`pip install -r requirements.txt` there, then " if (repro / "requirements.txt").exists() else "")
+                 "`pip install -r requirements.txt` there, then " if (repro / "requirements.txt").exists() else
+                 "Maven there (its pom.xml fetches the client): " if (repro / "pom.xml").exists() else "")
         lines += [f"Without txnlab: `{repro.relative_to(bundle)}/` needs only a Kafka cluster and the client: "
                   f"{setup}{usage.removeprefix('Usage: ')}", ""]
     lines += [f"With txnlab: `txnlab bugs run {bug.id} --tries 3` runs both sides on local clusters and judges them.",
@@ -343,7 +344,7 @@ def export(bug_id: str, suite: Path, out_root: Path, progress: Progress = print)
     repro = None
     if (REPRO_DIR / bug.id).is_dir():
         repro = bundle / "repro"
-        shutil.copytree(REPRO_DIR / bug.id, repro, ignore=shutil.ignore_patterns("node_modules"))
+        shutil.copytree(REPRO_DIR / bug.id, repro, ignore=shutil.ignore_patterns("node_modules", "target"))
     (bundle / "README.md").write_text(readme(bug, judged, affected, fixed, a_dir, f_dir, repro, bundle))
     tarball = out_root / f"{bug.id}.tar.gz"
     with tarfile.open(tarball, "w:gz") as tar:

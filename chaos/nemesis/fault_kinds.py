@@ -197,12 +197,17 @@ class RecreateTopicParams(Params):
     """Delete an input topic and create it again under its name (a new topic id, offsets from 0) while the processor
     group consumes it (chaos/nemesis/recreate_topic.py): `writer` paused between two transactions meanwhile, the
     group's offsets awaited at the topic's end (at most catch_up_s), the incarnation archived for the verification,
-    the topic deleted, created again after gap_s, the writer resumed. heal: the writer resumed and the topic there."""
+    the topic deleted, created again after gap_s, the writer resumed (and `hold`'s processes hold_s later). heal: the
+    writer and the held processes resumed, the topic there."""
     topic: str = Field(min_length=1, description="{tag} substituted, e.g. '{tag}-in-b'")
     writer: str = "feeder"
     group: str = "{tag}.eos"
     catch_up_s: float = Field(30.0, ge=0, le=600)
     gap_s: float = Field(0.0, ge=0, le=600)
+    hold: list[str] = Field([], description="processes (the group's consumers) paused from just before the deletion "
+                                           "until hold_s after the writer resumed: they meet the new topic only once "
+                                           "it holds records, as consumers down during an operator's reset do")
+    hold_s: float = Field(3.0, ge=0, le=60)
 
 
 FAULT_KINDS: dict[str, type[Params]] = {

@@ -862,14 +862,17 @@ class RecreateTopic(Fault):
             raise FaultError(f"{self.state.topic} is not a topic of this run: only its own topics are deleted")
         spec_of(run, self.params.writer)
         try:
+            for process in self.params.hold:
+                spec_of(run, process)
             return recreate(run, self.state, self.params.writer, with_tag(self.params.group, env.tag),
-                            self.params.catch_up_s, self.params.gap_s, run.progress)
+                            self.params.catch_up_s, self.params.gap_s, run.progress, tuple(self.params.hold),
+                            self.params.hold_s)
         except RecreateError as exc:
             raise FaultError(str(exc)) from None
 
     def heal(self, env: FaultEnv) -> dict:
         state = self.state
-        if state is None or not (state.paused or state.deleted or state.result):
+        if state is None or not (state.paused or state.held or state.deleted or state.result):
             return {"skipped": "not started"}
         out: dict[str, Any] = {"topic": state.topic}
         if state.deleted and not state.created:
@@ -878,13 +881,17 @@ class RecreateTopic(Fault):
         if state.paused:
             out["resumed"] = env.require_run().resume(self.params.writer)
             state.paused = False
+        if state.held:
+            out["released"] = {p: env.require_run().resume(p) for p in state.held}
+            state.held = []
         return out
 
     def undo_steps(self, env: FaultEnv) -> list[dict]:
         state = self.state
         created = [] if state is None or not state.partitions else \
             [{"step": "create-topic", "topic": state.topic, "partitions": state.partitions}]
-        return created + process_step("resume-process", env.run, self.params.writer)
+        return created + [step for p in (self.params.writer, *self.params.hold)
+                          for step in process_step("resume-process", env.run, p)]
 
 
 # ---- construction ---------------------------------------------------------------------------------------

@@ -14,7 +14,8 @@ Owns the fault's procedure, in the order an operator resetting a topic follows, 
      time), the one fact that makes the verification read the archived incarnation under its alias
      (`<topic>~<n>`: a name no Kafka topic can have);
   5. after gap_s, the topic created again with its partition count and the cluster's defaults, led everywhere;
-  6. the writer resumed.
+  6. the writer resumed, and `hold`'s processes (paused just before the deletion) hold_s after it: consumers that
+     meet the new topic only once it holds records.
 What Kafka does meanwhile is what the run measures: both group coordinators delete the committed offsets of a
 deleted topic's partitions; a consumer learns of the new topic id by its metadata (KIP-848's assignments and
 TxnOffsetCommit v5, KIP-1319, name topics by id), or not, and may fetch the new incarnation from a position of the
@@ -53,6 +54,7 @@ class Recreation:
     topic: str
     partitions: int = 0
     paused: bool = False
+    held: list[str] = field(default_factory=list)     # processes paused until after the re-creation
     deleted: bool = False
     created: bool = False
     result: dict = field(default_factory=dict)
@@ -109,7 +111,7 @@ def next_alias(run_dir: Path, topic: str) -> str:
 
 
 def recreate(run: Run, state: Recreation, writer: str, group: str, catch_up_s: float, gap_s: float,
-             progress: Callable[[str], None]) -> dict:
+             progress: Callable[[str], None], hold: tuple[str, ...] = (), hold_s: float = 0.0) -> dict:
     """Steps 1-6 of the module docstring on `state.topic`; the result the history records."""
     conn, topic = run.conn, state.topic
     parts = topic_partitions(conn, topic)
@@ -131,6 +133,10 @@ def recreate(run: Run, state: Recreation, writer: str, group: str, catch_up_s: f
     caught_up, offsets = group_caught_up(conn, group, topic, after, catch_up_s)
     out.update(caught_up=caught_up, group_offsets=offsets)
     mark_incarnation(manifest, group_offsets=offsets, caught_up=caught_up)
+    for process in hold:
+        state.held.append(process)
+        if not run.pause(process):
+            raise RecreateError(f"{process} (to hold) is not running")
     delete_topic(conn, topic)
     state.deleted = True
     mark_incarnation(manifest, deleted=True, deleted_at=now_ns(run.history.run_start_ns))
@@ -140,6 +146,10 @@ def recreate(run: Run, state: Recreation, writer: str, group: str, catch_up_s: f
     out.update(new_topic_id=topic_id(conn, topic))
     out["resumed"] = run.resume(writer)
     state.paused = False
+    if state.held:
+        time.sleep(hold_s)
+        out["held"] = {p: run.resume(p) for p in state.held}
+        state.held = []
     return out
 
 

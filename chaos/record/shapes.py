@@ -2,7 +2,9 @@
 (exactly-once holds). commit-waits (franz-go-tv2-wait): a transaction that took COMMIT_WAIT_S or more from its
 invoke to its commit while no fault was active; zombie-revived (KAFKA-18019): a fenced zombie its client brought
 back by itself after it was resumed; stuck-producer (kafkajs-expired-id-stuck): a producer that, no fault
-active, fails every transaction until the end. Each returns its occurrences in a history, each described in a
+active, fails every transaction until the end; recreated-topic-commits-stuck (java-txn-offset-commit-stale-topic-id):
+a processor that stopped committing at a transaction carrying offsets of a topic deleted and created again. Each
+returns its occurrences in a history, each described in a
 line; a bug's `expect.shapes` names the shapes that show it (chaos/bugs/). And the errors a history's operations
 recorded by name (errors_seen: a bug's `expect.errors`, KAFKA-20785's InvalidTxnStateException)."""
 from __future__ import annotations
@@ -17,6 +19,7 @@ from chaos.record.recovery import COMMIT_F, INIT_F, ended_at, ends_as_meant, fau
 
 STUCK_TRIES = 3          # failed transactions, none committed, with no fault active: a producer that cannot go on
 STUCK_S = 5.0
+RECREATED_STUCK_S = 10.0  # a transaction's offsets sent for a re-created topic: the Java processor's max.block.ms
 COMMIT_WAIT_S = 4.0      # franz-go waits for MetadataMinAge (5 s) before it retries; the other clients' max is ~1.3 s
 
 
@@ -91,9 +94,43 @@ def stuck_producers(ops: list[dict]) -> list[str]:
     return found
 
 
+def recreated_topic_commits_stuck(ops: list[dict]) -> list[str]:
+    """A processor whose transaction carried offsets of a topic a recreate-topic fault had deleted and created again
+    before it began (chaos/nemesis/recreate_topic.py), and that then committed nothing more until quiescence: that
+    transaction never ended, or ended failing RECREATED_STUCK_S or more after it began. Kafka's Java producer 4.4.0
+    sends TxnOffsetCommit with the deleted topic's id and retries UNKNOWN_TOPIC_ID with it for ever
+    (java-txn-offset-commit-stale-topic-id)."""
+    horizon = horizon_of(ops)
+    recreated = [(op["time"], (op.get("value") or {}).get("topic")) for op in ops if op["f"] == "fault"
+                 and op["type"] == "ok" and (op.get("value") or {}).get("kind") == "recreate-topic"]
+    if not recreated:
+        return []
+    ends = {(op.get("value") or {}).get("attempt"): op for op in ops if op["f"] == "process" and op["type"] != "invoke"}
+    found = []
+    for op in ops:
+        value = op.get("value") or {}
+        if op["f"] != "process" or op["type"] != "invoke":
+            continue
+        topics = {c.get("topic") for c in value.get("commit_offsets") or []}
+        topic = next((t for at, t in recreated if at < op["time"] and t in topics), None)
+        end = ends.get(value.get("attempt"))
+        if topic is None or end is not None and (end["type"] == "ok" or end["time"] - op["time"] < RECREATED_STUCK_S * 1e9):
+            continue
+        if any(o["process"] == op["process"] and o["f"] == "process" and o["type"] == "ok" and op["time"] < o["time"]
+               < horizon for o in ops):
+            continue
+        how = "never ended" if end is None else \
+            f"ended {end['type']} at {_s(end['time'])}: {str((end.get('value') or {}).get('after') or (end.get('value') or {}).get('error'))[:160]}"
+        found.append(f"{op['process']}: transaction {value.get('attempt')} with offsets of {topic} (created again "
+                     f"before it) began at {_s(op['time'])} and {how}; nothing committed after it until quiescence "
+                     f"({_s(horizon)})")
+    return found
+
+
 SHAPES: dict[str, Callable[[list[dict]], list[str]]] = {"commit-waits": commit_waits, "zombie-revived": zombie_revived,
-                                                        "stuck-producer": stuck_producers}
-LIVENESS_SHAPES = ("stuck-producer",)     # shapes of a process that cannot go on: they explain a fault not recovered from
+                                                        "stuck-producer": stuck_producers,
+                                                        "recreated-topic-commits-stuck": recreated_topic_commits_stuck}
+LIVENESS_SHAPES = ("stuck-producer", "recreated-topic-commits-stuck")     # shapes of a process that cannot go on: they explain a fault not recovered from
 
 
 def shapes_in(run_dir: Path, names: tuple[str, ...]) -> dict[str, list[str]] | str:

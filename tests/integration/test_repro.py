@@ -6,6 +6,7 @@ default), its output kept in the test's report."""
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -162,3 +163,29 @@ def test_kafkajs_s_expired_id_stuck_is_seen_by_its_standalone_reproduction(expir
     proc = node_repro("kafkajs-expired-id-stuck", expiring_cluster, tries=5)
     assert len(re.findall(r"transaction \d after the expiry: failed INVALID_PRODUCER_ID_MAPPING", proc.stdout)) == 5
     assert "control: a new producer with the same transactional id: committed" in proc.stdout
+
+
+def maven_repro(bug: str, cluster, version: str) -> subprocess.CompletedProcess:
+    """A Maven reproduction run as its maintainers would: `mvn compile exec:java` (the client at `version`, from Maven
+    Central) against the cluster (its build in the folder's target/, removed by the test)."""
+    source = REPRO / bug
+    return subprocess.run(["mvn", "-q", f"-Dkafka.version={version}", "compile", "exec:java",
+                           f"-Dexec.args={cluster.connection().bootstrap} 3"], cwd=source, capture_output=True, text=True,
+                          timeout=300)
+
+
+@CAMPAIGN
+def test_java_s_stale_topic_id_commit_is_seen_by_its_standalone_reproduction_and_not_on_the_release_before(cluster):
+    """java-txn-offset-commit-stale-topic-id's reproduction (a Java program on kafka-clients alone): after its input
+    topic is deleted and created again, 4.4.0's sendOffsetsToTransaction times out (TxnOffsetCommit with the deleted
+    topic's id, retried for ever); 4.3.1's commits on the new topic."""
+    try:
+        affected = maven_repro("java-txn-offset-commit-stale-topic-id", cluster, "4.4.0")
+        print(affected.stdout)
+        assert affected.returncode == 1 and "SYMPTOM: sendOffsetsToTransaction did not complete" in affected.stdout, \
+            affected.stdout[-3000:] + affected.stderr[-2000:]
+        fixed = maven_repro("java-txn-offset-commit-stale-topic-id", cluster, "4.3.1")
+        print(fixed.stdout)
+        assert fixed.returncode == 0 and "no symptom" in fixed.stdout, fixed.stdout[-3000:] + fixed.stderr[-2000:]
+    finally:
+        shutil.rmtree(REPRO / "java-txn-offset-commit-stale-topic-id" / "target", ignore_errors=True)

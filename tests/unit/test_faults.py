@@ -45,7 +45,7 @@ EXAMPLE_PARAMS = {
 def fake_recreate(monkeypatch):
     """The recreate-topic procedure replaced (tests/unit/test_incarnations.py has its steps, the live test its real
     run): the writer paused and resumed, the topic deleted and created again, as the state says."""
-    def recreate(run, state, writer, group, catch_up_s, gap_s, progress):
+    def recreate(run, state, writer, group, catch_up_s, gap_s, progress, hold=(), hold_s=0.0):
         run.pause(writer)
         state.paused = state.deleted = state.created = True
         run.resume(writer)

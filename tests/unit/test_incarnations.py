@@ -158,3 +158,13 @@ def test_the_fault_journals_the_topic_and_the_writer_and_heals_nothing_unstarted
     with pytest.raises(Exception, match="topic"):
         make_fault("recreate-topic", {})
     assert json.dumps(fault.params.model_dump())
+
+
+def test_held_processes_are_journaled_and_released_by_the_heal():
+    fault = make_fault("recreate-topic", {"topic": "{tag}-in-b", "hold": ["eos-0", "eos-1"], "hold_s": 1})
+    fault.state = recreate_topic.Recreation("r1-in-b", 6, held=["eos-1"], deleted=True, created=True)
+    run = Writer()
+    env = type("Env", (), {"run": run, "require_run": lambda self: run})()
+    assert fault.heal(env) == {"topic": "r1-in-b", "released": {"eos-1": True}}
+    assert run.calls == [("resume", "eos-1")] and fault.state.held == []
+    assert fault.heal(env) == {"topic": "r1-in-b"}                     # released once

@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from chaos.record.shapes import COMMIT_WAIT_S, commit_waits, shapes_in, stuck_producers, zombie_revived
+from chaos.record.shapes import (COMMIT_WAIT_S, commit_waits, recreated_topic_commits_stuck, shapes_in, stuck_producers,
+                                 zombie_revived)
 from chaos.runner.spec import SpecError
 from chaos.catalog.bugs import load_bug
 from tests.unit.test_annotations import op, write_history
@@ -187,3 +188,31 @@ def test_a_brokers_bug_shown_by_a_shape_is_a_candidate_on_its_affected_cluster_o
     assert "KAFKA-20090" in {b.id for b in shape_candidates(frozenset({"java"}), affected)}
     assert "KAFKA-20090" not in {b.id for b in shape_candidates(frozenset({"java"}), {**affected, "kafka_version": "4.3.1"})}
     assert "KAFKA-20090" not in {b.id for b in shape_candidates(frozenset({"java"}))}
+
+
+def process(name: str, n: int, begin: float, end: float | None, outcome: str = "ok", topic: str = "r-in-b",
+            **value) -> list[dict]:
+    attempt = {"attempt": f"r.{name}.{n}", "commit_offsets": [{"topic": topic, "partition": 0, "offset": 3}]}
+    done = [] if end is None else [op(name, outcome, "process", end, **attempt, **value)]
+    return [op(name, "invoke", "process", begin, **attempt), *done]
+
+
+def test_a_processor_that_stops_at_offsets_of_a_recreated_topic_is_stuck_and_one_that_goes_on_is_not():
+    quiet = [op("nemesis", "ok", "quiescence", 40.0)]
+    recreated = fault(8.0, 10.0, kind="recreate-topic", topic="r-in-b")
+    stuck = [*process("eos-0", 1, 5.0, 5.1), *process("eos-0", 2, 11.0, 41.0, "fail",
+                                                      after="TimeoutException: awaiting TxnOffsetCommitHandler")]
+    found = recreated_topic_commits_stuck(sorted([*recreated, *stuck, *quiet], key=lambda o: o["time"]))
+    assert len(found) == 1 and found[0].startswith("eos-0: transaction r.eos-0.2 with offsets of r-in-b")
+    assert "ended fail at 41.00 s: TimeoutException: awaiting TxnOffsetCommitHandler" in found[0]
+    never = [*process("eos-0", 2, 11.0, None)]
+    assert "never ended" in recreated_topic_commits_stuck([*recreated, *never, *quiet])[0]
+    going_on = [*stuck[:2], *process("eos-0", 2, 11.0, 21.5, "fail"), *process("eos-0", 3, 22.0, 22.1)]
+    assert recreated_topic_commits_stuck(sorted([*recreated, *going_on, *quiet], key=lambda o: o["time"])) == []
+    quick = [*process("eos-0", 2, 11.0, 12.0, "fail")]             # failed fast: an ordinary abort, not this
+    assert recreated_topic_commits_stuck([*recreated, *quick, *quiet]) == []
+    other_topic = [*process("eos-0", 2, 11.0, None, topic="r-in-a")]
+    assert recreated_topic_commits_stuck([*recreated, *other_topic, *quiet]) == []
+    before = [*process("eos-0", 2, 7.0, None)]                    # began before the topic was created again
+    assert recreated_topic_commits_stuck([*recreated, *before, *quiet]) == []
+    assert recreated_topic_commits_stuck([*stuck, *quiet]) == []  # no re-creation in the run
