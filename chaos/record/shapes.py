@@ -3,8 +3,9 @@
 invoke to its commit while no fault was active; zombie-revived (KAFKA-18019): a fenced zombie its client brought
 back by itself after it was resumed; stuck-producer (kafkajs-expired-id-stuck): a producer that, no fault
 active, fails every transaction until the end; recreated-topic-commits-stuck (java-txn-offset-commit-stale-topic-id):
-a processor that stopped committing at a transaction carrying offsets of a topic deleted and created again. Each
-returns its occurrences in a history, each described in a
+a processor that stopped committing at a transaction carrying offsets of a topic deleted and created again;
+recreated-topic-unread (franz-go-recreated-topic-unread): a processor holding partitions of such a topic that reads
+none of its records again. Each returns its occurrences in a history, each described in a
 line; a bug's `expect.shapes` names the shapes that show it (chaos/bugs/). And the errors a history's operations
 recorded by name (errors_seen: a bug's `expect.errors`, KAFKA-20785's InvalidTxnStateException)."""
 from __future__ import annotations
@@ -101,8 +102,7 @@ def recreated_topic_commits_stuck(ops: list[dict]) -> list[str]:
     sends TxnOffsetCommit with the deleted topic's id and retries UNKNOWN_TOPIC_ID with it for ever
     (java-txn-offset-commit-stale-topic-id)."""
     horizon = horizon_of(ops)
-    recreated = [(op["time"], (op.get("value") or {}).get("topic")) for op in ops if op["f"] == "fault"
-                 and op["type"] == "ok" and (op.get("value") or {}).get("kind") == "recreate-topic"]
+    recreated = _recreations(ops)
     if not recreated:
         return []
     ends = {(op.get("value") or {}).get("attempt"): op for op in ops if op["f"] == "process" and op["type"] != "invoke"}
@@ -127,10 +127,49 @@ def recreated_topic_commits_stuck(ops: list[dict]) -> list[str]:
     return found
 
 
+def recreated_topic_unread(ops: list[dict]) -> list[str]:
+    """A processor that holds partitions of a topic a recreate-topic fault deleted and created again (assigned to it,
+    and not revoked, at quiescence) and read no record of that topic from the re-creation to quiescence, while a
+    writer committed records to it: franz-go v1.22.3 does not adopt a re-created topic's new id and fetches it with
+    the old one, UNKNOWN_TOPIC_ID, until the application purges the topic (franz-go-recreated-topic-unread)."""
+    horizon = horizon_of(ops)
+    found = []
+    for at, topic in _recreations(ops):
+        written = sum(1 for op in ops if op["f"] == "txn" and op["type"] == "ok" and at < op["time"] < horizon
+                      for w in (op.get("value") or {}).get("writes") or [] if w.get("topic") == topic)
+        if not written:
+            continue
+        held: dict[str, set[int]] = {}
+        for op in ops:
+            value = op.get("value") or {}
+            if op["f"] != "seek" or op["type"] != "ok" or op["time"] >= horizon or value.get("reason") not in (
+                    "assigned", "revoked"):
+                continue
+            parts = {p.get("partition") for p in value.get("positions") or [] if p.get("topic") == topic}
+            mine = held.setdefault(op["process"], set())
+            held[op["process"]] = mine | parts if value["reason"] == "assigned" else mine - parts
+        for process, parts in sorted(held.items()):
+            read = any(op["process"] == process and op["f"] == "process" and op["type"] == "invoke" and at < op["time"]
+                       and any(i.get("topic") == topic for i in (op.get("value") or {}).get("inputs") or [])
+                       for op in ops)
+            if parts and not read:
+                found.append(f"{process}: holds {topic} partitions {sorted(parts)} and read none of its records from "
+                             f"its re-creation ({_s(at)}) to quiescence ({_s(horizon)}), while {written} were "
+                             "committed to it")
+    return found
+
+
+def _recreations(ops: list[dict]) -> list[tuple[int, str]]:
+    """(time, topic) of each recreate-topic fault that completed."""
+    return [(op["time"], str((op.get("value") or {}).get("topic"))) for op in ops if op["f"] == "fault"
+            and op["type"] == "ok" and (op.get("value") or {}).get("kind") == "recreate-topic"]
+
+
 SHAPES: dict[str, Callable[[list[dict]], list[str]]] = {"commit-waits": commit_waits, "zombie-revived": zombie_revived,
                                                         "stuck-producer": stuck_producers,
-                                                        "recreated-topic-commits-stuck": recreated_topic_commits_stuck}
-LIVENESS_SHAPES = ("stuck-producer", "recreated-topic-commits-stuck")     # shapes of a process that cannot go on: they explain a fault not recovered from
+                                                        "recreated-topic-commits-stuck": recreated_topic_commits_stuck,
+                                                        "recreated-topic-unread": recreated_topic_unread}
+LIVENESS_SHAPES = ("stuck-producer", "recreated-topic-commits-stuck", "recreated-topic-unread")     # shapes of a process that cannot go on: they explain a fault not recovered from
 
 
 def shapes_in(run_dir: Path, names: tuple[str, ...]) -> dict[str, list[str]] | str:

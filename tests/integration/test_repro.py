@@ -189,3 +189,17 @@ def test_java_s_stale_topic_id_commit_is_seen_by_its_standalone_reproduction_and
         assert fixed.returncode == 0 and "no symptom" in fixed.stdout, fixed.stdout[-3000:] + fixed.stderr[-2000:]
     finally:
         shutil.rmtree(REPRO / "java-txn-offset-commit-stale-topic-id" / "target", ignore_errors=True)
+
+
+@CAMPAIGN
+def test_java_s_recreated_topic_skip_is_seen_by_its_standalone_reproduction(cluster):
+    """java-recreated-topic-skip's reproduction (a Java program on kafka-clients alone): a consumer that read 10
+    records a partition keeps that position when the topic is created again with 15 a partition, and reads 10 of the
+    30 (librdkafka reads all 30 in the same steps: docs/bugs.md)."""
+    try:
+        proc = maven_repro("java-recreated-topic-skip", cluster, "4.4.0")
+        print(proc.stdout)
+        assert proc.returncode == 1 and "SYMPTOM: the consumer read 10 of the 30 records" in proc.stdout, \
+            proc.stdout[-3000:] + proc.stderr[-2000:]
+    finally:
+        shutil.rmtree(REPRO / "java-recreated-topic-skip" / "target", ignore_errors=True)

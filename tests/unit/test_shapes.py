@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from chaos.record.shapes import (COMMIT_WAIT_S, commit_waits, recreated_topic_commits_stuck, shapes_in, stuck_producers,
+from chaos.record.shapes import (COMMIT_WAIT_S, commit_waits, recreated_topic_commits_stuck, recreated_topic_unread,
+                                 shapes_in, stuck_producers,
                                  zombie_revived)
 from chaos.runner.spec import SpecError
 from chaos.catalog.bugs import load_bug
@@ -216,3 +217,26 @@ def test_a_processor_that_stops_at_offsets_of_a_recreated_topic_is_stuck_and_one
     before = [*process("eos-0", 2, 7.0, None)]                    # began before the topic was created again
     assert recreated_topic_commits_stuck([*recreated, *before, *quiet]) == []
     assert recreated_topic_commits_stuck([*stuck, *quiet]) == []  # no re-creation in the run
+
+
+def seek(name: str, at: float, reason: str, parts, topic: str = "r-in-b") -> dict:
+    return op(name, "ok", "seek", at, reason=reason, positions=[{"topic": topic, "partition": p} for p in parts])
+
+
+def polled(name: str, at: float, topic: str = "r-in-b") -> dict:
+    return op(name, "invoke", "process", at, attempt=f"r.{name}.{int(at)}", inputs=[{"topic": topic, "partition": 0}])
+
+
+def test_a_processor_holding_a_recreated_topic_that_reads_none_of_it_is_unread_one_reading_it_is_not():
+    quiet = [op("nemesis", "ok", "quiescence", 40.0)]
+    recreated = fault(8.0, 10.0, kind="recreate-topic", topic="r-in-b")
+    feeding = [op("feeder", "ok", "txn", 20.5, attempt="r.feeder.5", writes=[{"topic": "r-in-b", "partition": 0}])]
+    history = [seek("eos-0", 1.0, "assigned", [0, 1]), seek("eos-1", 1.0, "assigned", [2]), polled("eos-0", 5.0),
+               polled("eos-1", 12.0), *recreated, *feeding, *quiet]
+    found = recreated_topic_unread(sorted(history, key=lambda o: o["time"]))
+    assert found == ["eos-0: holds r-in-b partitions [0, 1] and read none of its records from its re-creation (8.01 s) "
+                     "to quiescence (40.00 s), while 1 were committed to it"]
+    revoked = [*history, seek("eos-0", 15.0, "revoked", [0, 1])]
+    assert recreated_topic_unread(sorted(revoked, key=lambda o: o["time"])) == []     # given up: another's to read
+    unfed = [o for o in history if o["process"] != "feeder"]
+    assert recreated_topic_unread(sorted(unfed, key=lambda o: o["time"])) == []       # nothing to read
