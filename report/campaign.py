@@ -179,8 +179,9 @@ def experiment_outcome(run: dict) -> dict:
     """A demo report's run (report/build.py run_report) as a cell's outcome: its verdict, its recovery, the
     catalogued findings it matches (anomalies and stalls) or its history shows (report/build.py shape_bugs), graded: valid (valid, every fault recovered by itself),
     named (what went wrong is a catalogued finding: its anomalies match one, or a workload recovered only after a
-    restart of a stall that matches one, or a fault was not recovered from and the history shows a finding whose shape
-    is a process that cannot go on: shapes.LIVENESS_SHAPES), invalid (an anomaly or a fault not recovered that no finding names),
+    restart of a stall that matches one, or the history shows a finding whose shape is a process that cannot go on,
+    shapes.LIVENESS_SHAPES, whether or not its faults read as recovered: a processor that stopped reading one topic
+    while its other input flows commits on), invalid (an anomaly or a fault not recovered that no finding names),
     unknown (the evidence is incomplete: the verdict or the recovery is unknown, with the reasons, or a run that looks
     clean although one of its faults failed to start: what it was to test did not happen)."""
     from report.build import recovered_cell, stall_bugs
@@ -197,7 +198,7 @@ def experiment_outcome(run: dict) -> dict:
     unstarted = [f["kind"] for f in run["recovery"].get("faults", []) if f.get("started") is False]
     if verdict is True and recovered is True and unstarted:
         grade = "unknown"
-    elif verdict is True and recovered is True:
+    elif verdict is True and recovered is True and not stuck:
         grade = "valid"
     elif verdict_named and recovery_named:
         grade = "named"
@@ -283,8 +284,9 @@ class Campaign:
 
     def pending(self) -> list[dict]:
         done = self.state["cells"]
-        if self.options.regrade:            # the bug cells done, judged again from their stored suites
-            return [c for c in self.cells if c["part"] == "bugs" and done.get(c["id"], {}).get("status") == "done"]
+        if self.options.regrade:            # the bug and experiment cells done, judged again from their stored suites
+            return [c for c in self.cells if c["part"] in REGRADERS and done.get(c["id"], {}).get("status") == "done"
+                    and (c["part"] == "bugs" or done[c["id"]].get("suite"))]
         return [c for c in self.cells if self.options.again or done.get(c["id"], {}).get("status") != "done"]
 
     def in_time(self) -> bool:
@@ -326,7 +328,7 @@ class Campaign:
                     self.record(cell, {"grade": "n/a", "detail": cell["not_applicable"]}, time.time())
                 runnable = [c for c in cells if not c.get("not_applicable")]
                 if runnable:
-                    (regrade_bugs if self.options.regrade else self.runners[part])(self, runnable)
+                    (REGRADERS[part] if self.options.regrade else self.runners[part])(self, runnable)
         finally:
             self.slice["ended"] = time.time()
             self.save()
@@ -409,6 +411,29 @@ def regrade_bugs(campaign: Campaign, cells: list[dict]) -> None:
         campaign.record(cell, {**graded(cell, outcome), "wall_s": done["wall_s"], "regraded": True,
                                "ran_commit": done.get("ran_commit", done["commit"]),
                                "regraded_at": campaign.slice["commit"]}, done["started"])
+
+
+def regrade_experiments(campaign: Campaign, cells: list[dict]) -> None:
+    """Each experiment cell done, graded again by the catalog as it is now: its stored suite's run reports built again
+    (report/build.py build: the run's verify report, recovery and history as stored, the findings the catalog names
+    now; no cluster, nothing run), recorded in this slice."""
+    from report.build import build
+    suites: dict[str, dict] = {}
+    for cell in cells:
+        if not campaign.in_time():
+            return
+        done = campaign.state["cells"][cell["id"]]
+        if done["suite"] not in suites:
+            suites[done["suite"]] = build(Path(done["suite"]))
+        run = next((r for r in suites[done["suite"]]["runs"] if r["experiment"] == cell["experiment"]), None)
+        if run is None:
+            continue
+        campaign.record(cell, {**experiment_outcome(run), "suite": done["suite"], "wall_s": done.get("wall_s"),
+                               "regraded": True, "ran_commit": done.get("ran_commit", done["commit"]),
+                               "regraded_at": campaign.slice["commit"]}, done["started"])
+
+
+REGRADERS = {"bugs": regrade_bugs, "experiments": regrade_experiments}
 
 
 def run_releases(campaign: Campaign, cells: list[dict]) -> None:

@@ -374,3 +374,17 @@ def test_a_migration_cell_on_kafkajs_is_not_applicable_for_its_missing_kip_848_n
         "its client, kafkajs, has no KIP-848 consumer protocol to move to (KafkaJS 2.2.4, its last release, speaks "
         "JoinGroup and SyncGroup only)")
     assert "not_applicable" not in cells["experiment/group-protocol-migration/java"]
+
+
+def test_a_run_whose_history_shows_a_process_that_cannot_go_on_is_named_even_if_its_faults_read_as_recovered():
+    """franz-go-recreated-topic-unread: the processors stop reading the re-created topic while their other input
+    topic flows, so they commit after the heal (recovered) and exactly-once holds; the history's liveness shape names
+    the cell, it is not valid."""
+    from report.campaign import experiment_outcome
+    run = {"verify": {"valid": True}, "recovery": {"recovered": True, "faults": [{"kind": "recreate-topic",
+                                                                                  "started": True}]},
+           "catalogued": [], "anomalies": [], "run_dir": "r",
+           "shown": [{"id": "franz-go-recreated-topic-unread", "shapes": ["recreated-topic-unread"]}]}
+    assert experiment_outcome(run)["grade"] == "named"
+    assert experiment_outcome({**run, "shown": [{"id": "franz-go-tv2-wait", "shapes": ["commit-waits"]}]})["grade"] \
+        == "valid"                                     # a behaviour that does not stop a process

@@ -235,8 +235,8 @@ def add_commands(sub) -> None:
     camp.add_argument("--again", action="store_true", help="run the selected cells again, even those done")
     camp.add_argument("--minutes", type=float, default=None, help="start no cell after this many minutes (the "
                       "rest stay pending for the next slice: a nightly window)")
-    camp.add_argument("--regrade", action="store_true", help="run nothing: grade the selected bug cells done again "
-                      "from their stored suites by the catalog as it is now")
+    camp.add_argument("--regrade", action="store_true", help="run nothing: grade the selected bug and experiment "
+                      "cells done again from their stored suites by the catalog as it is now")
     camp.add_argument("--list", action="store_true", help="the selected cells and their state; run nothing")
     camp.add_argument("--markdown", action="store_true", help="print the campaign in Markdown (docs/campaign.md); "
                       "run nothing")
