@@ -46,7 +46,7 @@ from cluster.lab.heal import run_steps
 from cluster.access.reads import partition_offsets
 from cluster.access.smoke import ensure_topic
 from cluster.lab.supervisor import Supervisor
-from cluster.lab.versions import KAFKA_VERSION_VARIABLE, REPO_ROOT, pinned
+from cluster.lab.versions import JAVA_CLIENTS_VARIABLE, KAFKA_VERSION_VARIABLE, REPO_ROOT, pinned
 from cluster.access.waiting import Deadline
 from chaos.workloads.topics import partition_counts
 from cluster.access.progress import Progress
@@ -92,6 +92,7 @@ class Run:
         self.kafka_version = kafka_version
         self.settings = settings or {}
         self.java_clients = java_clients or kafka_version
+        self.java_clients_asked = java_clients            # the Java-client workloads run this release, else the pin
         self.info = RunInfo(run_tag, seed, name, time.time())
         self.history = HistoryWriter(self.dir)
         self.socket = self.history.serve()
@@ -132,6 +133,8 @@ class Run:
         env = {**_base_env(), **self.conn.to_env(), "TMPDIR": str(self.scratch)}
         if self.java_clients:
             env[KAFKA_VERSION_VARIABLE] = self.java_clients
+        if self.java_clients_asked:
+            env[JAVA_CLIENTS_VARIABLE] = self.java_clients_asked
         self.supervisor.start(spec.process, argv, self.dir / "logs" / f"{spec.process}.log", cwd=REPO_ROOT, env=env)
         self.info.specs.append(asdict(spec))
 
@@ -366,7 +369,8 @@ class Run:
             controller = admin.active_controller()
         return {"connection": self.conn.describe(), "bootstrap": self.conn.bootstrap, "brokers": brokers,
                 "active_controller": controller, "kafka_version": self.kafka_version,
-                "java_clients": self.java_clients, "versions": pinned(), "group_protocols": self.group_protocols,
+                "java_clients": self.java_clients,
+                "java_client_workloads": self.java_clients_asked or pinned()["KAFKA_VERSION"], "versions": pinned(), "group_protocols": self.group_protocols,
                 **self.settings}
 
     def _write(self, name: str, data: object) -> None:

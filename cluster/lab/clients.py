@@ -13,6 +13,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -169,7 +170,10 @@ class JavaClient(NativeClient):
              f"mvn package of the {self.name} workloads failed (a JDK's javac is needed; is Maven Central reachable?)")
 
     def argv(self) -> list[str]:
-        return java_command(self.main, [], version=self.version, classpath=[self.product()])
+        """Its jar on the classpath of the pin's release, or of the release the run asked its Java clients to be
+        ($TXNLAB_JAVA_CLIENTS: the jar uses only kafka-clients' public API, compiled against the pin's)."""
+        release = os.environ.get(versions.JAVA_CLIENTS_VARIABLE) or self.version
+        return java_command(self.main, [], version=release, classpath=[self.product()])
 
 
 def go_build(source: Path, product: Path, what: str) -> None:

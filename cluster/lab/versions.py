@@ -59,6 +59,9 @@ def txnlab_home() -> Path:
 
 
 KAFKA_VERSION_VARIABLE = "TXNLAB_KAFKA_VERSION"
+# the release of Kafka's Java clients a run's Java-client workloads (chaos/workloads/javaclient) run on, set only when
+# the run asks for one (an experiment's `java_clients`, a bug side's); otherwise they run the pin's (KAFKA_VERSION)
+JAVA_CLIENTS_VARIABLE = "TXNLAB_JAVA_CLIENTS"
 
 
 class UnsupportedVersion(TxnlabError, ValueError):
