@@ -203,3 +203,17 @@ def test_java_s_recreated_topic_skip_is_seen_by_its_standalone_reproduction(clus
             proc.stdout[-3000:] + proc.stderr[-2000:]
     finally:
         shutil.rmtree(REPRO / "java-recreated-topic-skip" / "target", ignore_errors=True)
+
+
+@CAMPAIGN
+def test_franz_go_s_recreated_topic_unread_is_seen_by_its_standalone_reproduction(cluster, tmp_path):
+    """franz-go-recreated-topic-unread's reproduction (a Go program on franz-go alone): a group consumer that read a
+    topic reads none of the 20 records written to it after it was deleted and created again, and franz-go says it
+    did not adopt the new topic id."""
+    binary = tmp_path / "franz-go-recreated-topic-unread"
+    go_build(REPRO / "franz-go-recreated-topic-unread", binary, "franz-go-recreated-topic-unread's reproduction")
+    proc = subprocess.run([str(binary), "-brokers", cluster.connection().bootstrap, "-replicas", "3"],
+                          capture_output=True, text=True, timeout=180)
+    print(proc.stdout)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "SYMPTOM: the consumer read 0 of the 20 records" in proc.stdout and "not adopted: true" in proc.stdout

@@ -158,3 +158,20 @@ def test_kafkajs_retry_duplicates_are_recognised_by_their_whole_signature_and_no
     report, ops = kafkajs_duplicates()
     report["checks"]["duplicate"]["examples"][0]["positions"][1]["topic"] = "r-a"
     assert "one partition" in not_kafkajs_findings(report, ops)                  # copies in two partitions
+
+
+def test_the_java_workloads_run_on_the_release_a_run_asked_for_else_the_pin(monkeypatch):
+    """A run's java_clients (an experiment's, a bug side's) reaches the Java-client workloads as $TXNLAB_JAVA_CLIENTS:
+    their classpath is that release's libs (java-txn-offset-commit-stale-topic-id's fixed side, 4.3.1); without it,
+    the pin's."""
+    from cluster.lab import clients as lab_clients
+    from cluster.lab.versions import JAVA_CLIENTS_VARIABLE, pinned
+    seen = []
+    monkeypatch.setattr(lab_clients, "java_command", lambda main, args, version=None, classpath=None:
+                        seen.append(version) or ["java"])
+    java = lab_clients.CLIENTS["java"]
+    monkeypatch.delenv(JAVA_CLIENTS_VARIABLE, raising=False)
+    java.argv()
+    monkeypatch.setenv(JAVA_CLIENTS_VARIABLE, "4.3.1")
+    java.argv()
+    assert seen == [pinned()["KAFKA_VERSION"], "4.3.1"]
