@@ -92,7 +92,7 @@ from cluster.access.connection import ConnectionSettings
 from cluster.lab.java import TEMPLATES, java_binary, require_kafka_libs
 from cluster.lab.local import LocalCluster
 from report.stack import local_stack
-from cluster.access.reads import partition_offsets
+from cluster.access.reads import partition_ends
 from cluster.access.smoke import ensure_topic
 from cluster.lab.spark_layout import StandalonePlan
 from cluster.lab.versions import REPO_ROOT, pinned, txnlab_home
@@ -331,9 +331,7 @@ def settled_end_offsets(conn: ConnectionSettings, topics: list[str]) -> dict:
     def read() -> dict | None:
         offsets = {}
         for topic in topics:
-            hwm = partition_offsets(conn, topic, list(range(PARTITIONS)), committed=False)
-            lso = partition_offsets(conn, topic, list(range(PARTITIONS)), committed=True)
-            offsets[topic] = {str(p): {"hwm": hwm[p], "lso": lso[p]} for p in range(PARTITIONS)}
+            offsets[topic] = partition_ends(conn, topic, list(range(PARTITIONS)))
         settled = all(o["hwm"] == o["lso"] for parts in offsets.values() for o in parts.values())
         return offsets if settled else None
     return wait_until(read, 120, "every LSO to reach its high watermark", 0.5)   # past transaction.timeout.ms

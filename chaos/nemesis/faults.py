@@ -860,10 +860,9 @@ class RecreateTopic(Fault):
         assert self.state is not None
         if self.state.topic not in run.info.topics:
             raise FaultError(f"{self.state.topic} is not a topic of this run: only its own topics are deleted")
-        spec_of(run, self.params.writer)
+        for process in (self.params.writer, *self.params.hold):
+            spec_of(run, process)             # a FaultError for a process the run never started
         try:
-            for process in self.params.hold:
-                spec_of(run, process)
             return recreate(run, self.state, self.params.writer, with_tag(self.params.group, env.tag),
                             self.params.catch_up_s, self.params.gap_s, run.progress, tuple(self.params.hold),
                             self.params.hold_s)

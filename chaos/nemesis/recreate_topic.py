@@ -36,7 +36,7 @@ from chaos.workloads.run import Run
 from cluster.access.admin import ClusterAdmin
 from cluster.access.connection import ConnectionSettings
 from cluster.access.errors import TxnlabError
-from cluster.access.reads import partition_offsets, topic_partitions
+from cluster.access.reads import partition_ends, topic_partitions
 from cluster.access.smoke import delete_topic, ensure_topic, topic_id
 from cluster.access.waiting import Deadline
 
@@ -58,13 +58,6 @@ class Recreation:
     deleted: bool = False
     created: bool = False
     result: dict = field(default_factory=dict)
-
-
-def ends_of(conn: ConnectionSettings, topic: str, partitions: list[int]) -> dict[str, dict[str, int]]:
-    """{partition: {lso, hwm}} now."""
-    hwm = partition_offsets(conn, topic, partitions, committed=False)
-    lso = partition_offsets(conn, topic, partitions, committed=True)
-    return {str(p): {"lso": lso[p], "hwm": hwm[p]} for p in partitions}
 
 
 def settled(ends: dict[str, dict[str, int]]) -> bool:
@@ -121,7 +114,7 @@ def recreate(run: Run, state: Recreation, writer: str, group: str, catch_up_s: f
     out = state.result
     out.update(topic=topic, writer=writer, group=group, partitions=len(parts), topic_id=topic_id(conn, topic))
     state.paused = True
-    boundary = pause_between_transactions(run, writer, lambda: ends_of(conn, topic, parts))
+    boundary = pause_between_transactions(run, writer, lambda: partition_ends(conn, topic, parts))
     ends = boundary["ends"]
     out.update(boundary_tries=boundary["boundary_tries"], ends=ends)
     alias = next_alias(run.dir, topic)

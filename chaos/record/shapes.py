@@ -106,6 +106,8 @@ def recreated_topic_commits_stuck(ops: list[dict]) -> list[str]:
     if not recreated:
         return []
     ends = {(op.get("value") or {}).get("attempt"): op for op in ops if op["f"] == "process" and op["type"] != "invoke"}
+    last_commit = {op["process"]: op["time"] for op in ops
+                   if op["f"] == "process" and op["type"] == "ok" and op["time"] < horizon}
     found = []
     for op in ops:
         value = op.get("value") or {}
@@ -116,8 +118,7 @@ def recreated_topic_commits_stuck(ops: list[dict]) -> list[str]:
         end = ends.get(value.get("attempt"))
         if topic is None or end is not None and (end["type"] == "ok" or end["time"] - op["time"] < RECREATED_STUCK_S * 1e9):
             continue
-        if any(o["process"] == op["process"] and o["f"] == "process" and o["type"] == "ok" and op["time"] < o["time"]
-               < horizon for o in ops):
+        if last_commit.get(op["process"], -1) > op["time"]:
             continue
         how = "never ended" if end is None else \
             f"ended {end['type']} at {_s(end['time'])}: {str((end.get('value') or {}).get('after') or (end.get('value') or {}).get('error'))[:160]}"
@@ -148,11 +149,10 @@ def recreated_topic_unread(ops: list[dict]) -> list[str]:
             parts = {p.get("partition") for p in value.get("positions") or [] if p.get("topic") == topic}
             mine = held.setdefault(op["process"], set())
             held[op["process"]] = mine | parts if value["reason"] == "assigned" else mine - parts
+        readers = {op["process"] for op in ops if op["f"] == "process" and op["type"] == "invoke" and at < op["time"]
+                   and any(i.get("topic") == topic for i in (op.get("value") or {}).get("inputs") or [])}
         for process, parts in sorted(held.items()):
-            read = any(op["process"] == process and op["f"] == "process" and op["type"] == "invoke" and at < op["time"]
-                       and any(i.get("topic") == topic for i in (op.get("value") or {}).get("inputs") or [])
-                       for op in ops)
-            if parts and not read:
+            if parts and process not in readers:
                 found.append(f"{process}: holds {topic} partitions {sorted(parts)} and read none of its records from "
                              f"its re-creation ({_s(at)}) to quiescence ({_s(horizon)}), while {written} were "
                              "committed to it")

@@ -22,7 +22,7 @@ from kafka.structs import TopicPartition
 from chaos.nemesis.fault_kinds import with_tag
 from cluster.access.admin import ClusterAdmin
 from cluster.access.connection import ConnectionSettings
-from cluster.access.reads import partition_offsets
+from cluster.access.reads import partition_ends
 from cluster.lab.prometheus import Prometheus
 from cluster.access.waiting import Deadline
 from cluster.access.errors import TxnlabError
@@ -63,9 +63,8 @@ def open_partitions(conn: ConnectionSettings, topics: list[str]) -> list[str]:
     from chaos.workloads.topics import partition_counts
     stuck = []
     for topic, n in partition_counts(conn, topics).items():
-        lso = partition_offsets(conn, topic, list(range(n)), committed=True)
-        hwm = partition_offsets(conn, topic, list(range(n)), committed=False)
-        stuck += [f"{topic}-{p}" for p in range(n) if lso[p] < hwm[p]]
+        ends = partition_ends(conn, topic, list(range(n)))
+        stuck += [f"{topic}-{p}" for p in range(n) if ends[str(p)]["lso"] < ends[str(p)]["hwm"]]
     return stuck
 
 

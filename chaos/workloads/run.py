@@ -43,7 +43,7 @@ from chaos.workloads.plans import WorkloadSpec, without_option
 from cluster.access.admin import ClusterAdmin
 from cluster.access.connection import ConnectionSettings
 from cluster.lab.heal import run_steps
-from cluster.access.reads import partition_offsets
+from cluster.access.reads import partition_ends
 from cluster.access.smoke import ensure_topic
 from cluster.lab.supervisor import Supervisor
 from cluster.lab.versions import JAVA_CLIENTS_VARIABLE, KAFKA_VERSION_VARIABLE, REPO_ROOT, pinned
@@ -343,12 +343,7 @@ class Run:
         if not self.info.topics:
             return {}
         counts = partition_counts(self.conn, self.info.topics)
-        offsets = {}
-        for topic, n in counts.items():
-            hwm = partition_offsets(self.conn, topic, list(range(n)), committed=False)
-            lso = partition_offsets(self.conn, topic, list(range(n)), committed=True)
-            offsets[topic] = {str(p): {"hwm": hwm[p], "lso": lso[p]} for p in range(n)}
-        return offsets
+        return {topic: partition_ends(self.conn, topic, list(range(n))) for topic, n in counts.items()}
 
     def _group_offsets(self, admin: ClusterAdmin | None = None) -> dict:
         """{group: {topic: {partition: committed offset}}} of the run's groups on the run's topics."""
@@ -370,7 +365,8 @@ class Run:
         return {"connection": self.conn.describe(), "bootstrap": self.conn.bootstrap, "brokers": brokers,
                 "active_controller": controller, "kafka_version": self.kafka_version,
                 "java_clients": self.java_clients,
-                "java_client_workloads": self.java_clients_asked or pinned()["KAFKA_VERSION"], "versions": pinned(), "group_protocols": self.group_protocols,
+                "java_client_workloads": self.java_clients_asked or pinned()["KAFKA_VERSION"], "versions": pinned(),
+                "group_protocols": self.group_protocols,
                 **self.settings}
 
     def _write(self, name: str, data: object) -> None:

@@ -47,6 +47,13 @@ def partition_offsets(conn: ConnectionSettings, topic: str, partitions: list[int
                       ignore_if=lambda exc: exc.args[0].code() in TRANSIENT, reraise=True)[0]
 
 
+def partition_ends(conn: ConnectionSettings, topic: str, partitions: list[int]) -> dict[str, dict[str, int]]:
+    """{partition (str): {"hwm": high watermark, "lso": last stable offset}} now: what end_offsets.json records."""
+    hwm = partition_offsets(conn, topic, partitions, committed=False)
+    lso = partition_offsets(conn, topic, partitions, committed=True)
+    return {str(p): {"hwm": hwm[p], "lso": lso[p]} for p in partitions}
+
+
 def log_start_offsets(conn: ConnectionSettings, topic: str, partitions: list[int],
                       timeout: float = 10.0) -> dict[int, int]:
     """ListOffsets(earliest) per partition: where the log starts (> 0 once records were deleted)."""

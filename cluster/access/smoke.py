@@ -90,7 +90,6 @@ def transactional_round_trip(conn: ConnectionSettings, timeout: float = 60.0, re
     return txn_id
 
 
-
 def topic_id(conn: ConnectionSettings, topic: str, timeout: float = 10.0) -> str | None:
     """The topic's id (KIP-516) as the cluster describes it now, None when it does not know the topic."""
     from confluent_kafka import TopicCollection
