@@ -10,7 +10,9 @@ Owns the fault's procedure, in the order an operator resetting a topic follows, 
      everything the incarnation holds is processed and committed, so no commit of it can come later; at most
      catch_up_s, and recorded as not caught up otherwise: the verification then cannot tell what the group had
      processed of it), added to the manifest;
-  4. the topic deleted, gone from every broker's metadata; the manifest then says `deleted` (with the history
+  4. the topic's id and ends read again, and the deletion refused (the archive removed, the writer resumed by the heal)
+     when either changed since the archive: someone else's write would be deleted unseen; then the topic deleted,
+     gone from every broker's metadata; the manifest then says `deleted` (with the history
      time), the one fact that makes the verification read the archived incarnation under its alias
      (`<topic>~<n>`: a name no Kafka topic can have);
   5. after gap_s, the topic created again with its partition count and the cluster's defaults, led everywhere;
@@ -25,6 +27,7 @@ Must not: write to the topic, or act on anything but the run's own topic, writer
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,10 +129,15 @@ def recreate(run: Run, state: Recreation, writer: str, group: str, catch_up_s: f
     caught_up, offsets = group_caught_up(conn, group, topic, after, catch_up_s)
     out.update(caught_up=caught_up, group_offsets=offsets)
     mark_incarnation(manifest, group_offsets=offsets, caught_up=caught_up)
-    for process in hold:
-        state.held.append(process)
-        if not run.pause(process):
-            raise RecreateError(f"{process} (to hold) is not running")
+    try:
+        for process in hold:
+            state.held.append(process)
+            if not run.pause(process):
+                raise RecreateError(f"{process} (to hold) is not running")
+        unchanged(topic, (out["topic_id"], ends), (topic_id(conn, topic), partition_ends(conn, topic, parts)))
+    except RecreateError:                # nothing deleted: no incarnation for the verification to read
+        shutil.rmtree(manifest.parent, ignore_errors=True)
+        raise
     delete_topic(conn, topic)
     state.deleted = True
     mark_incarnation(manifest, deleted=True, deleted_at=now_ns(run.history.run_start_ns))
@@ -144,6 +152,14 @@ def recreate(run: Run, state: Recreation, writer: str, group: str, catch_up_s: f
         out["held"] = {p: run.resume(p) for p in state.held}
         state.held = []
     return out
+
+
+def unchanged(topic: str, archived: tuple, now: tuple) -> None:
+    """Refuse (RecreateError) to delete a topic that is no longer the one archived: another id (someone re-created it),
+    or other ends (someone wrote to it: those records would be deleted unseen)."""
+    if now != archived:
+        raise RecreateError(f"{topic} changed since it was archived (topic id and ends {archived[0]} {archived[1]}, now "
+                            f"{now[0]} {now[1]}): not deleted")
 
 
 def last_committed(manifest: Path) -> dict[str, int]:

@@ -168,3 +168,13 @@ def test_held_processes_are_journaled_and_released_by_the_heal():
     assert fault.heal(env) == {"topic": "r1-in-b", "released": {"eos-1": True}}
     assert run.calls == [("resume", "eos-1")] and fault.state.held == []
     assert fault.heal(env) == {"topic": "r1-in-b"}                     # released once
+
+
+def test_a_topic_that_changed_since_it_was_archived_is_not_deleted():
+    """The re-check at the moment of the deletion: another id or other ends than the archived ones refuse it."""
+    ends = {"0": {"hwm": 5, "lso": 5}}
+    recreate_topic.unchanged("r1-t", ("id-a", ends), ("id-a", {"0": {"hwm": 5, "lso": 5}}))
+    with pytest.raises(recreate_topic.RecreateError, match="changed since it was archived"):
+        recreate_topic.unchanged("r1-t", ("id-a", ends), ("id-a", {"0": {"hwm": 6, "lso": 6}}))
+    with pytest.raises(recreate_topic.RecreateError, match="not deleted"):
+        recreate_topic.unchanged("r1-t", ("id-a", ends), ("id-b", ends))
